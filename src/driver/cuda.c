@@ -1,0 +1,936 @@
+/*
+ * The cuda backend of the device port: the CUDA Driver API, reached at run
+ * time so that devactor builds, links and runs where there is no driver.
+ *
+ * Design
+ * ------
+ * cuda.h is included for its types and constants only; nothing here
+ * references a libcuda symbol at link time.  open() dlopens libcuda.so.1,
+ * takes its one stable entry point, cuGetProcAddress_v2, and resolves every
+ * other call through it by base name and CUDA_VERSION, so the driver hands
+ * back the ABI version of each call that matches the prototypes this file
+ * was compiled against (cuMemAlloc -> cuMemAlloc_v2, and so on).
+ *
+ * CU_FUNCS lists those calls once.  Each entry becomes a typed pointer in
+ * struct cu_api and a row of the table that open() resolves in one loop.
+ * The member is written `__typeof__(fn) *fn`, so cuda.h's own #defines apply
+ * to it: api->cuMemAlloc expands to api->cuMemAlloc_v2, whose type is the
+ * _v2 prototype, while the table's #fn keeps the base name that
+ * cuGetProcAddress wants.
+ *
+ * Contexts are device primary contexts, retained per dv_drv_ctx object.  The
+ * driver keeps a current context per thread; every op that touches device
+ * state first makes its object's context current (cu_enter).  A thread-local
+ * cache skips cuCtxSetCurrent when the context is already current.  The
+ * cache cannot see a context being reset or destroyed from another thread,
+ * so it is tagged with a process-wide epoch that ctx_release, ctx_reset and
+ * close bump: every thread then sets its context again on its next call.
+ * (The cache also cannot see foreign code on the same thread switching the
+ * current context; devactor's threads run no such code.)
+ *
+ * Return values: ops return 0 or the raw CUresult; the port maps it.  Only
+ * open() fills the error detail itself, to say why there is no backend.
+ */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "driver/port.h"
+
+/* dv_dptr and byte counts travel as 64-bit values into size_t and
+ * CUdeviceptr parameters; the CUDA driver exists only for 64-bit hosts. */
+_Static_assert(sizeof(size_t) >= sizeof(uint64_t), "cuda backend needs a 64-bit size_t");
+_Static_assert(sizeof(CUdeviceptr) == sizeof(dv_dptr), "CUdeviceptr is not 64-bit");
+/* Resolved pointers are stored through a void * (POSIX guarantees a
+ * function pointer survives the round trip, as dlsym relies on). */
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers differ from void *");
+
+/* Every driver call devactor makes, by base name. */
+#define CU_FUNCS(X)                                                            \
+    X(cuGetErrorName)                                                          \
+    X(cuGetErrorString)                                                        \
+    X(cuInit)                                                                  \
+    X(cuDeviceGetCount)                                                        \
+    X(cuDeviceGet)                                                             \
+    X(cuDeviceGetName)                                                         \
+    X(cuDeviceTotalMem)                                                        \
+    X(cuDeviceGetAttribute)                                                    \
+    X(cuDeviceGetDefaultMemPool)                                               \
+    X(cuDevicePrimaryCtxRetain)                                                \
+    X(cuDevicePrimaryCtxRelease)                                               \
+    X(cuDevicePrimaryCtxReset)                                                 \
+    X(cuCtxSetCurrent)                                                         \
+    X(cuMemGetInfo)                                                            \
+    X(cuStreamCreate)                                                          \
+    X(cuStreamDestroy)                                                         \
+    X(cuStreamSynchronize)                                                     \
+    X(cuStreamQuery)                                                           \
+    X(cuStreamWaitEvent)                                                       \
+    X(cuEventCreate)                                                           \
+    X(cuEventDestroy)                                                          \
+    X(cuEventRecord)                                                           \
+    X(cuEventQuery)                                                            \
+    X(cuEventSynchronize)                                                      \
+    X(cuMemAlloc)                                                              \
+    X(cuMemFree)                                                               \
+    X(cuMemAllocFromPoolAsync)                                                 \
+    X(cuMemFreeAsync)                                                          \
+    X(cuMemPoolSetAttribute)                                                   \
+    X(cuMemPoolGetAttribute)                                                   \
+    X(cuMemcpyHtoDAsync)                                                       \
+    X(cuMemcpyDtoHAsync)                                                       \
+    X(cuMemcpyDtoDAsync)                                                       \
+    X(cuMemcpyPeerAsync)                                                       \
+    X(cuMemsetD8Async)                                                         \
+    X(cuMemsetD32Async)                                                        \
+    X(cuModuleLoadData)                                                        \
+    X(cuModuleUnload)                                                          \
+    X(cuModuleGetFunction)                                                     \
+    X(cuLaunchKernel)                                                          \
+    X(cuLaunchHostFunc)
+
+struct cu_api {
+#define CU_API_MEMBER(fn) __typeof__(fn) *fn;
+    CU_FUNCS(CU_API_MEMBER)
+#undef CU_API_MEMBER
+};
+
+static const struct cu_symbol {
+    const char *name;
+    size_t offset;
+} cu_symbols[] = {
+#define CU_SYMBOL_ROW(fn) {#fn, offsetof(struct cu_api, fn)},
+    CU_FUNCS(CU_SYMBOL_ROW)
+#undef CU_SYMBOL_ROW
+};
+
+/* drv->impl. */
+struct cu_impl {
+    void *lib;                  /* dlopen handle of libcuda.so.1 */
+    uint64_t release_threshold; /* from the config, 0 already made UINT64_MAX */
+    /* Per ordinal: the primary context was reset and is not active again
+     * yet (see cu_revive). */
+    _Atomic bool revive[DV_DRV_MAX_DEVICES];
+    struct cu_api api;
+};
+
+/* The backend objects; each starts with the port's header. */
+struct cu_ctx {
+    dv_drv_obj hdr;
+    CUcontext ctx;
+    CUdevice dev;
+    int ordinal;
+    CUmemoryPool pool; /* default stream-ordered pool; NULL where unsupported */
+};
+
+struct cu_stream {
+    dv_drv_obj hdr;
+    CUstream s;
+};
+
+struct cu_event {
+    dv_drv_obj hdr;
+    CUevent e;
+};
+
+struct cu_module {
+    dv_drv_obj hdr;
+    CUmodule m;
+};
+
+struct cu_func {
+    dv_drv_obj hdr;
+    CUfunction f;
+};
+
+static const struct cu_api *cu_api_of(const dv_drv_obj *obj)
+{
+    return &((const struct cu_impl *)obj->drv->impl)->api;
+}
+
+static struct cu_ctx *cu_ctx_of(const dv_drv_obj *obj)
+{
+    return (struct cu_ctx *)obj->ctx;
+}
+
+/* ------------------------------------------------------------------------
+ * Current context
+ * ------------------------------------------------------------------------ */
+
+/* Bumped whenever a cached current context may no longer be what the
+ * driver has current for a thread.  Starts at 1 so a zeroed cache misses. */
+static _Atomic uint64_t cu_current_epoch = 1;
+
+static _Thread_local struct {
+    CUcontext ctx;
+    uint64_t epoch;
+} cu_current;
+
+static void cu_forget_current(void)
+{
+    /* Release: pairs with the acquire load in cu_enter, so a thread that
+     * sees the new epoch also sees the reset or release that caused it. */
+    atomic_fetch_add_explicit(&cu_current_epoch, 1, memory_order_release);
+    cu_current.ctx = NULL;
+}
+
+/*
+ * Bring a reset primary context back.  The reset keeps the retain count
+ * but leaves the context inactive, and making the old handle current does
+ * not revive it: every call then fails with CONTEXT_IS_DESTROYED (seen on
+ * driver 580 / CUDA 13.0).  A retain re-activates it under the same handle,
+ * so every dv_drv_ctx of the device stays valid, and the matching release
+ * puts the count back.  Where the retain fails (after a sticky fault it
+ * answers that fault's code) the flag stays set, so each later call tries
+ * again and reports the real cause instead of CONTEXT_IS_DESTROYED.
+ * Concurrent callers may both revive: each retain is paired with its
+ * release, so the count comes out right either way.
+ */
+static CUresult cu_revive(struct cu_impl *impl, const struct cu_ctx *c)
+{
+    CUcontext again;
+    CUresult rc = impl->api.cuDevicePrimaryCtxRetain(&again, c->dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    (void)impl->api.cuDevicePrimaryCtxRelease(c->dev);
+    atomic_store_explicit(&impl->revive[c->ordinal], false, memory_order_relaxed);
+    return CUDA_SUCCESS;
+}
+
+/* Make the context of obj current on the calling thread. */
+static CUresult cu_enter(const dv_drv_obj *obj)
+{
+    const struct cu_ctx *c = cu_ctx_of(obj);
+    struct cu_impl *impl = obj->drv->impl;
+    uint64_t epoch = atomic_load_explicit(&cu_current_epoch, memory_order_acquire);
+
+    if (cu_current.ctx == c->ctx && cu_current.epoch == epoch)
+        return CUDA_SUCCESS;
+    /* Set before the epoch moved (cu_ctx_reset), so seen here when the
+     * acquire above saw the new epoch. */
+    if (atomic_load_explicit(&impl->revive[c->ordinal], memory_order_relaxed)) {
+        CUresult rc = cu_revive(impl, c);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    CUresult rc = impl->api.cuCtxSetCurrent(c->ctx);
+    if (rc != CUDA_SUCCESS) {
+        cu_current.ctx = NULL;
+        return rc;
+    }
+    cu_current.ctx = c->ctx;
+    cu_current.epoch = epoch;
+    return CUDA_SUCCESS;
+}
+
+/* Return the raw code of a failed driver call from the enclosing op. */
+#define CU_TRY(expr)                                                           \
+    do {                                                                       \
+        CUresult cu_try_rc_ = (expr);                                          \
+        if (cu_try_rc_ != CUDA_SUCCESS)                                        \
+            return (int)cu_try_rc_;                                            \
+    } while (0)
+
+/* ------------------------------------------------------------------------
+ * Error names
+ * ------------------------------------------------------------------------ */
+
+/* Own buffer per caller, so a name and a description can sit in one printf. */
+static const char *cu_unknown_code(char *buf, size_t size, int code)
+{
+    snprintf(buf, size, "CUDA_ERROR_%d", code);
+    return buf;
+}
+
+/* impl may be NULL (open failed or not yet done): the fallbacks still
+ * answer, since the port asks for names while filling any detail. */
+static const char *cu_error_name(const dv_driver *drv, int code)
+{
+    const struct cu_impl *impl = drv ? drv->impl : NULL;
+    const char *name = NULL;
+
+    if (impl && impl->api.cuGetErrorName &&
+        impl->api.cuGetErrorName((CUresult)code, &name) == CUDA_SUCCESS && name)
+        return name;
+    name = dv__driver_code_name(code);
+    if (name)
+        return name;
+    static _Thread_local char unknown[32];
+    return cu_unknown_code(unknown, sizeof unknown, code);
+}
+
+static const char *cu_error_string(const dv_driver *drv, int code)
+{
+    const struct cu_impl *impl = drv ? drv->impl : NULL;
+    const char *text = NULL;
+
+    if (impl && impl->api.cuGetErrorString &&
+        impl->api.cuGetErrorString((CUresult)code, &text) == CUDA_SUCCESS && text)
+        return text;
+    text = dv__driver_code_name(code);
+    if (text)
+        return text;
+    static _Thread_local char unknown[32];
+    return cu_unknown_code(unknown, sizeof unknown, code);
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ * ------------------------------------------------------------------------ */
+
+/* open() failed in a driver call: ENODEVICE, with the code in the detail. */
+static int cu_fail_open_call(const struct cu_api *api, const char *what, CUresult rc)
+{
+    const char *name = NULL, *text = NULL;
+    char unknown[32];
+
+    if (api->cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+        name = dv__driver_code_name((int)rc);
+    if (!name)
+        name = cu_unknown_code(unknown, sizeof unknown, (int)rc);
+    if (api->cuGetErrorString(rc, &text) != CUDA_SUCCESS || !text)
+        text = "no description";
+    int status = dv__fail(DV_ENODEVICE, "open", "CUDA driver unusable: %s failed with %s (%s)",
+                          what, name, text);
+    dv_error_detail *detail = dv__detail();
+    detail->driver_code = (int)rc;
+    snprintf(detail->driver_name, sizeof detail->driver_name, "%s", name);
+    return status;
+}
+
+/* Why cuGetProcAddress gave no pointer, in words; buf holds the driver's
+ * own CUDA version where that is the reason. */
+static const char *cu_lookup_failure(__typeof__(cuGetProcAddress) *get_proc, CUresult rc,
+                                     CUdriverProcAddressQueryResult found, char *buf,
+                                     size_t size)
+{
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
+        /* Asked for a newer CUDA than the driver knows.  cuDriverGetVersion
+         * exists since CUDA 2.2, so ask for it at that version to say
+         * which CUDA the driver has. */
+        void *fn = NULL;
+        int version = 0;
+        if (get_proc("cuDriverGetVersion", &fn, 2020, CU_GET_PROC_ADDRESS_DEFAULT, NULL) ==
+                CUDA_SUCCESS &&
+            fn && ((__typeof__(cuDriverGetVersion) *)fn)(&version) == CUDA_SUCCESS &&
+            version > 0) {
+            snprintf(buf, size, "the driver supports only CUDA %d.%d", version / 1000,
+                     version % 1000 / 10);
+            return buf;
+        }
+        return "the driver is older than the requested CUDA version";
+    }
+    if (rc != CUDA_SUCCESS)
+        return "cuGetProcAddress failed";
+    if (found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+        return "symbol not found";
+    if (found == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+        return "no ABI-compatible version";
+    return "not supported on this platform";
+}
+
+static int cu_open(dv_driver *drv, const dv_driver_config *cfg)
+{
+    int status;
+    struct cu_impl *impl = calloc(1, sizeof *impl);
+    if (!impl)
+        return dv__fail(DV_ENOMEM, "open", "no host memory for the cuda backend");
+    uint64_t threshold = cfg ? cfg->pool_release_threshold : 0;
+    impl->release_threshold = threshold ? threshold : UINT64_MAX;
+
+    /* RTLD_LOCAL: keep libcuda's symbols out of the global namespace, so
+     * a later dlopen of another CUDA user resolves its own way.
+     * RTLD_NODELETE: once cuInit ran, the driver has threads and callbacks
+     * running its code, which outlive any dv_driver (a host function still
+     * queued at close, a context another user retained); close's dlclose
+     * must never unmap it under them. */
+    impl->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!impl->lib) {
+        const char *why = dlerror();
+        status = dv__fail(DV_ENODEVICE, "open",
+                          "libcuda.so.1 not found (is the NVIDIA driver installed?): %s",
+                          why ? why : "dlopen failed");
+        goto fail_dlopen;
+    }
+
+    __typeof__(cuGetProcAddress) *get_proc =
+        (__typeof__(cuGetProcAddress) *)dlsym(impl->lib, "cuGetProcAddress_v2");
+    if (!get_proc) {
+        status = dv__fail(DV_ENODEVICE, "open",
+                          "libcuda.so.1 has no cuGetProcAddress_v2: the NVIDIA driver "
+                          "is too old (devactor needs one for CUDA %d.%d or later)",
+                          CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+        goto fail_resolve;
+    }
+
+    for (size_t i = 0; i < sizeof cu_symbols / sizeof cu_symbols[0]; i++) {
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        CUresult rc = get_proc(cu_symbols[i].name, &fn, CUDA_VERSION,
+                               CU_GET_PROC_ADDRESS_DEFAULT, &found);
+        if (rc != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {
+            char why[64];
+            status = dv__fail(DV_ENODEVICE, "open",
+                              "cannot resolve %s in libcuda.so.1 for CUDA %d.%d (%s); "
+                              "update the NVIDIA driver",
+                              cu_symbols[i].name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+                              cu_lookup_failure(get_proc, rc, found, why, sizeof why));
+            goto fail_resolve;
+        }
+        memcpy((char *)&impl->api + cu_symbols[i].offset, &fn, sizeof fn);
+    }
+
+    CUresult rc = impl->api.cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        status = cu_fail_open_call(&impl->api, "cuInit", rc);
+        goto fail_init;
+    }
+    int count = 0;
+    rc = impl->api.cuDeviceGetCount(&count);
+    if (rc != CUDA_SUCCESS) {
+        status = cu_fail_open_call(&impl->api, "cuDeviceGetCount", rc);
+        goto fail_init;
+    }
+    if (count <= 0) {
+        status = dv__fail(DV_ENODEVICE, "open", "no CUDA device");
+        goto fail_init;
+    }
+
+    drv->impl = impl;
+    return 0;
+
+fail_init:
+fail_resolve:
+    dlclose(impl->lib);
+fail_dlopen:
+    free(impl);
+    return status;
+}
+
+/* NULL-safe: a port that calls close after a failed open finds no impl. */
+static void cu_close(dv_driver *drv)
+{
+    struct cu_impl *impl = drv->impl;
+    if (!impl)
+        return;
+    /* Contexts die with their last release; cached current contexts of any
+     * thread must not outlive this driver. */
+    cu_forget_current();
+    dlclose(impl->lib);
+    free(impl);
+    drv->impl = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Devices and contexts
+ * ------------------------------------------------------------------------ */
+
+static int cu_device_count(dv_driver *drv, int *count)
+{
+    const struct cu_impl *impl = drv->impl;
+    int n = 0;
+    CU_TRY(impl->api.cuDeviceGetCount(&n));
+    *count = n < DV_DRV_MAX_DEVICES ? n : DV_DRV_MAX_DEVICES;
+    return 0;
+}
+
+static int cu_device_info(dv_driver *drv, int ordinal, dv_device_info *info)
+{
+    const struct cu_api *api = &((const struct cu_impl *)drv->impl)->api;
+    CUdevice dev;
+    size_t total = 0;
+
+    CU_TRY(api->cuDeviceGet(&dev, ordinal));
+    memset(info, 0, sizeof *info);
+    info->ordinal = ordinal;
+    CU_TRY(api->cuDeviceGetName(info->name, (int)sizeof info->name, dev));
+    info->name[sizeof info->name - 1] = '\0';
+    CU_TRY(api->cuDeviceTotalMem(&total, dev));
+    info->total_bytes = total;
+    CU_TRY(api->cuDeviceGetAttribute(&info->cc_major,
+                                     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CU_TRY(api->cuDeviceGetAttribute(&info->cc_minor,
+                                     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    CU_TRY(api->cuDeviceGetAttribute(&info->multiprocessors,
+                                     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    return 0;
+}
+
+static int cu_mem_info(dv_drv_obj *ctx, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    size_t free_now = 0, total = 0;
+    CU_TRY(cu_enter(ctx));
+    CU_TRY(cu_api_of(ctx)->cuMemGetInfo(&free_now, &total));
+    *free_bytes = free_now;
+    *total_bytes = total;
+    return 0;
+}
+
+static CUresult cu_set_threshold(const struct cu_api *api, CUmemoryPool pool, uint64_t bytes)
+{
+    cuuint64_t value = bytes;
+    return api->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value);
+}
+
+static int cu_ctx_retain(dv_drv_obj *obj, int ordinal)
+{
+    struct cu_ctx *c = (struct cu_ctx *)obj;
+    struct cu_impl *impl = obj->drv->impl;
+    const struct cu_api *api = &impl->api;
+    CUresult rc;
+
+    if (ordinal < 0 || ordinal >= DV_DRV_MAX_DEVICES)
+        return CUDA_ERROR_INVALID_DEVICE;
+    c->ordinal = ordinal;
+    CU_TRY(api->cuDeviceGet(&c->dev, ordinal));
+    CU_TRY(api->cuDevicePrimaryCtxRetain(&c->ctx, c->dev));
+    /* This retain made the context active, even after a reset. */
+    atomic_store_explicit(&impl->revive[ordinal], false, memory_order_relaxed);
+    rc = cu_enter(obj);
+    if (rc != CUDA_SUCCESS)
+        goto fail_enter;
+    /* A device without stream-ordered pools still gives a context; the
+     * pool ops answer NOT_SUPPORTED there instead of failing the retain. */
+    rc = api->cuDeviceGetDefaultMemPool(&c->pool, c->dev);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+        c->pool = NULL;
+        return 0;
+    }
+    if (rc != CUDA_SUCCESS)
+        goto fail_pool;
+    rc = cu_set_threshold(api, c->pool, impl->release_threshold);
+    if (rc != CUDA_SUCCESS)
+        goto fail_pool;
+    return 0;
+
+fail_pool:
+fail_enter:
+    (void)api->cuDevicePrimaryCtxRelease(c->dev);
+    cu_forget_current();
+    c->ctx = NULL;
+    c->pool = NULL;
+    return (int)rc;
+}
+
+static int cu_ctx_release(dv_drv_obj *obj)
+{
+    struct cu_ctx *c = (struct cu_ctx *)obj;
+    CUresult rc = cu_api_of(obj)->cuDevicePrimaryCtxRelease(c->dev);
+    /* The last release destroys the context under every thread that has it
+     * current. */
+    cu_forget_current();
+    return (int)rc;
+}
+
+static int cu_ctx_reset(dv_drv_obj *obj)
+{
+    struct cu_ctx *c = (struct cu_ctx *)obj;
+    struct cu_impl *impl = obj->drv->impl;
+    const struct cu_api *api = &impl->api;
+
+    /* A reset is no reason to forget a threshold set since the retain:
+     * read the pool's value now and put it back afterwards. */
+    uint64_t threshold = impl->release_threshold;
+    if (c->pool) {
+        cuuint64_t now;
+        if (api->cuMemPoolGetAttribute(c->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &now) ==
+            CUDA_SUCCESS)
+            threshold = now;
+    }
+
+    CUresult rc = api->cuDevicePrimaryCtxReset(c->dev);
+    if (rc == CUDA_SUCCESS)
+        atomic_store_explicit(&impl->revive[c->ordinal], true, memory_order_relaxed);
+    cu_forget_current();
+    if (rc != CUDA_SUCCESS)
+        return (int)rc;
+
+    /* Revive now rather than on the next call, so the pool settings can go
+     * back.  Failures from here on are not the reset's: after a sticky
+     * fault the reset "succeeds" and the next real call reports the fault,
+     * as the port promises. */
+    if (cu_enter(obj) == CUDA_SUCCESS) {
+        CUmemoryPool pool;
+        if (c->pool && api->cuDeviceGetDefaultMemPool(&pool, c->dev) == CUDA_SUCCESS) {
+            c->pool = pool;
+            (void)cu_set_threshold(api, c->pool, threshold);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Streams and events
+ * ------------------------------------------------------------------------ */
+
+static int cu_stream_create(dv_drv_obj *ctx, dv_drv_obj *stream)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuStreamCreate(&s->s, CU_STREAM_NON_BLOCKING);
+}
+
+static int cu_stream_destroy(dv_drv_obj *stream)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    /* Returns at once; the driver frees the stream when its work is done. */
+    CU_TRY(cu_api_of(stream)->cuStreamDestroy(s->s));
+    s->s = NULL;
+    return 0;
+}
+
+static int cu_stream_sync(dv_drv_obj *stream)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuStreamSynchronize(s->s);
+}
+
+static int cu_stream_query(dv_drv_obj *stream, bool *done)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    CUresult rc = cu_api_of(stream)->cuStreamQuery(s->s);
+    *done = rc == CUDA_SUCCESS;
+    return rc == CUDA_ERROR_NOT_READY ? 0 : (int)rc;
+}
+
+static int cu_event_create(dv_drv_obj *ctx, dv_drv_obj *event)
+{
+    struct cu_event *e = (struct cu_event *)event;
+    CU_TRY(cu_enter(ctx));
+    /* Without timing an event is a plain completion marker: cheaper to
+     * record, and a wait on it does not need the timestamp write. */
+    return (int)cu_api_of(ctx)->cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
+}
+
+static int cu_event_destroy(dv_drv_obj *event)
+{
+    struct cu_event *e = (struct cu_event *)event;
+    CU_TRY(cu_enter(event));
+    CU_TRY(cu_api_of(event)->cuEventDestroy(e->e));
+    e->e = NULL;
+    return 0;
+}
+
+static int cu_event_record(dv_drv_obj *event, dv_drv_obj *stream)
+{
+    struct cu_event *e = (struct cu_event *)event;
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuEventRecord(e->e, s->s);
+}
+
+static int cu_event_query(dv_drv_obj *event, bool *done)
+{
+    struct cu_event *e = (struct cu_event *)event;
+    CU_TRY(cu_enter(event));
+    CUresult rc = cu_api_of(event)->cuEventQuery(e->e);
+    *done = rc == CUDA_SUCCESS;
+    return rc == CUDA_ERROR_NOT_READY ? 0 : (int)rc;
+}
+
+static int cu_event_sync(dv_drv_obj *event)
+{
+    struct cu_event *e = (struct cu_event *)event;
+    CU_TRY(cu_enter(event));
+    return (int)cu_api_of(event)->cuEventSynchronize(e->e);
+}
+
+/* The event may belong to another context; the wait is enqueued in the
+ * stream's. */
+static int cu_stream_wait_event(dv_drv_obj *stream, dv_drv_obj *event)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    struct cu_event *e = (struct cu_event *)event;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuStreamWaitEvent(s->s, e->e, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Memory
+ * ------------------------------------------------------------------------ */
+
+static int cu_mem_alloc(dv_drv_obj *ctx, uint64_t bytes, dv_dptr *dptr)
+{
+    CUdeviceptr p = 0;
+    CU_TRY(cu_enter(ctx));
+    CU_TRY(cu_api_of(ctx)->cuMemAlloc(&p, (size_t)bytes));
+    *dptr = p;
+    return 0;
+}
+
+static int cu_mem_free(dv_drv_obj *ctx, dv_dptr dptr)
+{
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemFree((CUdeviceptr)dptr);
+}
+
+/* From the ctx's default pool by name rather than cuMemAllocAsync's
+ * "current pool of the device": the port promises the default pool, and
+ * the threshold ops act on that same pool even if other code in the
+ * process swapped the device's current pool. */
+static int cu_mem_alloc_async(dv_drv_obj *stream, uint64_t bytes, dv_dptr *dptr)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    const struct cu_ctx *c = cu_ctx_of(stream);
+    CUdeviceptr p = 0;
+
+    if (!c->pool)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CU_TRY(cu_enter(stream));
+    CU_TRY(cu_api_of(stream)->cuMemAllocFromPoolAsync(&p, (size_t)bytes, c->pool, s->s));
+    *dptr = p;
+    return 0;
+}
+
+static int cu_mem_free_async(dv_drv_obj *stream, dv_dptr dptr)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemFreeAsync((CUdeviceptr)dptr, s->s);
+}
+
+/* 0 is taken literally here (release at every sync); only the config's 0
+ * means "never release". */
+static int cu_pool_set_threshold(dv_drv_obj *ctx, uint64_t bytes)
+{
+    const struct cu_ctx *c = cu_ctx_of(ctx);
+    if (!c->pool)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_set_threshold(cu_api_of(ctx), c->pool, bytes);
+}
+
+static int cu_pool_get_threshold(dv_drv_obj *ctx, uint64_t *bytes)
+{
+    const struct cu_ctx *c = cu_ctx_of(ctx);
+    cuuint64_t value = 0;
+    if (!c->pool)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CU_TRY(cu_enter(ctx));
+    CU_TRY(cu_api_of(ctx)->cuMemPoolGetAttribute(c->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                                 &value));
+    *bytes = value;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Copies and sets
+ * ------------------------------------------------------------------------ */
+
+static int cu_memcpy_htod(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemcpyHtoDAsync((CUdeviceptr)dst, src, (size_t)bytes, s->s);
+}
+
+static int cu_memcpy_dtoh(dv_drv_obj *stream, void *dst, dv_dptr src, uint64_t bytes)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, (size_t)bytes, s->s);
+}
+
+static int cu_memcpy_dtod(dv_drv_obj *stream, dv_dptr dst, dv_dptr src, uint64_t bytes)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src,
+                                                     (size_t)bytes, s->s);
+}
+
+/* No peer access needed: without it the driver stages through the host. */
+static int cu_memcpy_peer(dv_drv_obj *stream, dv_drv_obj *dst_ctx, dv_dptr dst,
+                          dv_drv_obj *src_ctx, dv_dptr src, uint64_t bytes)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    const struct cu_ctx *dc = (const struct cu_ctx *)dst_ctx;
+    const struct cu_ctx *sc = (const struct cu_ctx *)src_ctx;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemcpyPeerAsync((CUdeviceptr)dst, dc->ctx, (CUdeviceptr)src,
+                                                     sc->ctx, (size_t)bytes, s->s);
+}
+
+static int cu_memset_d8(dv_drv_obj *stream, dv_dptr dst, uint8_t value, uint64_t count)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemsetD8Async((CUdeviceptr)dst, value, (size_t)count, s->s);
+}
+
+static int cu_memset_d32(dv_drv_obj *stream, dv_dptr dst, uint32_t value, uint64_t count)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuMemsetD32Async((CUdeviceptr)dst, value, (size_t)count, s->s);
+}
+
+/* ------------------------------------------------------------------------
+ * Modules, functions, launches
+ * ------------------------------------------------------------------------ */
+
+/*
+ * cuModuleLoadData takes no size: a cubin or fatbin carries its own, and
+ * PTX must end in NUL.  So PTX without a NUL inside image_bytes is copied
+ * to a terminated buffer, and a binary image not 8-byte aligned (the
+ * driver's ELF and fatbin readers expect natural alignment) is copied to a
+ * malloc'd one.
+ */
+#define CU_FATBIN_MAGIC UINT32_C(0xBA55ED50)         /* fatbin data header */
+#define CU_FATBIN_WRAPPER_MAGIC UINT32_C(0x466243B1) /* __fatBinC_Wrapper_t */
+
+static bool cu_image_is_binary(const void *image, size_t bytes)
+{
+    uint32_t magic;
+    if (bytes < sizeof magic)
+        return false;
+    if (memcmp(image, "\177ELF", 4) == 0)
+        return true;
+    memcpy(&magic, image, sizeof magic);
+    return magic == CU_FATBIN_MAGIC || magic == CU_FATBIN_WRAPPER_MAGIC;
+}
+
+static int cu_module_load(dv_drv_obj *ctx, dv_drv_obj *module, const void *image,
+                          size_t image_bytes)
+{
+    struct cu_module *m = (struct cu_module *)module;
+    void *copy = NULL;
+    const void *load = image;
+
+    if (cu_image_is_binary(image, image_bytes)) {
+        if ((uintptr_t)image % 8 != 0) {
+            copy = malloc(image_bytes);
+            if (!copy)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            memcpy(copy, image, image_bytes);
+            load = copy;
+        }
+    } else if (image_bytes == 0 || memchr(image, '\0', image_bytes) == NULL) {
+        copy = malloc(image_bytes + 1);
+        if (!copy)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(copy, image, image_bytes);
+        ((char *)copy)[image_bytes] = '\0';
+        load = copy;
+    }
+
+    CUresult rc = cu_enter(ctx);
+    if (rc == CUDA_SUCCESS)
+        rc = cu_api_of(ctx)->cuModuleLoadData(&m->m, load);
+    /* The driver has parsed the image by now and keeps no reference. */
+    free(copy);
+    return (int)rc;
+}
+
+static int cu_module_unload(dv_drv_obj *module)
+{
+    struct cu_module *m = (struct cu_module *)module;
+    CU_TRY(cu_enter(module));
+    CU_TRY(cu_api_of(module)->cuModuleUnload(m->m));
+    m->m = NULL;
+    return 0;
+}
+
+static int cu_func_get(dv_drv_obj *module, dv_drv_obj *func, const char *name)
+{
+    const struct cu_module *m = (const struct cu_module *)module;
+    struct cu_func *f = (struct cu_func *)func;
+    CU_TRY(cu_enter(module));
+    return (int)cu_api_of(module)->cuModuleGetFunction(&f->f, m->m, name);
+}
+
+static void cu_builtin_image(const dv_driver *drv, const void **image, size_t *bytes)
+{
+    (void)drv;
+    *bytes = dv__kernels_fatbin_size;
+    *image = dv__kernels_fatbin_size ? (const void *)dv__kernels_fatbin : NULL;
+}
+
+static int cu_launch(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
+                     dv_drv_obj *stream, void **params)
+{
+    const struct cu_func *f = (const struct cu_func *)func;
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuLaunchKernel(f->f, grid.x, grid.y, grid.z, block.x,
+                                                  block.y, block.z, shared_bytes, s->s, params,
+                                                  NULL);
+}
+
+static int cu_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuLaunchHostFunc(s->s, fn, arg);
+}
+
+const dv_driver_ops dv__cuda_ops = {
+    .name = "cuda",
+    .backend = DV_BACKEND_CUDA,
+    .obj_size =
+        {
+            [DV_DRV_CTX] = sizeof(struct cu_ctx),
+            [DV_DRV_STREAM] = sizeof(struct cu_stream),
+            [DV_DRV_EVENT] = sizeof(struct cu_event),
+            [DV_DRV_MODULE] = sizeof(struct cu_module),
+            [DV_DRV_FUNC] = sizeof(struct cu_func),
+        },
+
+    .open = cu_open,
+    .close = cu_close,
+
+    .device_count = cu_device_count,
+    .device_info = cu_device_info,
+    .mem_info = cu_mem_info,
+
+    .ctx_retain = cu_ctx_retain,
+    .ctx_release = cu_ctx_release,
+    .ctx_reset = cu_ctx_reset,
+
+    .stream_create = cu_stream_create,
+    .stream_destroy = cu_stream_destroy,
+    .stream_sync = cu_stream_sync,
+    .stream_query = cu_stream_query,
+
+    .event_create = cu_event_create,
+    .event_destroy = cu_event_destroy,
+    .event_record = cu_event_record,
+    .event_query = cu_event_query,
+    .event_sync = cu_event_sync,
+    .stream_wait_event = cu_stream_wait_event,
+
+    .mem_alloc = cu_mem_alloc,
+    .mem_free = cu_mem_free,
+    .mem_alloc_async = cu_mem_alloc_async,
+    .mem_free_async = cu_mem_free_async,
+    .pool_set_threshold = cu_pool_set_threshold,
+    .pool_get_threshold = cu_pool_get_threshold,
+
+    .memcpy_htod = cu_memcpy_htod,
+    .memcpy_dtoh = cu_memcpy_dtoh,
+    .memcpy_dtod = cu_memcpy_dtod,
+    .memcpy_peer = cu_memcpy_peer,
+    .memset_d8 = cu_memset_d8,
+    .memset_d32 = cu_memset_d32,
+
+    .module_load = cu_module_load,
+    .module_unload = cu_module_unload,
+    .func_get = cu_func_get,
+    .builtin_image = cu_builtin_image,
+
+    .launch = cu_launch,
+    .host_fn = cu_host_fn,
+
+    .error_name = cu_error_name,
+    .error_string = cu_error_string,
+};

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Make sure the build's dependencies are present: cmake, ninja, a C
+# compiler and Concurrency Kit (ck_ring.h and libck.a).  As root on Debian or
+# Ubuntu, install what is missing; otherwise print the command that would.
+missing=""
+command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
+command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
+command -v cc >/dev/null 2>&1 || missing="$missing gcc"
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+ck_found=no
+for dir in /usr/include /usr/local/include; do
+    [ -f "$dir/ck_ring.h" ] && ck_found=yes
+done
+ck_lib=no
+for lib in /usr/lib/*/libck.a /usr/lib/libck.a /usr/local/lib/libck.a; do
+    [ -f "$lib" ] && ck_lib=yes
+done
+[ "$ck_found" = yes ] && [ "$ck_lib" = yes ] || missing="$missing libck-dev"
+[ -z "$missing" ] && exit 0
+
+cmd="apt-get install -y$missing"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "devactor: installing:$missing"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive $cmd -qq || {
+        echo "devactor: '$cmd' failed" >&2
+        exit 1
+    }
+else
+    echo "devactor: missing:$missing" >&2
+    echo "devactor: install them with: sudo apt-get update && sudo $cmd" >&2
+    exit 1
+fi

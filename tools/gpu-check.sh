@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Run devactor's tests and tools against the cuda backend on a GPU machine,
+# from a build made elsewhere (`make gpu-bundle` writes build-gpu/; its
+# binaries link Concurrency Kit statically and load libcuda at run time, so
+# they need nothing installed there).  Prints one line per step and a
+# summary; exits non-zero when any step failed.
+#
+#   tools/gpu-check.sh [BUILD_DIR] [LOG_DIR]
+#
+# Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
+# compute-sanitizer (memcheck; racecheck and synccheck on the conformance
+# suite) where compute-sanitizer is installed.
+set -u
+build=${1:-build-gpu}
+logs=${2:-${OUT:-/tmp}/gpu-check}
+mkdir -p "$logs"
+export DV_BACKEND=cuda
+pass=0 fail=0 skipped=0
+summary=()
+
+run_step() { # name, command...
+    local name=$1; shift
+    local log="$logs/$(echo "$name" | tr '/ ' '__').log"
+    local t0=$(date +%s%N)
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    local dt=$(printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100)))
+    local verdict
+    if [ $rc -ne 0 ]; then
+        verdict=FAIL; fail=$((fail + 1))
+    elif grep -q '^1\.\.0 # SKIP' "$log"; then
+        verdict=SKIP; skipped=$((skipped + 1))
+    else
+        verdict=PASS; pass=$((pass + 1))
+    fi
+    local tap=$(grep -c '^ok ' "$log"); local notok=$(grep -c '^not ok ' "$log")
+    local line=$(printf '%-4s %-44s rc=%-3s %6ss  tap ok=%s not-ok=%s' "$verdict" "$name" "$rc" "$dt" "$tap" "$notok")
+    summary+=("$line")
+    echo "$line"
+    if [ "$verdict" = FAIL ]; then grep -E '^not ok|^#|rror' "$log" | head -20 | sed 's/^/      /'; fi
+}
+
+echo "== devactor gpu-check: $(date -u +%Y-%m-%dT%H:%MZ)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/== gpu: /'
+
+for t in "$build"/tests/*/*.t; do
+    name=${t#"$build"/tests/}
+    run_step "test $name" "$t"
+done
+run_step "tool dv-demo (cuda)" "$build/tools/dv-demo" --backend cuda
+
+if command -v compute-sanitizer >/dev/null 2>&1; then
+    cs="compute-sanitizer --error-exitcode 99 --print-limit 20"
+    run_step "memcheck driver/port_cuda.t" $cs --tool memcheck --leak-check full "$build/tests/driver/port_cuda.t"
+    run_step "memcheck dv-demo" $cs --tool memcheck "$build/tools/dv-demo" --backend cuda --rounds 2 --elements 1048576
+    run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
+    run_step "synccheck driver/port_cuda.t" $cs --tool synccheck "$build/tests/driver/port_cuda.t"
+else
+    echo "== compute-sanitizer not found: sanitizer steps not run"
+fi
+
+echo
+echo "== summary: $pass passed, $fail failed, $skipped skipped"
+printf '%s\n' "${summary[@]}" > "$logs/summary.txt"
+echo "$pass passed, $fail failed, $skipped skipped" >> "$logs/summary.txt"
+[ $fail -eq 0 ]
