@@ -105,7 +105,8 @@ int main(int argc, char **argv)
     dv_driver *drv = NULL;
     int rc = dv_driver_open(&cfg, &drv);
     if (rc != DV_OK) {
-        fprintf(stderr, "dv-demo: %s: %s\n", dv_strerror(rc), dv_last_error()->message);
+        const char *why = dv_last_error()->message;
+        fprintf(stderr, "dv-demo: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
         return 2;
     }
     dv_device_info info;
@@ -113,6 +114,10 @@ int main(int argc, char **argv)
     printf("dv-demo: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n",
            dv_driver_backend_name(drv), device, info.name,
            (unsigned long long)(info.total_bytes >> 20), info.cc_major, info.cc_minor);
+    if (dv_driver_backend(drv) == DV_BACKEND_SIM && cfg.backend == DV_BACKEND_AUTO &&
+        getenv("DV_BACKEND") == NULL)
+        printf("dv-demo: no CUDA device answered, so this ran on the simulated device "
+               "(DV_BACKEND=cuda requires a GPU)\n");
 
     dv_drv_ctx *ctx;
     dv_drv_stream *s0, *s1;

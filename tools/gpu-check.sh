@@ -5,14 +5,18 @@
 # they need nothing installed there).  Prints one line per step and a
 # summary; exits non-zero when any step failed.
 #
-#   tools/gpu-check.sh [BUILD_DIR] [LOG_DIR]
+#   tools/gpu-check.sh [BUILD_DIR] [OUT_DIR]
+#
+# OUT_DIR (default $OUT, else /tmp) receives gpu-check-summary.txt and
+# gpu-check-logs.txt (every step's full output).
 #
 # Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
 # compute-sanitizer (memcheck; racecheck and synccheck on the conformance
 # suite) where compute-sanitizer is installed.
 set -u
 build=${1:-build-gpu}
-logs=${2:-${OUT:-/tmp}/gpu-check}
+out=${2:-${OUT:-/tmp}}
+logs=$(mktemp -d)
 mkdir -p "$logs"
 export DV_BACKEND=cuda
 pass=0 fail=0 skipped=0
@@ -52,7 +56,10 @@ run_step "tool dv-demo (cuda)" "$build/tools/dv-demo" --backend cuda
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
     cs="compute-sanitizer --error-exitcode 99 --print-limit 20"
-    run_step "memcheck driver/port_cuda.t" $cs --tool memcheck --leak-check full "$build/tests/driver/port_cuda.t"
+    # The conformance suite passes bad input on purpose: the driver errors
+    # it provokes are expected, so only memory errors and leaks count there.
+    run_step "memcheck driver/port_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/driver/port_cuda.t"
     run_step "memcheck dv-demo" $cs --tool memcheck "$build/tools/dv-demo" --backend cuda --rounds 2 --elements 1048576
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
     run_step "synccheck driver/port_cuda.t" $cs --tool synccheck "$build/tests/driver/port_cuda.t"
@@ -62,6 +69,9 @@ fi
 
 echo
 echo "== summary: $pass passed, $fail failed, $skipped skipped"
-printf '%s\n' "${summary[@]}" > "$logs/summary.txt"
-echo "$pass passed, $fail failed, $skipped skipped" >> "$logs/summary.txt"
+mkdir -p "$out"
+printf '%s\n' "${summary[@]}" > "$out/gpu-check-summary.txt"
+echo "$pass passed, $fail failed, $skipped skipped" >> "$out/gpu-check-summary.txt"
+for f in "$logs"/*.log; do echo "##### $(basename "$f")"; cat "$f"; done > "$out/gpu-check-logs.txt"
+rm -rf "$logs"
 [ $fail -eq 0 ]

@@ -353,6 +353,8 @@ static void port_conformance(dv_driver *drv)
 
     /* -- reset of a healthy context --------------------------------------- */
     dv_drv_stream_sync(a);
+    dv_drv_mem_free(ctx, x);
+    dv_drv_mem_free(ctx, sum);
     is_status(dv_drv_ctx_reset(ctx), DV_OK, "ctx_reset on a healthy device");
     is_status(dv_drv_stream_sync(a), DV_EINVAL, "a stream from before the reset is dead");
     is_status(dv_drv_func_get(mod, "fill_u32", &nofunc), DV_EINVAL,
