@@ -37,22 +37,22 @@ extern "C" {
  * the enum, dv_strerror() and dv_err_name() are generated.  Values are
  * stable; new codes are appended.
  */
-#define DV_ERRNO_MAP(X)                                                        \
-    X(EINVAL, -1, "invalid argument")                                          \
-    X(ENOMEM, -2, "out of host memory")                                        \
-    X(ENODEVICE, -3, "no CUDA device")                                         \
-    X(EOUT_OF_BUDGET, -4, "allocation exceeds the device budget")              \
-    X(EDEVICE_OOM, -5, "device out of memory")                                 \
-    X(EDRIVER, -6, "CUDA driver error")                                        \
-    X(ESTREAM_MISUSE, -7, "stream-ordered contract violated")                  \
-    X(EUSE_AFTER_FREE, -8, "use after free or double free")                    \
-    X(EOUT_OF_BOUNDS, -9, "write outside the bounds of a block")               \
-    X(ESTALE, -10, "stale handle")                                             \
-    X(ESHUTDOWN, -11, "actor is shutting down")                                \
-    X(ECONTEXT_LOST, -12, "CUDA context lost to a sticky error")               \
-    X(EDEVICE_LOST, -13, "device lost for the rest of this process")           \
-    X(EAGAIN, -14, "resource temporarily unavailable, try again")              \
-    X(EHAZARD, -15, "cross-stream ordering hazard")                            \
+#define DV_ERRNO_MAP(X)                                                                            \
+    X(EINVAL, -1, "invalid argument")                                                              \
+    X(ENOMEM, -2, "out of host memory")                                                            \
+    X(ENODEVICE, -3, "no CUDA device")                                                             \
+    X(EOUT_OF_BUDGET, -4, "allocation exceeds the device budget")                                  \
+    X(EDEVICE_OOM, -5, "device out of memory")                                                     \
+    X(EDRIVER, -6, "CUDA driver error")                                                            \
+    X(ESTREAM_MISUSE, -7, "stream-ordered contract violated")                                      \
+    X(EUSE_AFTER_FREE, -8, "use after free or double free")                                        \
+    X(EOUT_OF_BOUNDS, -9, "write outside the bounds of a block")                                   \
+    X(ESTALE, -10, "stale handle")                                                                 \
+    X(ESHUTDOWN, -11, "actor is shutting down")                                                    \
+    X(ECONTEXT_LOST, -12, "CUDA context lost to a sticky error")                                   \
+    X(EDEVICE_LOST, -13, "device lost for the rest of this process")                               \
+    X(EAGAIN, -14, "resource temporarily unavailable, try again")                                  \
+    X(EHAZARD, -15, "cross-stream ordering hazard")                                                \
     X(ENOTSUP, -16, "not supported by this build or backend")
 
 typedef enum dv_status {
@@ -71,15 +71,15 @@ DV_EXPORT const char *dv_err_name(int status);
  * Detail of one failure.  Fields that do not apply are zero / empty.
  */
 typedef struct dv_error_detail {
-    int status;             /* the dv_status returned */
-    const char *call;       /* the operation that failed, e.g. "mem_alloc" */
-    int driver_code;        /* raw CUresult (or the simulated one), 0 if none */
-    char driver_name[48];   /* e.g. "CUDA_ERROR_OUT_OF_MEMORY" */
-    uint64_t requested;     /* bytes asked for */
-    uint64_t remaining;     /* bytes that were left (budget, device) */
-    uint64_t generation;    /* block generation involved, 0 if none */
-    int64_t offset;         /* byte offset involved (guard reports) */
-    char message[256];      /* one line for a person */
+    int status;           /* the dv_status returned */
+    const char *call;     /* the operation that failed, e.g. "mem_alloc" */
+    int driver_code;      /* raw CUresult (or the simulated one), 0 if none */
+    char driver_name[48]; /* e.g. "CUDA_ERROR_OUT_OF_MEMORY" */
+    uint64_t requested;   /* bytes asked for */
+    uint64_t remaining;   /* bytes that were left (budget, device) */
+    uint64_t generation;  /* block generation involved, 0 if none */
+    int64_t offset;       /* byte offset involved (guard reports) */
+    char message[256];    /* one line for a person */
 } dv_error_detail;
 
 /* The last failure recorded on the calling thread (never NULL). */

@@ -30,7 +30,7 @@ static int tap_failed;
 
 #if defined(__GNUC__)
 #define TAP_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define TAP_UNUSED __attribute__((unused))
+#define TAP_UNUSED       __attribute__((unused))
 #else
 #define TAP_PRINTF(a, b)
 #define TAP_UNUSED

@@ -44,20 +44,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-#define TRY(expr)                                                              \
-    do {                                                                       \
-        int rc_ = (expr);                                                      \
-        if (rc_ != DV_OK) {                                                    \
-            fprintf(stderr, "dv-demo: %s: %s\n  %s\n", #expr, dv_strerror(rc_),  \
-                    dv_last_error()->message);                                 \
-            exit(2);                                                           \
-        }                                                                      \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != DV_OK) {                                                                        \
+            fprintf(stderr, "dv-demo: %s: %s\n  %s\n", #expr, dv_strerror(rc_),                    \
+                    dv_last_error()->message);                                                     \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'd'},
+        {"backend", required_argument, NULL, 'b'},  {"device", required_argument, NULL, 'd'},
         {"elements", required_argument, NULL, 'n'}, {"rounds", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     dv_driver_config cfg;
@@ -111,9 +111,9 @@ int main(int argc, char **argv)
     }
     dv_device_info info;
     TRY(dv_drv_device_info(drv, device, &info));
-    printf("dv-demo: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n",
-           dv_driver_backend_name(drv), device, info.name,
-           (unsigned long long)(info.total_bytes >> 20), info.cc_major, info.cc_minor);
+    printf("dv-demo: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n", dv_driver_backend_name(drv),
+           device, info.name, (unsigned long long)(info.total_bytes >> 20), info.cc_major,
+           info.cc_minor);
     if (dv_driver_backend(drv) == DV_BACKEND_SIM && cfg.backend == DV_BACKEND_AUTO &&
         getenv("DV_BACKEND") == NULL)
         printf("dv-demo: no CUDA device answered, so this ran on the simulated device "
@@ -178,8 +178,9 @@ int main(int argc, char **argv)
         uint64_t want = checksum_ref(host, n);
         if (bad != 0 || got != want) {
             failures++;
-            fprintf(stderr, "dv-demo: round %d: %llu wrong elements, checksum %016llx want %016llx\n",
-                    r, (unsigned long long)bad, (unsigned long long)got, (unsigned long long)want);
+            fprintf(stderr,
+                    "dv-demo: round %d: %llu wrong elements, checksum %016llx want %016llx\n", r,
+                    (unsigned long long)bad, (unsigned long long)got, (unsigned long long)want);
         }
     }
     double dt = now_s() - t0;

@@ -53,47 +53,47 @@ _Static_assert(sizeof(CUdeviceptr) == sizeof(dv_dptr), "CUdeviceptr is not 64-bi
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers differ from void *");
 
 /* Every driver call devactor makes, by base name. */
-#define CU_FUNCS(X)                                                            \
-    X(cuGetErrorName)                                                          \
-    X(cuGetErrorString)                                                        \
-    X(cuInit)                                                                  \
-    X(cuDeviceGetCount)                                                        \
-    X(cuDeviceGet)                                                             \
-    X(cuDeviceGetName)                                                         \
-    X(cuDeviceTotalMem)                                                        \
-    X(cuDeviceGetAttribute)                                                    \
-    X(cuDeviceGetDefaultMemPool)                                               \
-    X(cuDevicePrimaryCtxRetain)                                                \
-    X(cuDevicePrimaryCtxRelease)                                               \
-    X(cuDevicePrimaryCtxReset)                                                 \
-    X(cuCtxSetCurrent)                                                         \
-    X(cuMemGetInfo)                                                            \
-    X(cuStreamCreate)                                                          \
-    X(cuStreamDestroy)                                                         \
-    X(cuStreamSynchronize)                                                     \
-    X(cuStreamQuery)                                                           \
-    X(cuStreamWaitEvent)                                                       \
-    X(cuEventCreate)                                                           \
-    X(cuEventDestroy)                                                          \
-    X(cuEventRecord)                                                           \
-    X(cuEventQuery)                                                            \
-    X(cuEventSynchronize)                                                      \
-    X(cuMemAlloc)                                                              \
-    X(cuMemFree)                                                               \
-    X(cuMemAllocFromPoolAsync)                                                 \
-    X(cuMemFreeAsync)                                                          \
-    X(cuMemPoolSetAttribute)                                                   \
-    X(cuMemPoolGetAttribute)                                                   \
-    X(cuMemcpyHtoDAsync)                                                       \
-    X(cuMemcpyDtoHAsync)                                                       \
-    X(cuMemcpyDtoDAsync)                                                       \
-    X(cuMemcpyPeerAsync)                                                       \
-    X(cuMemsetD8Async)                                                         \
-    X(cuMemsetD32Async)                                                        \
-    X(cuModuleLoadData)                                                        \
-    X(cuModuleUnload)                                                          \
-    X(cuModuleGetFunction)                                                     \
-    X(cuLaunchKernel)                                                          \
+#define CU_FUNCS(X)                                                                                \
+    X(cuGetErrorName)                                                                              \
+    X(cuGetErrorString)                                                                            \
+    X(cuInit)                                                                                      \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetName)                                                                             \
+    X(cuDeviceTotalMem)                                                                            \
+    X(cuDeviceGetAttribute)                                                                        \
+    X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuDevicePrimaryCtxRelease)                                                                   \
+    X(cuDevicePrimaryCtxReset)                                                                     \
+    X(cuCtxSetCurrent)                                                                             \
+    X(cuMemGetInfo)                                                                                \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamDestroy)                                                                             \
+    X(cuStreamSynchronize)                                                                         \
+    X(cuStreamQuery)                                                                               \
+    X(cuStreamWaitEvent)                                                                           \
+    X(cuEventCreate)                                                                               \
+    X(cuEventDestroy)                                                                              \
+    X(cuEventRecord)                                                                               \
+    X(cuEventQuery)                                                                                \
+    X(cuEventSynchronize)                                                                          \
+    X(cuMemAlloc)                                                                                  \
+    X(cuMemFree)                                                                                   \
+    X(cuMemAllocFromPoolAsync)                                                                     \
+    X(cuMemFreeAsync)                                                                              \
+    X(cuMemPoolSetAttribute)                                                                       \
+    X(cuMemPoolGetAttribute)                                                                       \
+    X(cuMemcpyHtoDAsync)                                                                           \
+    X(cuMemcpyDtoHAsync)                                                                           \
+    X(cuMemcpyDtoDAsync)                                                                           \
+    X(cuMemcpyPeerAsync)                                                                           \
+    X(cuMemsetD8Async)                                                                             \
+    X(cuMemsetD32Async)                                                                            \
+    X(cuModuleLoadData)                                                                            \
+    X(cuModuleUnload)                                                                              \
+    X(cuModuleGetFunction)                                                                         \
+    X(cuLaunchKernel)                                                                              \
     X(cuLaunchHostFunc)
 
 struct cu_api {
@@ -231,11 +231,11 @@ static CUresult cu_enter(const dv_drv_obj *obj)
 }
 
 /* Return the raw code of a failed driver call from the enclosing op. */
-#define CU_TRY(expr)                                                           \
-    do {                                                                       \
-        CUresult cu_try_rc_ = (expr);                                          \
-        if (cu_try_rc_ != CUDA_SUCCESS)                                        \
-            return (int)cu_try_rc_;                                            \
+#define CU_TRY(expr)                                                                               \
+    do {                                                                                           \
+        CUresult cu_try_rc_ = (expr);                                                              \
+        if (cu_try_rc_ != CUDA_SUCCESS)                                                            \
+            return (int)cu_try_rc_;                                                                \
     } while (0)
 
 /* ------------------------------------------------------------------------
@@ -308,8 +308,7 @@ static int cu_fail_open_call(const struct cu_api *api, const char *what, CUresul
 /* Why cuGetProcAddress gave no pointer, in words; buf holds the driver's
  * own CUDA version where that is the reason. */
 static const char *cu_lookup_failure(__typeof__(cuGetProcAddress) *get_proc, CUresult rc,
-                                     CUdriverProcAddressQueryResult found, char *buf,
-                                     size_t size)
+                                     CUdriverProcAddressQueryResult found, char *buf, size_t size)
 {
     if (rc == CUDA_ERROR_INVALID_VALUE) {
         /* Asked for a newer CUDA than the driver knows.  cuDriverGetVersion
@@ -319,8 +318,7 @@ static const char *cu_lookup_failure(__typeof__(cuGetProcAddress) *get_proc, CUr
         int version = 0;
         if (get_proc("cuDriverGetVersion", &fn, 2020, CU_GET_PROC_ADDRESS_DEFAULT, NULL) ==
                 CUDA_SUCCESS &&
-            fn && ((__typeof__(cuDriverGetVersion) *)fn)(&version) == CUDA_SUCCESS &&
-            version > 0) {
+            fn && ((__typeof__(cuDriverGetVersion) *)fn)(&version) == CUDA_SUCCESS && version > 0) {
             snprintf(buf, size, "the driver supports only CUDA %d.%d", version / 1000,
                      version % 1000 / 10);
             return buf;
@@ -373,8 +371,8 @@ static int cu_open(dv_driver *drv, const dv_driver_config *cfg)
     for (size_t i = 0; i < sizeof cu_symbols / sizeof cu_symbols[0]; i++) {
         void *fn = NULL;
         CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        CUresult rc = get_proc(cu_symbols[i].name, &fn, CUDA_VERSION,
-                               CU_GET_PROC_ADDRESS_DEFAULT, &found);
+        CUresult rc =
+            get_proc(cu_symbols[i].name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found);
         if (rc != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {
             char why[64];
             status = dv__fail(DV_ENODEVICE, "open",
@@ -454,10 +452,10 @@ static int cu_device_info(dv_driver *drv, int ordinal, dv_device_info *info)
     info->name[sizeof info->name - 1] = '\0';
     CU_TRY(api->cuDeviceTotalMem(&total, dev));
     info->total_bytes = total;
-    CU_TRY(api->cuDeviceGetAttribute(&info->cc_major,
-                                     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CU_TRY(api->cuDeviceGetAttribute(&info->cc_minor,
-                                     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    CU_TRY(api->cuDeviceGetAttribute(&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                     dev));
+    CU_TRY(api->cuDeviceGetAttribute(&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                     dev));
     CU_TRY(api->cuDeviceGetAttribute(&info->multiprocessors,
                                      CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
     return 0;
@@ -717,8 +715,8 @@ static int cu_pool_get_threshold(dv_drv_obj *ctx, uint64_t *bytes)
     if (!c->pool)
         return CUDA_ERROR_NOT_SUPPORTED;
     CU_TRY(cu_enter(ctx));
-    CU_TRY(cu_api_of(ctx)->cuMemPoolGetAttribute(c->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                                                 &value));
+    CU_TRY(
+        cu_api_of(ctx)->cuMemPoolGetAttribute(c->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value));
     *bytes = value;
     return 0;
 }
@@ -750,8 +748,8 @@ static int cu_memcpy_dtod(dv_drv_obj *stream, dv_dptr dst, dv_dptr src, uint64_t
 }
 
 /* No peer access needed: without it the driver stages through the host. */
-static int cu_memcpy_peer(dv_drv_obj *stream, dv_drv_obj *dst_ctx, dv_dptr dst,
-                          dv_drv_obj *src_ctx, dv_dptr src, uint64_t bytes)
+static int cu_memcpy_peer(dv_drv_obj *stream, dv_drv_obj *dst_ctx, dv_dptr dst, dv_drv_obj *src_ctx,
+                          dv_dptr src, uint64_t bytes)
 {
     struct cu_stream *s = (struct cu_stream *)stream;
     const struct cu_ctx *dc = (const struct cu_ctx *)dst_ctx;
@@ -786,7 +784,7 @@ static int cu_memset_d32(dv_drv_obj *stream, dv_dptr dst, uint32_t value, uint64
  * driver's ELF and fatbin readers expect natural alignment) is copied to a
  * malloc'd one.
  */
-#define CU_FATBIN_MAGIC UINT32_C(0xBA55ED50)         /* fatbin data header */
+#define CU_FATBIN_MAGIC         UINT32_C(0xBA55ED50) /* fatbin data header */
 #define CU_FATBIN_WRAPPER_MAGIC UINT32_C(0x466243B1) /* __fatBinC_Wrapper_t */
 
 static bool cu_image_is_binary(const void *image, size_t bytes)
@@ -862,9 +860,8 @@ static int cu_launch(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t sha
     const struct cu_func *f = (const struct cu_func *)func;
     struct cu_stream *s = (struct cu_stream *)stream;
     CU_TRY(cu_enter(stream));
-    return (int)cu_api_of(stream)->cuLaunchKernel(f->f, grid.x, grid.y, grid.z, block.x,
-                                                  block.y, block.z, shared_bytes, s->s, params,
-                                                  NULL);
+    return (int)cu_api_of(stream)->cuLaunchKernel(f->f, grid.x, grid.y, grid.z, block.x, block.y,
+                                                  block.z, shared_bytes, s->s, params, NULL);
 }
 
 static int cu_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)

@@ -14,8 +14,8 @@ const char *dv_strerror(int status)
     switch (status) {
     case DV_OK:
         return "success";
-#define DV__ERRNO_MSG(name, value, msg)                                        \
-    case DV_##name:                                                            \
+#define DV__ERRNO_MSG(name, value, msg)                                                            \
+    case DV_##name:                                                                                \
         return msg;
         DV_ERRNO_MAP(DV__ERRNO_MSG)
 #undef DV__ERRNO_MSG
@@ -29,8 +29,8 @@ const char *dv_err_name(int status)
     switch (status) {
     case DV_OK:
         return "DV_OK";
-#define DV__ERRNO_NAME(name, value, msg)                                       \
-    case DV_##name:                                                            \
+#define DV__ERRNO_NAME(name, value, msg)                                                           \
+    case DV_##name:                                                                                \
         return "DV_" #name;
         DV_ERRNO_MAP(DV__ERRNO_NAME)
 #undef DV__ERRNO_NAME
@@ -42,9 +42,8 @@ const char *dv_err_name(int status)
 const char *dv_version(void)
 {
 #define DV__STR2(x) #x
-#define DV__STR(x) DV__STR2(x)
-    return DV__STR(DV_VERSION_MAJOR) "." DV__STR(DV_VERSION_MINOR) "." DV__STR(
-        DV_VERSION_PATCH);
+#define DV__STR(x)  DV__STR2(x)
+    return DV__STR(DV_VERSION_MAJOR) "." DV__STR(DV_VERSION_MINOR) "." DV__STR(DV_VERSION_PATCH);
 }
 
 static _Thread_local dv_error_detail last_detail;
@@ -85,36 +84,36 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
  * The raw codes, by what they mean for a caller.  Sticky codes leave the
  * context unusable: every later call in it fails the same way.
  */
-#define DV_DRIVER_CODE_MAP(X)                                                  \
-    X(DV_CU_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", DV_EINVAL, false)       \
-    X(DV_CU_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", DV_EDEVICE_OOM, false)  \
-    X(DV_CU_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", DV_ENODEVICE, false) \
-    X(DV_CU_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", DV_ENODEVICE, false)    \
-    X(DV_CU_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", DV_ENODEVICE, false)      \
-    X(DV_CU_INSUFFICIENT_DRIVER, "CUDA_ERROR_INSUFFICIENT_DRIVER", DV_ENODEVICE, false) \
-    X(DV_CU_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", DV_ENODEVICE, false)            \
-    X(DV_CU_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", DV_ENODEVICE, false)  \
-    X(DV_CU_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", DV_EINVAL, false)       \
-    X(DV_CU_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", DV_EDRIVER, false)  \
-    X(DV_CU_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", DV_ENOTSUP, false) \
-    X(DV_CU_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", DV_ENOTSUP, false) \
-    X(DV_CU_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", DV_EINVAL, false)           \
-    X(DV_CU_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", DV_EINVAL, false)     \
-    X(DV_CU_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", DV_EINVAL, false)               \
-    X(DV_CU_NOT_READY, "CUDA_ERROR_NOT_READY", DV_EAGAIN, false)               \
-    X(DV_CU_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", DV_EINVAL, false) \
-    X(DV_CU_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_ASSERT, "CUDA_ERROR_ASSERT", DV_ECONTEXT_LOST, true)               \
-    X(DV_CU_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_INVALID_ADDRESS_SPACE, "CUDA_ERROR_INVALID_ADDRESS_SPACE", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_INVALID_PC, "CUDA_ERROR_INVALID_PC", DV_ECONTEXT_LOST, true)       \
-    X(DV_CU_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", DV_ECONTEXT_LOST, true) \
-    X(DV_CU_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", DV_ENOTSUP, false)      \
+#define DV_DRIVER_CODE_MAP(X)                                                                      \
+    X(DV_CU_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", DV_EINVAL, false)                           \
+    X(DV_CU_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", DV_EDEVICE_OOM, false)                      \
+    X(DV_CU_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", DV_ENODEVICE, false)                    \
+    X(DV_CU_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", DV_ENODEVICE, false)                        \
+    X(DV_CU_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", DV_ENODEVICE, false)                          \
+    X(DV_CU_INSUFFICIENT_DRIVER, "CUDA_ERROR_INSUFFICIENT_DRIVER", DV_ENODEVICE, false)            \
+    X(DV_CU_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", DV_ENODEVICE, false)                                \
+    X(DV_CU_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", DV_ENODEVICE, false)                      \
+    X(DV_CU_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", DV_EINVAL, false)                           \
+    X(DV_CU_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", DV_EDRIVER, false)                      \
+    X(DV_CU_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", DV_ENOTSUP, false)                  \
+    X(DV_CU_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", DV_ENOTSUP, false)      \
+    X(DV_CU_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", DV_EINVAL, false)                               \
+    X(DV_CU_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", DV_ECONTEXT_LOST, true)             \
+    X(DV_CU_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", DV_EINVAL, false)                         \
+    X(DV_CU_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", DV_EINVAL, false)                                   \
+    X(DV_CU_NOT_READY, "CUDA_ERROR_NOT_READY", DV_EAGAIN, false)                                   \
+    X(DV_CU_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", DV_ECONTEXT_LOST, true)                 \
+    X(DV_CU_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", DV_EINVAL, false)       \
+    X(DV_CU_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", DV_ECONTEXT_LOST, true)                   \
+    X(DV_CU_ASSERT, "CUDA_ERROR_ASSERT", DV_ECONTEXT_LOST, true)                                   \
+    X(DV_CU_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR", DV_ECONTEXT_LOST, true)       \
+    X(DV_CU_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION", DV_ECONTEXT_LOST, true)         \
+    X(DV_CU_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", DV_ECONTEXT_LOST, true)           \
+    X(DV_CU_INVALID_ADDRESS_SPACE, "CUDA_ERROR_INVALID_ADDRESS_SPACE", DV_ECONTEXT_LOST, true)     \
+    X(DV_CU_INVALID_PC, "CUDA_ERROR_INVALID_PC", DV_ECONTEXT_LOST, true)                           \
+    X(DV_CU_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", DV_ECONTEXT_LOST, true)                     \
+    X(DV_CU_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", DV_ECONTEXT_LOST, true)       \
+    X(DV_CU_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", DV_ENOTSUP, false)                          \
     X(DV_CU_UNKNOWN, "CUDA_ERROR_UNKNOWN", DV_EDRIVER, false)
 
 int dv__status_from_driver(int code)
@@ -122,8 +121,8 @@ int dv__status_from_driver(int code)
     switch (code) {
     case DV_CU_SUCCESS:
         return DV_OK;
-#define DV__CODE_STATUS(code_, name, status, sticky)                           \
-    case code_:                                                                \
+#define DV__CODE_STATUS(code_, name, status, sticky)                                               \
+    case code_:                                                                                    \
         return status;
         DV_DRIVER_CODE_MAP(DV__CODE_STATUS)
 #undef DV__CODE_STATUS
@@ -135,8 +134,8 @@ int dv__status_from_driver(int code)
 bool dv__driver_code_is_sticky(int code)
 {
     switch (code) {
-#define DV__CODE_STICKY(code_, name, status, sticky)                           \
-    case code_:                                                                \
+#define DV__CODE_STICKY(code_, name, status, sticky)                                               \
+    case code_:                                                                                    \
         return sticky;
         DV_DRIVER_CODE_MAP(DV__CODE_STICKY)
 #undef DV__CODE_STICKY
@@ -150,8 +149,8 @@ const char *dv__driver_code_name(int code)
     switch (code) {
     case DV_CU_SUCCESS:
         return "CUDA_SUCCESS";
-#define DV__CODE_NAME(code_, name, status, sticky)                             \
-    case code_:                                                                \
+#define DV__CODE_NAME(code_, name, status, sticky)                                                 \
+    case code_:                                                                                    \
         return name;
         DV_DRIVER_CODE_MAP(DV__CODE_NAME)
 #undef DV__CODE_NAME

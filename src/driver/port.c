@@ -39,7 +39,7 @@ void dv_driver_config_init(dv_driver_config *cfg)
  * use-after-free.  Free lists are per kind (each kind has one size).
  * ------------------------------------------------------------------------ */
 
-#define OBJ_LOCK(drv) pthread_mutex_lock((pthread_mutex_t *)(drv)->obj_lock)
+#define OBJ_LOCK(drv)   pthread_mutex_lock((pthread_mutex_t *)(drv)->obj_lock)
 #define OBJ_UNLOCK(drv) pthread_mutex_unlock((pthread_mutex_t *)(drv)->obj_lock)
 
 static dv_drv_obj *obj_new(dv_driver *drv, int kind, dv_drv_obj *ctx, int device)
@@ -121,24 +121,24 @@ static bool obj_alive(const void *h, int kind)
 }
 
 /* The common check of a handle argument. */
-#define CHECK_OBJ(h, kind, call)                                               \
-    do {                                                                       \
-        if (!obj_alive((h), (kind)))                                           \
-            return dv__fail(DV_EINVAL, (call), "%s: %s handle is %s", (call),  \
-                            kind_name(kind), (h) == NULL ? "NULL" : "dead or not of this kind"); \
+#define CHECK_OBJ(h, kind, call)                                                                   \
+    do {                                                                                           \
+        if (!obj_alive((h), (kind)))                                                               \
+            return dv__fail(DV_EINVAL, (call), "%s: %s handle is %s", (call), kind_name(kind),     \
+                            (h) == NULL ? "NULL" : "dead or not of this kind");                    \
     } while (0)
 
-#define CHECK_BYTES(n, call)                                                   \
-    do {                                                                       \
-        if ((n) == 0 || (uint64_t)(n) > DV_DRV_MAX_BYTES)                      \
-            return dv__fail(DV_EINVAL, (call), "%s: size %llu is %s", (call),  \
-                            (unsigned long long)(n), (n) == 0 ? "zero" : "absurd"); \
+#define CHECK_BYTES(n, call)                                                                       \
+    do {                                                                                           \
+        if ((n) == 0 || (uint64_t)(n) > DV_DRV_MAX_BYTES)                                          \
+            return dv__fail(DV_EINVAL, (call), "%s: size %llu is %s", (call),                      \
+                            (unsigned long long)(n), (n) == 0 ? "zero" : "absurd");                \
     } while (0)
 
-#define CHECK_PTR(p, what, call)                                               \
-    do {                                                                       \
-        if ((p) == 0)                                                          \
-            return dv__fail(DV_EINVAL, (call), "%s: %s is NULL", (call), (what)); \
+#define CHECK_PTR(p, what, call)                                                                   \
+    do {                                                                                           \
+        if ((p) == 0)                                                                              \
+            return dv__fail(DV_EINVAL, (call), "%s: %s is NULL", (call), (what));                  \
     } while (0)
 
 static const char *kind_name(int kind)
@@ -159,7 +159,7 @@ static const char *kind_name(int kind)
     }
 }
 
-#define OBJ(h) ((dv_drv_obj *)(h))
+#define OBJ(h)   ((dv_drv_obj *)(h))
 #define OPS(obj) (OBJ(obj)->drv->ops)
 
 /* Map a backend's raw code: 0 stays 0, else detail and status. */
@@ -553,8 +553,8 @@ int dv_drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr)
     CHECK_PTR(dptr, "dptr", "mem_alloc");
     *dptr = 0;
     CHECK_BYTES(bytes, "mem_alloc");
-    int rc = drv_result(OBJ(ctx)->drv, DV_CALL_MEM_ALLOC,
-                        OPS(ctx)->mem_alloc(OBJ(ctx), bytes, dptr));
+    int rc =
+        drv_result(OBJ(ctx)->drv, DV_CALL_MEM_ALLOC, OPS(ctx)->mem_alloc(OBJ(ctx), bytes, dptr));
     if (rc != DV_OK)
         dv__detail()->requested = bytes;
     return rc;
@@ -633,8 +633,8 @@ int dv_drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t
                       OPS(stream)->memcpy_dtod(OBJ(stream), dst, src, bytes));
 }
 
-int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst,
-                       dv_drv_ctx *src_ctx, dv_dptr src, uint64_t bytes)
+int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
+                       dv_dptr src, uint64_t bytes)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memcpy_peer_async");
     CHECK_OBJ(dst_ctx, DV_DRV_CTX, "memcpy_peer_async");
@@ -648,9 +648,9 @@ int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst,
     if (OBJ(stream)->ctx != OBJ(dst_ctx) && OBJ(stream)->ctx != OBJ(src_ctx))
         return dv__fail(DV_EINVAL, "memcpy_peer_async",
                         "memcpy_peer_async: the stream belongs to neither context");
-    return drv_result(OBJ(stream)->drv, DV_CALL_MEMCPY_PEER,
-                      OPS(stream)->memcpy_peer(OBJ(stream), OBJ(dst_ctx), dst, OBJ(src_ctx),
-                                               src, bytes));
+    return drv_result(
+        OBJ(stream)->drv, DV_CALL_MEMCPY_PEER,
+        OPS(stream)->memcpy_peer(OBJ(stream), OBJ(dst_ctx), dst, OBJ(src_ctx), src, bytes));
 }
 
 int dv_drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count)
@@ -782,8 +782,8 @@ int dv_drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t share
         return dv__fail(DV_EINVAL, "launch", "launch: grid %ux%ux%u block %ux%ux%u has a zero",
                         grid.x, grid.y, grid.z, block.x, block.y, block.z);
     if ((uint64_t)block.x * block.y * block.z > 1024)
-        return dv__fail(DV_EINVAL, "launch", "launch: block %ux%ux%u exceeds 1024 threads",
-                        block.x, block.y, block.z);
+        return dv__fail(DV_EINVAL, "launch", "launch: block %ux%ux%u exceeds 1024 threads", block.x,
+                        block.y, block.z);
     if (grid.y > 65535 || grid.z > 65535 || grid.x > INT32_MAX || block.z > 64)
         return dv__fail(DV_EINVAL, "launch", "launch: grid %ux%ux%u block %ux%ux%u out of range",
                         grid.x, grid.y, grid.z, block.x, block.y, block.z);

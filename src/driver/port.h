@@ -90,15 +90,15 @@ typedef struct dv_device_info {
 
 /* Settings of the simulated device; ignored by the cuda backend. */
 typedef struct dv_sim_config {
-    int devices;            /* simulated devices; 0 means 1 */
-    uint64_t memory_bytes;  /* per device; 0 means 1 GiB */
-    uint64_t seed;          /* seeds delays and random faults */
-    uint32_t delay_max_us;  /* random delay before each stream op, 0 = off */
+    int devices;           /* simulated devices; 0 means 1 */
+    uint64_t memory_bytes; /* per device; 0 means 1 GiB */
+    uint64_t seed;         /* seeds delays and random faults */
+    uint32_t delay_max_us; /* random delay before each stream op, 0 = off */
     /* Fault injection (see sim.h for calls that arm faults at run time). */
-    uint64_t fail_alloc_nth;  /* the Nth allocation (1-based) fails with OOM */
-    double fail_alloc_rate;   /* each allocation fails with this probability */
-    int slow_stream;          /* creation index (per device) of a slow stream; -1 none */
-    uint32_t slow_stream_us;  /* extra delay before each op of that stream */
+    uint64_t fail_alloc_nth; /* the Nth allocation (1-based) fails with OOM */
+    double fail_alloc_rate;  /* each allocation fails with this probability */
+    int slow_stream;         /* creation index (per device) of a slow stream; -1 none */
+    uint32_t slow_stream_us; /* extra delay before each op of that stream */
     /* A kernel fault (illegal address) poisons only its device, until
      * ctx_reset, instead of the whole driver for good. */
     bool kernel_faults_recoverable;
@@ -130,46 +130,46 @@ const char *dv_driver_backend_name(const dv_driver *drv);
 dv_backend dv_driver_backend(const dv_driver *drv);
 
 /* The X-macro of port calls: names for error detail and fault injection. */
-#define DV_DRV_CALLS(X)                                                        \
-    X(DEVICE_COUNT, "device_count")                                            \
-    X(DEVICE_INFO, "device_info")                                              \
-    X(MEM_INFO, "mem_info")                                                    \
-    X(CTX_RETAIN, "ctx_retain")                                                \
-    X(CTX_RELEASE, "ctx_release")                                              \
-    X(CTX_RESET, "ctx_reset")                                                  \
-    X(STREAM_CREATE, "stream_create")                                          \
-    X(STREAM_DESTROY, "stream_destroy")                                        \
-    X(STREAM_SYNC, "stream_sync")                                              \
-    X(STREAM_QUERY, "stream_query")                                            \
-    X(EVENT_CREATE, "event_create")                                            \
-    X(EVENT_DESTROY, "event_destroy")                                          \
-    X(EVENT_RECORD, "event_record")                                            \
-    X(EVENT_QUERY, "event_query")                                              \
-    X(EVENT_SYNC, "event_sync")                                                \
-    X(STREAM_WAIT_EVENT, "stream_wait_event")                                  \
-    X(MEM_ALLOC, "mem_alloc")                                                  \
-    X(MEM_FREE, "mem_free")                                                    \
-    X(MEM_ALLOC_ASYNC, "mem_alloc_async")                                      \
-    X(MEM_FREE_ASYNC, "mem_free_async")                                        \
-    X(POOL_SET_THRESHOLD, "pool_set_release_threshold")                        \
-    X(POOL_GET_THRESHOLD, "pool_get_release_threshold")                        \
-    X(MEMCPY_HTOD, "memcpy_htod_async")                                        \
-    X(MEMCPY_DTOH, "memcpy_dtoh_async")                                        \
-    X(MEMCPY_DTOD, "memcpy_dtod_async")                                        \
-    X(MEMCPY_PEER, "memcpy_peer_async")                                        \
-    X(MEMSET_D8, "memset_d8_async")                                            \
-    X(MEMSET_D32, "memset_d32_async")                                          \
-    X(MODULE_LOAD, "module_load")                                              \
-    X(MODULE_UNLOAD, "module_unload")                                          \
-    X(FUNC_GET, "func_get")                                                    \
-    X(LAUNCH, "launch")                                                        \
+#define DV_DRV_CALLS(X)                                                                            \
+    X(DEVICE_COUNT, "device_count")                                                                \
+    X(DEVICE_INFO, "device_info")                                                                  \
+    X(MEM_INFO, "mem_info")                                                                        \
+    X(CTX_RETAIN, "ctx_retain")                                                                    \
+    X(CTX_RELEASE, "ctx_release")                                                                  \
+    X(CTX_RESET, "ctx_reset")                                                                      \
+    X(STREAM_CREATE, "stream_create")                                                              \
+    X(STREAM_DESTROY, "stream_destroy")                                                            \
+    X(STREAM_SYNC, "stream_sync")                                                                  \
+    X(STREAM_QUERY, "stream_query")                                                                \
+    X(EVENT_CREATE, "event_create")                                                                \
+    X(EVENT_DESTROY, "event_destroy")                                                              \
+    X(EVENT_RECORD, "event_record")                                                                \
+    X(EVENT_QUERY, "event_query")                                                                  \
+    X(EVENT_SYNC, "event_sync")                                                                    \
+    X(STREAM_WAIT_EVENT, "stream_wait_event")                                                      \
+    X(MEM_ALLOC, "mem_alloc")                                                                      \
+    X(MEM_FREE, "mem_free")                                                                        \
+    X(MEM_ALLOC_ASYNC, "mem_alloc_async")                                                          \
+    X(MEM_FREE_ASYNC, "mem_free_async")                                                            \
+    X(POOL_SET_THRESHOLD, "pool_set_release_threshold")                                            \
+    X(POOL_GET_THRESHOLD, "pool_get_release_threshold")                                            \
+    X(MEMCPY_HTOD, "memcpy_htod_async")                                                            \
+    X(MEMCPY_DTOH, "memcpy_dtoh_async")                                                            \
+    X(MEMCPY_DTOD, "memcpy_dtod_async")                                                            \
+    X(MEMCPY_PEER, "memcpy_peer_async")                                                            \
+    X(MEMSET_D8, "memset_d8_async")                                                                \
+    X(MEMSET_D32, "memset_d32_async")                                                              \
+    X(MODULE_LOAD, "module_load")                                                                  \
+    X(MODULE_UNLOAD, "module_unload")                                                              \
+    X(FUNC_GET, "func_get")                                                                        \
+    X(LAUNCH, "launch")                                                                            \
     X(HOST_FN, "launch_host_fn")
 
 typedef enum dv_drv_call {
 #define DV__DRV_CALL_ENUM(id, name) DV_CALL_##id,
     DV_DRV_CALLS(DV__DRV_CALL_ENUM)
 #undef DV__DRV_CALL_ENUM
-    DV_CALL__COUNT
+        DV_CALL__COUNT
 } dv_drv_call;
 
 const char *dv_drv_call_name(dv_drv_call call);
@@ -239,8 +239,8 @@ int dv_drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uint
 int dv_drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t bytes);
 int dv_drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t bytes);
 /* Copy between devices; stream may belong to either context. */
-int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst,
-                       dv_drv_ctx *src_ctx, dv_dptr src, uint64_t bytes);
+int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
+                       dv_dptr src, uint64_t bytes);
 int dv_drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count);
 int dv_drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64_t count);
 
@@ -329,18 +329,18 @@ enum dv_drv_kind {
  * marks the header dead and keeps the memory for reuse.
  */
 #define DV_DRV_MAGIC(kind) (UINT32_C(0x44560000) | (uint32_t)(kind))
-#define DV_DRV_DEAD UINT32_C(0xDEADD0D0)
+#define DV_DRV_DEAD        UINT32_C(0xDEADD0D0)
 
 typedef struct dv_drv_obj {
-    uint32_t magic;          /* DV_DRV_MAGIC(kind) while alive, DEAD after */
+    uint32_t magic; /* DV_DRV_MAGIC(kind) while alive, DEAD after */
     uint16_t kind;
-    int16_t device;          /* ordinal */
+    int16_t device; /* ordinal */
     dv_driver *drv;
-    struct dv_drv_obj *ctx;  /* the context header (self for a context) */
-    struct dv_drv_obj *parent; /* a function's module; NULL otherwise */
+    struct dv_drv_obj *ctx;                   /* the context header (self for a context) */
+    struct dv_drv_obj *parent;                /* a function's module; NULL otherwise */
     struct dv_drv_obj *live_next, *live_prev; /* driver's list of live objects */
     struct dv_drv_obj *free_next;             /* pool free list */
-    size_t size;             /* bytes of the whole backend object */
+    size_t size;                              /* bytes of the whole backend object */
 } dv_drv_obj;
 
 typedef struct dv_driver_ops {
@@ -390,13 +390,12 @@ typedef struct dv_driver_ops {
     int (*memcpy_htod)(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes);
     int (*memcpy_dtoh)(dv_drv_obj *stream, void *dst, dv_dptr src, uint64_t bytes);
     int (*memcpy_dtod)(dv_drv_obj *stream, dv_dptr dst, dv_dptr src, uint64_t bytes);
-    int (*memcpy_peer)(dv_drv_obj *stream, dv_drv_obj *dst_ctx, dv_dptr dst,
-                       dv_drv_obj *src_ctx, dv_dptr src, uint64_t bytes);
+    int (*memcpy_peer)(dv_drv_obj *stream, dv_drv_obj *dst_ctx, dv_dptr dst, dv_drv_obj *src_ctx,
+                       dv_dptr src, uint64_t bytes);
     int (*memset_d8)(dv_drv_obj *stream, dv_dptr dst, uint8_t value, uint64_t count);
     int (*memset_d32)(dv_drv_obj *stream, dv_dptr dst, uint32_t value, uint64_t count);
 
-    int (*module_load)(dv_drv_obj *ctx, dv_drv_obj *module, const void *image,
-                       size_t image_bytes);
+    int (*module_load)(dv_drv_obj *ctx, dv_drv_obj *module, const void *image, size_t image_bytes);
     int (*module_unload)(dv_drv_obj *module);
     int (*func_get)(dv_drv_obj *module, dv_drv_obj *func, const char *name);
     void (*builtin_image)(const dv_driver *drv, const void **image, size_t *bytes);

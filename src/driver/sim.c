@@ -50,14 +50,14 @@
 void __tsan_ignore_thread_begin(void);
 void __tsan_ignore_thread_end(void);
 #define DATA_PLANE_BEGIN() __tsan_ignore_thread_begin()
-#define DATA_PLANE_END() __tsan_ignore_thread_end()
+#define DATA_PLANE_END()   __tsan_ignore_thread_end()
 #else
 #define DATA_PLANE_BEGIN() ((void)0)
-#define DATA_PLANE_END() ((void)0)
+#define DATA_PLANE_END()   ((void)0)
 #endif
 
-#define SIM_ALIGN 256u
-#define SIM_BASE UINT64_C(0x00007a0000000000)
+#define SIM_ALIGN         256u
+#define SIM_BASE          UINT64_C(0x00007a0000000000)
 #define SIM_DEVICE_STRIDE (UINT64_C(1) << 40) /* 1 TiB of address space each */
 
 /* ------------------------------------------------------------------------
@@ -152,7 +152,7 @@ struct sim_device {
     struct sim_free *free_list; /* sorted by address, coalesced */
     struct sim_range *live;     /* sorted by start */
     size_t nlive, cap_live;
-    uint64_t allocated;         /* live + pending stream-ordered frees */
+    uint64_t allocated; /* live + pending stream-ordered frees */
     uint64_t release_threshold;
     struct sim_stream *streams; /* list, for synchronous free */
     int stream_serial;
@@ -213,10 +213,10 @@ struct dv_sim_kctx {
     dv_dim3 grid, block;
 };
 
-#define SD(drv) ((struct sim_driver *)(drv)->impl)
-#define CTX(o) ((struct sim_ctx *)(o))
+#define SD(drv)   ((struct sim_driver *)(drv)->impl)
+#define CTX(o)    ((struct sim_ctx *)(o))
 #define STREAM(o) ((struct sim_stream *)(o))
-#define EVENT(o) ((struct sim_event *)(o))
+#define EVENT(o)  ((struct sim_event *)(o))
 #define DEV_OF(o) (CTX((o)->ctx)->dev)
 
 /* ------------------------------------------------------------------------
@@ -264,13 +264,13 @@ static int injected(struct sim_driver *sd, dv_drv_call call)
 }
 
 /* Entry of every context-bound op: injected fault, then sticky state. */
-#define SIM_ENTER(dev, call)                                                   \
-    do {                                                                       \
-        int code_ = injected((dev)->sd, (call));                               \
-        if (code_ == 0)                                                        \
-            code_ = sticky_code(dev);                                          \
-        if (code_ != 0)                                                        \
-            return code_;                                                      \
+#define SIM_ENTER(dev, call)                                                                       \
+    do {                                                                                           \
+        int code_ = injected((dev)->sd, (call));                                                   \
+        if (code_ == 0)                                                                            \
+            code_ = sticky_code(dev);                                                              \
+        if (code_ != 0)                                                                            \
+            return code_;                                                                          \
     } while (0)
 
 static bool alloc_should_fail(struct sim_driver *sd)
@@ -1303,10 +1303,10 @@ bool dv_sim_is_sim(const dv_driver *drv)
     return drv != NULL && drv->ops == &dv__sim_ops;
 }
 
-#define REQUIRE_SIM(drv, call)                                                 \
-    do {                                                                       \
-        if (!dv_sim_is_sim(drv))                                               \
-            return dv__fail(DV_EINVAL, (call), "%s: not a sim driver", (call)); \
+#define REQUIRE_SIM(drv, call)                                                                     \
+    do {                                                                                           \
+        if (!dv_sim_is_sim(drv))                                                                   \
+            return dv__fail(DV_EINVAL, (call), "%s: not a sim driver", (call));                    \
     } while (0)
 
 int dv_sim_fail_alloc_nth(dv_driver *drv, uint64_t nth)
@@ -1367,7 +1367,8 @@ int dv_sim_stream_set_delay(dv_drv_stream *stream, uint32_t extra_us)
 {
     dv_drv_obj *obj = (dv_drv_obj *)stream;
     if (obj == NULL || obj->magic != DV_DRV_MAGIC(DV_DRV_STREAM) || !dv_sim_is_sim(obj->drv))
-        return dv__fail(DV_EINVAL, "sim_stream_set_delay", "sim_stream_set_delay: not a sim stream");
+        return dv__fail(DV_EINVAL, "sim_stream_set_delay",
+                        "sim_stream_set_delay: not a sim stream");
     atomic_store(&STREAM(obj)->extra_us, extra_us);
     return DV_OK;
 }

@@ -147,7 +147,8 @@ static int k_spin(dv_sim_kctx *k, void **params)
 {
     (void)k;
     uint64_t ns = ARG(uint64_t, 0);
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                          .tv_nsec = (long)(ns % 1000000000u)};
     nanosleep(&ts, NULL);
     return 0;
 }

@@ -28,7 +28,8 @@ int main(void)
         named &= strncmp(dv_err_name(codes[i]), "DV_E", 4) == 0 &&
                  strcmp(dv_strerror(codes[i]), "unknown error") != 0;
         for (int j = 0; j < i; j++)
-            distinct &= codes[i] != codes[j] && strcmp(dv_err_name(codes[i]), dv_err_name(codes[j])) != 0 &&
+            distinct &= codes[i] != codes[j] &&
+                        strcmp(dv_err_name(codes[i]), dv_err_name(codes[j])) != 0 &&
                         strcmp(dv_strerror(codes[i]), dv_strerror(codes[j])) != 0;
     }
     ok(NCODES >= 15, "%d error codes", NCODES);

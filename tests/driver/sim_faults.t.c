@@ -152,7 +152,8 @@ static void test_fatal_kernel(void)
     is_status(dv_drv_mem_alloc(c1, MIB, &p), DV_ECONTEXT_LOST,
               "the other device fails too (process-fatal)");
     is_status(dv_drv_ctx_reset(c0), DV_OK, "reset of device 0 'succeeds'");
-    is_status(dv_drv_ctx_retain(drv, 0, &again), DV_ECONTEXT_LOST, "but no new context on device 0");
+    is_status(dv_drv_ctx_retain(drv, 0, &again), DV_ECONTEXT_LOST,
+              "but no new context on device 0");
     is_status(dv_drv_ctx_retain(drv, 1, &again), DV_ECONTEXT_LOST, "nor on device 1");
     is_status(dv_drv_stream_destroy(s1), DV_ECONTEXT_LOST, "destroy reports the error");
     is_status(dv_drv_stream_sync(s1), DV_EINVAL, "but the handle is gone all the same");

@@ -8,7 +8,7 @@
 #include "tap.h"
 
 #define ROUNDS 200
-#define N 1024
+#define N      1024
 
 static int run(dv_driver *drv, bool with_wait, int *stale)
 {

@@ -37,8 +37,8 @@ static void fault_model(dv_driver *drv)
     is_status(dv_drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, params), DV_OK,
               "the faulting launch enqueues");
     is_status(dv_drv_stream_sync(s), DV_ECONTEXT_LOST, "stream_sync reports the fault");
-    is_int(dv_last_error()->driver_code, DV_CU_ILLEGAL_ADDRESS, "as CUDA_ERROR_ILLEGAL_ADDRESS (%s)",
-           dv_last_error()->driver_name);
+    is_int(dv_last_error()->driver_code, DV_CU_ILLEGAL_ADDRESS,
+           "as CUDA_ERROR_ILLEGAL_ADDRESS (%s)", dv_last_error()->driver_name);
     dv_dptr q = 0;
     is_status(dv_drv_mem_alloc(ctx, 4096, &q), DV_ECONTEXT_LOST, "later calls fail too (sticky)");
     is_status(dv_drv_ctx_reset(ctx), DV_OK, "the primary context reset 'succeeds'");

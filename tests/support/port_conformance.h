@@ -12,8 +12,8 @@
 #include "driver/port.h"
 #include "tap.h"
 
-#define PORT_CONFORMANCE_TESTS 130
-#define MIB (UINT64_C(1) << 20)
+#define PORT_CONFORMANCE_TESTS 132
+#define MIB                    (UINT64_C(1) << 20)
 
 static TAP_UNUSED void skip(const char *why)
 {
@@ -103,7 +103,8 @@ static void port_conformance(dv_driver *drv)
 
     /* -- contexts --------------------------------------------------------- */
     is_status(dv_drv_ctx_retain(drv, 0, &ctx), DV_OK, "ctx_retain(0)");
-    is_status(dv_drv_ctx_retain(drv, count + 7, &ctx1), DV_EINVAL, "ctx_retain(bad ordinal) is EINVAL");
+    is_status(dv_drv_ctx_retain(drv, count + 7, &ctx1), DV_EINVAL,
+              "ctx_retain(bad ordinal) is EINVAL");
     is_status(dv_drv_ctx_retain(drv, 0, NULL), DV_EINVAL, "ctx_retain(NULL out) is EINVAL");
     is_int(dv_drv_ctx_device(ctx), 0, "ctx_device names device 0");
     uint64_t free_b = 0, total_b = 0;
@@ -309,7 +310,8 @@ static void port_conformance(dv_driver *drv)
     /* -- destroy: the handle is dead at once ------------------------------ */
     is_status(dv_drv_stream_create(ctx, &dead_stream), DV_OK, "stream_create (to destroy)");
     is_status(dv_drv_stream_destroy(dead_stream), DV_OK, "stream_destroy");
-    is_status(dv_drv_stream_sync(dead_stream), DV_EINVAL, "stream_sync(destroyed stream) is EINVAL");
+    is_status(dv_drv_stream_sync(dead_stream), DV_EINVAL,
+              "stream_sync(destroyed stream) is EINVAL");
     is_status(dv_drv_memcpy_htod(dead_stream, x, host, 4), DV_EINVAL,
               "memcpy_htod(destroyed stream) is EINVAL");
     is_status(dv_drv_stream_destroy(dead_stream), DV_EINVAL, "stream_destroy twice is EINVAL");
@@ -377,6 +379,49 @@ static void port_conformance(dv_driver *drv)
             dv_drv_mem_free(ctx, p);
         if (s != NULL)
             dv_drv_stream_destroy(s);
+    }
+
+    /* -- a NULL handle or out-pointer, op by op: EINVAL -------------------- */
+    {
+        dv_dptr d = 0;
+        bool flag;
+        uint32_t word = 0;
+        struct {
+            int rc;
+            const char *call;
+        } nulls[] = {
+            {dv_drv_ctx_release(NULL), "ctx_release"},
+            {dv_drv_ctx_reset(NULL), "ctx_reset"},
+            {dv_drv_stream_destroy(NULL), "stream_destroy"},
+            {dv_drv_stream_sync(NULL), "stream_sync"},
+            {dv_drv_stream_query(NULL, &flag), "stream_query"},
+            {dv_drv_event_create(NULL, &dead_event), "event_create"},
+            {dv_drv_event_destroy(NULL), "event_destroy"},
+            {dv_drv_event_query(NULL, &flag), "event_query"},
+            {dv_drv_event_sync(NULL), "event_sync"},
+            {dv_drv_mem_free_async(NULL, 256), "mem_free_async"},
+            {dv_drv_pool_set_release_threshold(NULL, 0), "pool_set_release_threshold"},
+            {dv_drv_memset_d32(NULL, 256, 0, 1), "memset_d32_async"},
+            {dv_drv_memset_d8(NULL, 256, 0, 1), "memset_d8_async"},
+            {dv_drv_memcpy_dtoh(NULL, &word, 256, 4), "memcpy_dtoh_async"},
+            {dv_drv_memcpy_peer(NULL, NULL, 256, NULL, 256, 4), "memcpy_peer_async"},
+            {dv_drv_module_load(NULL, image, image_bytes, &mod), "module_load"},
+            {dv_drv_module_unload(NULL), "module_unload"},
+            {dv_drv_launch_host_fn(NULL, host_fn_count, &calls), "launch_host_fn"},
+            {dv_drv_mem_alloc(NULL, 256, &d), "mem_alloc"},
+            {dv_drv_pool_get_release_threshold(ctx, NULL), "pool_get_release_threshold"},
+        };
+        bool all = true;
+        for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++) {
+            if (nulls[i].rc != DV_EINVAL) {
+                diag("%s(NULL ...) gave %s", nulls[i].call, dv_err_name(nulls[i].rc));
+                all = false;
+            }
+        }
+        ok(all, "%zu more ops answer EINVAL to a NULL handle or out-pointer",
+           sizeof(nulls) / sizeof(nulls[0]));
+        is_status(dv_drv_module_unload(mod), DV_EINVAL,
+                  "module_unload of a module the reset killed is EINVAL");
     }
 
     /* -- names ------------------------------------------------------------ */
