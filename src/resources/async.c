@@ -1,0 +1,234 @@
+/*
+ * async: stream-ordered driver allocation (cuMemAllocAsync /
+ * cuMemFreeAsync) on the block's alloc stream, with full block-use
+ * tracking through the shared tracker.
+ *
+ * A free is queued on the alloc stream after that stream was made to wait
+ * on every use from other streams.  Until the stream reaches the free the
+ * bytes are RETIRED: still counted by bytes_outstanding, kept on a FIFO of
+ * (position, bytes).  reap_pending waits for them; allocate drops the ones
+ * already reached without waiting, so the FIFO stays short.
+ */
+#include <stdlib.h>
+
+#include "resources/tracker.h"
+
+struct retired {
+    dv_stream_pos pos;
+    uint64_t bytes;
+};
+
+typedef struct async_res {
+    dv_resource base;
+    dv_tracker *t;
+    atomic_uint_fast64_t live_bytes, retired_bytes;
+    struct retired *fifo; /* ring of retired frees, oldest at head */
+    size_t head, count, cap;
+} async_res;
+
+#define ASYNC(r) ((async_res *)(r))
+
+static uint64_t round_block(uint64_t n)
+{
+    return (n + DV_BLOCK_ALIGN - 1) & ~(uint64_t)(DV_BLOCK_ALIGN - 1);
+}
+
+static int fifo_push(async_res *a, struct retired item)
+{
+    if (a->count == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        struct retired *n = malloc(cap * sizeof(*n));
+        if (n == NULL)
+            return -1;
+        for (size_t i = 0; i < a->count; i++)
+            n[i] = a->fifo[(a->head + i) % a->cap];
+        free(a->fifo);
+        a->fifo = n;
+        a->cap = cap;
+        a->head = 0;
+    }
+    a->fifo[(a->head + a->count) % a->cap] = item;
+    a->count++;
+    return 0;
+}
+
+static void fifo_pop(async_res *a)
+{
+    atomic_fetch_sub_explicit(&a->retired_bytes, a->fifo[a->head].bytes, memory_order_relaxed);
+    a->head = (a->head + 1) % a->cap;
+    a->count--;
+}
+
+/* Drop retired frees the device has reached; block only when asked. */
+static int reap(async_res *a, bool block)
+{
+    while (a->count > 0) {
+        struct retired *oldest = &a->fifo[a->head];
+        int rc;
+        if (block) {
+            rc = dv_tracker_sync(a->t, oldest->pos);
+        } else {
+            bool reached = false;
+            rc = dv_tracker_reached(a->t, oldest->pos, &reached);
+            if (rc == DV_OK && !reached)
+                return DV_OK;
+        }
+        if (rc != DV_OK)
+            return rc;
+        fifo_pop(a);
+    }
+    return DV_OK;
+}
+
+static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
+                          dv_block *out)
+{
+    async_res *a = ASYNC(r);
+    uint64_t size = round_block(bytes);
+    dv_dptr ptr;
+    int rc;
+
+    /* Opportunistic and non-blocking: only what the device has reached. */
+    if (a->count >= 64)
+        (void)reap(a, false);
+    if ((rc = dv_drv_mem_alloc_async(r->env->streams[stream], size, &ptr)) != DV_OK)
+        return rc;
+    *out = (dv_block){.ptr = ptr,
+                      .bytes = size,
+                      .requested = bytes,
+                      .generation = dv__next_generation(),
+                      .tag = tag,
+                      .alloc_stream = stream,
+                      .align = DV_BLOCK_ALIGN,
+                      .device = r->device,
+                      .state = DV_BLOCK_LIVE};
+    if (dv_tracker_insert(a->t, out, NULL) == NULL) {
+        (void)dv_drv_mem_free_async(r->env->streams[stream], ptr);
+        out->state = DV_BLOCK_FREED;
+        return DV_ENOMEM;
+    }
+    atomic_fetch_add_explicit(&a->live_bytes, size, memory_order_relaxed);
+    return DV_OK;
+}
+
+/* Fence, queue the free, account it as retired. */
+static int retire(async_res *a, dv_track_entry *e)
+{
+    dv_stream_id s = e->block.alloc_stream;
+    uint64_t size = e->block.bytes;
+    int rc;
+
+    if ((rc = dv_tracker_fence_uses(a->t, e)) != DV_OK)
+        return rc;
+    if ((rc = dv_drv_mem_free_async(a->base.env->streams[s], e->block.ptr)) != DV_OK)
+        return rc;
+    struct retired item = {{s, dv_tracker_mark(a->t, s)}, size};
+    dv_tracker_remove(a->t, e);
+    atomic_fetch_sub_explicit(&a->live_bytes, size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&a->retired_bytes, size, memory_order_relaxed);
+    if (fifo_push(a, item) != 0) {
+        /* No room to remember it: wait for it now instead. */
+        (void)dv_tracker_sync(a->t, item.pos);
+        atomic_fetch_sub_explicit(&a->retired_bytes, size, memory_order_relaxed);
+    }
+    return DV_OK;
+}
+
+static int async_deallocate(dv_resource *r, dv_block *block)
+{
+    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, dv_block_id_of(block), "deallocate");
+    if (e == NULL)
+        return DV_EUSE_AFTER_FREE;
+    int rc = retire(ASYNC(r), e);
+    if (rc == DV_OK)
+        block->state = DV_BLOCK_RETIRED;
+    return rc;
+}
+
+static uint64_t async_bytes_outstanding(const dv_resource *r)
+{
+    const async_res *a = (const async_res *)r;
+    return atomic_load_explicit(&a->live_bytes, memory_order_relaxed) +
+           atomic_load_explicit(&a->retired_bytes, memory_order_relaxed);
+}
+
+static int async_reap_pending(dv_resource *r)
+{
+    return reap(ASYNC(r), true);
+}
+
+static bool async_supports_tracking(const dv_resource *r)
+{
+    (void)r;
+    return true;
+}
+
+static int async_prepare(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
+{
+    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, id, "prepare_block_use");
+    return e == NULL ? DV_EUSE_AFTER_FREE : dv_tracker_prepare(ASYNC(r)->t, e, s, a);
+}
+
+static int async_finish(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
+{
+    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, id, "finish_block_use");
+    if (e == NULL)
+        return DV_EUSE_AFTER_FREE;
+    dv_tracker_finish(ASYNC(r)->t, e, s, a);
+    return DV_OK;
+}
+
+static int async_record(dv_resource *r, dv_block_id id, dv_stream_id s)
+{
+    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, id, "record_block_use");
+    if (e == NULL)
+        return DV_EUSE_AFTER_FREE;
+    dv_tracker_record(ASYNC(r)->t, e, s);
+    return DV_OK;
+}
+
+static void retire_live(dv_track_entry *e, void *arg)
+{
+    (void)retire(arg, e);
+}
+
+static void async_destroy(dv_resource *r)
+{
+    async_res *a = ASYNC(r);
+    /* Blocks still live go back to the driver in their streams' order. */
+    dv_tracker_foreach(a->t, retire_live, a);
+    (void)reap(a, true);
+    dv_tracker_destroy(a->t);
+    free(a->fifo);
+    free(a);
+}
+
+static const dv_resource_ops async_ops = {
+    .name = "async",
+    .allocate = async_allocate,
+    .deallocate = async_deallocate,
+    .bytes_outstanding = async_bytes_outstanding,
+    .reap_pending = async_reap_pending,
+    .supports_block_use_tracking = async_supports_tracking,
+    .prepare_block_use = async_prepare,
+    .finish_block_use = async_finish,
+    .record_block_use = async_record,
+    .destroy = async_destroy,
+};
+
+int dv_async_resource_create(dv_res_env *env, dv_resource **out)
+{
+    if (env == NULL || out == NULL || env->ctx == NULL)
+        return dv__fail(DV_EINVAL, "async_resource_create", "NULL or empty environment");
+    async_res *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return dv__fail(DV_ENOMEM, "async_resource_create", "out of host memory");
+    int rc = dv_tracker_create(env, &a->t);
+    if (rc != DV_OK) {
+        free(a);
+        return rc;
+    }
+    a->base = (dv_resource){.ops = &async_ops, .upstream = NULL, .env = env, .device = env->device};
+    *out = &a->base;
+    return DV_OK;
+}

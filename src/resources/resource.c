@@ -1,0 +1,235 @@
+/*
+ * The resource wrappers (the contract of resource.h, checked once for every
+ * resource), the environment a stack runs against, and block generations.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resources/tracker.h"
+
+static atomic_uint_fast64_t generation_counter = 1;
+
+uint64_t dv__next_generation(void)
+{
+    /* Relaxed: uniqueness is all that is needed, not ordering. */
+    return atomic_fetch_add_explicit(&generation_counter, 1, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------
+ * Environment
+ * ------------------------------------------------------------------------ */
+
+int dv_res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams)
+{
+    int rc;
+
+    if (env == NULL || drv == NULL)
+        return dv__fail(DV_EINVAL, "res_env_init", "res_env_init: NULL env or driver");
+    memset(env, 0, sizeof(*env));
+    if (nstreams == 0 || nstreams > DV_MAX_STREAMS)
+        return dv__fail(DV_EINVAL, "res_env_init", "res_env_init: %u streams (1..%u)", nstreams,
+                        DV_MAX_STREAMS);
+    env->drv = drv;
+    env->device = device;
+    env->owner = pthread_self();
+    if ((rc = dv_drv_ctx_retain(drv, device, &env->ctx)) != DV_OK)
+        return rc;
+    for (uint32_t i = 0; i < nstreams; i++) {
+        if ((rc = dv_drv_stream_create(env->ctx, &env->streams[i])) != DV_OK) {
+            dv_error_detail saved = *dv_last_error();
+            dv_res_env_fini(env);
+            *dv__detail() = saved;
+            return rc;
+        }
+        env->nstreams = i + 1;
+    }
+    return DV_OK;
+}
+
+int dv_res_env_sync(dv_res_env *env)
+{
+    int first = DV_OK;
+    for (uint32_t i = 0; i < env->nstreams; i++) {
+        int rc = dv_drv_stream_sync(env->streams[i]);
+        if (rc != DV_OK && first == DV_OK)
+            first = rc;
+    }
+    return first;
+}
+
+void dv_res_env_fini(dv_res_env *env)
+{
+    if (env == NULL || env->ctx == NULL)
+        return;
+    (void)dv_res_env_sync(env);
+    for (uint32_t i = 0; i < env->nstreams; i++)
+        (void)dv_drv_stream_destroy(env->streams[i]);
+    (void)dv_drv_ctx_release(env->ctx);
+    memset(env, 0, sizeof(*env));
+}
+
+void dv_res_env_adopt(dv_res_env *env)
+{
+    env->owner = pthread_self();
+}
+
+int dv__check_stream(const dv_res_env *env, dv_stream_id stream, const char *op)
+{
+    if (stream >= env->nstreams)
+        return dv__fail(DV_EINVAL, op, "%s: unknown stream %u (the environment has %u)", op,
+                        stream, env->nstreams);
+    return DV_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Shared answers
+ * ------------------------------------------------------------------------ */
+
+int dv__res_no_tracking(const dv_resource *r, const char *op)
+{
+    return dv__fail(DV_ESTREAM_MISUSE, op,
+                    "%s: the %s resource does not track cross-stream uses; allocate through a "
+                    "stream-ordered resource (async, pool) or synchronise across streams "
+                    "yourself",
+                    op, r->ops->name);
+}
+
+void dv__res_owner_violation(const dv_resource *r, const char *op)
+{
+    fprintf(stderr,
+            "devactor: %s on the %s resource from a thread that does not own its environment "
+            "(resources belong to the device actor's thread)\n",
+            op, r->ops->name);
+    abort();
+}
+
+/* ------------------------------------------------------------------------
+ * Wrappers
+ * ------------------------------------------------------------------------ */
+
+#define CHECK_RES(r, op)                                                                           \
+    do {                                                                                           \
+        if ((r) == NULL)                                                                           \
+            return dv__fail(DV_EINVAL, (op), "%s: NULL resource", (op));                           \
+        dv__res_assert_owner((r), (op));                                                           \
+    } while (0)
+
+static int check_access(dv_access a, const char *op)
+{
+    if (a != DV_ACCESS_READ && a != DV_ACCESS_WRITE && a != DV_ACCESS_READ_WRITE)
+        return dv__fail(DV_EINVAL, op, "%s: access %d is not READ, WRITE or READ_WRITE", op,
+                        (int)a);
+    return DV_OK;
+}
+
+static int check_id(const dv_resource *r, dv_block_id id, const char *op)
+{
+    if (id.ptr == 0)
+        return dv__fail(DV_EINVAL, op, "%s: NULL block", op);
+    if (id.device != r->device)
+        return dv__fail(DV_EINVAL, op, "%s: block of device %d given to a resource of device %d",
+                        op, id.device, r->device);
+    return DV_OK;
+}
+
+int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
+                    dv_block *out)
+{
+    int rc;
+    CHECK_RES(r, "allocate");
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "allocate", "allocate: NULL out");
+    memset(out, 0, sizeof(*out));
+    if (bytes == 0 || bytes > DV_DRV_MAX_BYTES) {
+        rc = dv__fail(DV_EINVAL, "allocate", "allocate: size %llu is %s",
+                      (unsigned long long)bytes, bytes == 0 ? "zero" : "absurd");
+        dv__detail()->requested = bytes;
+        return rc;
+    }
+    if ((rc = dv__check_stream(r->env, stream, "allocate")) != DV_OK)
+        return rc;
+    if (tag.name == NULL)
+        tag.name = "untagged";
+    return r->ops->allocate(r, bytes, stream, tag, out);
+}
+
+int dv_res_deallocate(dv_resource *r, dv_block *block)
+{
+    int rc;
+    CHECK_RES(r, "deallocate");
+    if (block == NULL)
+        return dv__fail(DV_EINVAL, "deallocate", "deallocate: NULL block");
+    if ((rc = check_id(r, dv_block_id_of(block), "deallocate")) != DV_OK)
+        return rc;
+    if (block->state != DV_BLOCK_LIVE) {
+        rc = dv__fail(DV_EUSE_AFTER_FREE, "deallocate",
+                      "deallocate: block 0x%llx (generation %llu) is not live: freed twice?",
+                      (unsigned long long)block->ptr, (unsigned long long)block->generation);
+        dv__detail()->generation = block->generation;
+        return rc;
+    }
+    return r->ops->deallocate(r, block);
+}
+
+uint64_t dv_res_bytes_outstanding(const dv_resource *r)
+{
+    return r != NULL ? r->ops->bytes_outstanding(r) : 0;
+}
+
+int dv_res_reap_pending(dv_resource *r)
+{
+    CHECK_RES(r, "reap_pending");
+    return r->ops->reap_pending(r);
+}
+
+bool dv_res_supports_block_use_tracking(const dv_resource *r)
+{
+    return r != NULL && r->ops->supports_block_use_tracking(r);
+}
+
+int dv_res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
+{
+    int rc;
+    CHECK_RES(r, "prepare_block_use");
+    if ((rc = check_id(r, id, "prepare_block_use")) != DV_OK ||
+        (rc = dv__check_stream(r->env, stream, "prepare_block_use")) != DV_OK ||
+        (rc = check_access(a, "prepare_block_use")) != DV_OK)
+        return rc;
+    return r->ops->prepare_block_use(r, id, stream, a);
+}
+
+int dv_res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
+{
+    int rc;
+    CHECK_RES(r, "finish_block_use");
+    if ((rc = check_id(r, id, "finish_block_use")) != DV_OK ||
+        (rc = dv__check_stream(r->env, stream, "finish_block_use")) != DV_OK ||
+        (rc = check_access(a, "finish_block_use")) != DV_OK)
+        return rc;
+    return r->ops->finish_block_use(r, id, stream, a);
+}
+
+int dv_res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream)
+{
+    int rc;
+    CHECK_RES(r, "record_block_use");
+    if ((rc = check_id(r, id, "record_block_use")) != DV_OK ||
+        (rc = dv__check_stream(r->env, stream, "record_block_use")) != DV_OK)
+        return rc;
+    return r->ops->record_block_use(r, id, stream);
+}
+
+void dv_res_destroy_stack(dv_resource *r)
+{
+    while (r != NULL) {
+        dv_resource *up = r->upstream;
+        r->ops->destroy(r);
+        r = up;
+    }
+}
+
+const char *dv_res_name(const dv_resource *r)
+{
+    return r != NULL ? r->ops->name : "none";
+}

@@ -1,0 +1,261 @@
+/*
+ * Stream-ordered device memory resources: one contract, in the shape of
+ * RMM's device_memory_resource, plus cross-stream block-use tracking.
+ *
+ * Every allocate and deallocate names a stream; a block's alloc_stream is
+ * authoritative for ordering: the memory is valid in that stream's order
+ * from the allocation on, and it is freed in that stream's order.  Work on
+ * any other stream must be fenced, which is what the tracking ops do:
+ *
+ *   prepare_block_use(id, stream, access)   before the work is enqueued:
+ *       READ waits on the last write from another stream; WRITE and
+ *       READ_WRITE also wait on every outstanding read from other streams.
+ *       Same-stream edges are skipped (stream order covers them).
+ *   finish_block_use(id, stream, access)    after the work was enqueued:
+ *       READ joins the outstanding reads; WRITE / READ_WRITE become the
+ *       last write and clear the reads.
+ *   record_block_use(id, stream)            work the caller enqueued
+ *       without prepare: it joins the outstanding uses, so later writers
+ *       and the free wait on it (it orders nothing before it).
+ *   deallocate(block)                       the alloc stream waits on every
+ *       outstanding use from other streams, then the free is queued.
+ *
+ * A stale id (no live block with that generation at that pointer) is
+ * DV_EUSE_AFTER_FREE.  A resource that cannot track answers
+ * DV_ESTREAM_MISUSE to every tracking op and false to
+ * supports_block_use_tracking: false safety is worse than none.
+ * Decorators forward.
+ *
+ * Threads: a resource stack belongs to one thread, its environment's owner
+ * (the device actor); every op but bytes_outstanding and the statistics
+ * runs there, and debug builds assert it.  bytes_outstanding and
+ * statistics are atomics, readable from any thread.
+ *
+ * Callers use the dv_res_* wrappers below, which check arguments once for
+ * every resource (NULL, zero or absurd sizes, unknown streams) and keep
+ * the contract in one place; the ops tables are for implementations.
+ */
+#ifndef DV_RESOURCES_RESOURCE_H
+#define DV_RESOURCES_RESOURCE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "driver/port.h"
+
+/* Index of a stream in the environment's table; 0 is the default stream. */
+typedef uint32_t dv_stream_id;
+#define DV_STREAM_DEFAULT 0u
+/* Most streams an environment holds. */
+#define DV_MAX_STREAMS 64u
+/* Every block is aligned to at least this. */
+#define DV_BLOCK_ALIGN 256u
+
+typedef enum dv_access {
+    DV_ACCESS_READ = 1,
+    DV_ACCESS_WRITE = 2,
+    DV_ACCESS_READ_WRITE = 3,
+} dv_access;
+
+/* Who asked: name must outlive the block (a literal, or interned). */
+typedef struct dv_tag {
+    const char *name;
+    uint64_t query_id;
+} dv_tag;
+
+typedef enum dv_block_state {
+    DV_BLOCK_LIVE = 1,    /* allocated, usable in alloc_stream order */
+    DV_BLOCK_RETIRED,     /* deallocated, its free queued but not reached */
+    DV_BLOCK_QUARANTINED, /* held back by the guard before reuse */
+    DV_BLOCK_FREED,       /* gone */
+} dv_block_state;
+
+typedef struct dv_block {
+    dv_dptr ptr;
+    uint64_t bytes;      /* usable bytes, >= requested */
+    uint64_t requested;  /* what the caller asked for */
+    uint64_t generation; /* process-wide, monotonic, never reused */
+    dv_tag tag;
+    dv_stream_id alloc_stream;
+    uint32_t align;
+    int device;
+    dv_block_state state;
+} dv_block;
+
+/* A copyable snapshot of a block's identity. */
+typedef struct dv_block_id {
+    dv_dptr ptr;
+    uint64_t generation;
+    dv_stream_id alloc_stream;
+    int device;
+} dv_block_id;
+
+static inline dv_block_id dv_block_id_of(const dv_block *b)
+{
+    return (dv_block_id){b->ptr, b->generation, b->alloc_stream, b->device};
+}
+
+/* Next block generation: process-wide, starts at 1, never reused. */
+uint64_t dv__next_generation(void);
+
+/*
+ * What a resource stack runs against: the device's context and stream
+ * table, and the thread that owns them.  Owned by the actor (or a test);
+ * every resource of one stack shares it.
+ */
+typedef struct dv_res_env {
+    dv_driver *drv;
+    dv_drv_ctx *ctx;
+    int device;
+    dv_drv_stream *streams[DV_MAX_STREAMS];
+    uint32_t nstreams;
+    pthread_t owner;
+} dv_res_env;
+
+/* Retain the device's context and create nstreams streams; the calling
+ * thread owns the environment. */
+int dv_res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams);
+/* Wait for every stream, destroy them, release the context. */
+void dv_res_env_fini(dv_res_env *env);
+/* Hand the environment to the calling thread. */
+void dv_res_env_adopt(dv_res_env *env);
+/* Wait for every stream of the environment. */
+int dv_res_env_sync(dv_res_env *env);
+
+typedef struct dv_resource dv_resource;
+
+typedef struct dv_resource_ops {
+    const char *name;
+    int (*allocate)(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
+                    dv_block *out);
+    /* On success the block's state reads RETIRED, QUARANTINED or FREED. */
+    int (*deallocate)(dv_resource *r, dv_block *block);
+    uint64_t (*bytes_outstanding)(const dv_resource *r);
+    /* Wait for queued frees and stop counting them (blocking). */
+    int (*reap_pending)(dv_resource *r);
+    bool (*supports_block_use_tracking)(const dv_resource *r);
+    int (*prepare_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
+    int (*finish_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
+    int (*record_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream);
+    /* Frees what the resource holds (not its upstream). Blocks still live
+     * are returned upstream first. */
+    void (*destroy)(dv_resource *r);
+} dv_resource_ops;
+
+/* Base of every resource; implementations embed it first. */
+struct dv_resource {
+    const dv_resource_ops *ops;
+    dv_resource *upstream; /* NULL for direct and async */
+    dv_res_env *env;
+    int device;
+};
+
+/* For resources that cannot track (direct) and their tracking ops. */
+int dv__res_no_tracking(const dv_resource *r, const char *op);
+
+/* Debug builds check that the caller is the environment's owner. */
+#ifndef DV_DEBUG
+#ifdef NDEBUG
+#define DV_DEBUG 0
+#else
+#define DV_DEBUG 1
+#endif
+#endif
+static const bool dv_config_debug = DV_DEBUG;
+
+void dv__res_owner_violation(const dv_resource *r, const char *op);
+
+static inline void dv__res_assert_owner(const dv_resource *r, const char *op)
+{
+    if (dv_config_debug && !pthread_equal(pthread_self(), r->env->owner))
+        dv__res_owner_violation(r, op);
+}
+
+/* ------------------------------------------------------------------------
+ * The wrappers: the contract, once.
+ * ------------------------------------------------------------------------ */
+
+/* Allocate bytes (1 .. DV_DRV_MAX_BYTES) ordered on stream.  out->state is
+ * LIVE, out->bytes >= bytes, out->ptr aligned to DV_BLOCK_ALIGN. */
+int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
+                    dv_block *out);
+/* Return a block: its alloc stream waits on every use from other streams,
+ * then the free is queued there.  Unknown or stale: DV_EUSE_AFTER_FREE. */
+int dv_res_deallocate(dv_resource *r, dv_block *block);
+uint64_t dv_res_bytes_outstanding(const dv_resource *r);
+int dv_res_reap_pending(dv_resource *r);
+bool dv_res_supports_block_use_tracking(const dv_resource *r);
+int dv_res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
+int dv_res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
+int dv_res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream);
+/* Destroy a whole stack: r, then its upstream, and so on. */
+void dv_res_destroy_stack(dv_resource *r);
+const char *dv_res_name(const dv_resource *r);
+
+/* ------------------------------------------------------------------------
+ * The resources.  Each constructor takes its upstream (where it has one)
+ * and returns 0 or a negative dv_status.
+ * ------------------------------------------------------------------------ */
+
+/* Synchronous driver alloc/free; cannot track cross-stream uses. */
+int dv_direct_resource_create(dv_res_env *env, dv_resource **out);
+/* Stream-ordered driver alloc/free on the alloc stream; full tracking. */
+int dv_async_resource_create(dv_res_env *env, dv_resource **out);
+
+typedef struct dv_pool_config {
+    uint64_t initial_chunk_bytes; /* first chunk from upstream (default 64 MiB) */
+    uint64_t max_chunk_bytes;     /* chunks grow geometrically up to this (1 GiB) */
+    uint64_t max_pool_bytes;      /* 0: no limit beyond upstream's */
+} dv_pool_config;
+void dv_pool_config_init(dv_pool_config *cfg);
+int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
+
+typedef struct dv_pool_stats {
+    uint64_t chunk_bytes;       /* held from upstream */
+    uint64_t free_bytes;        /* in chunks, not handed out */
+    uint64_t largest_free;      /* largest block allocatable without growing */
+    uint32_t chunks;
+    double fragmentation;       /* 1 - largest_free / free_bytes (0 when empty) */
+} dv_pool_stats;
+/* Owner thread only. */
+int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out);
+/* Return every empty chunk upstream (owner thread).  *released may be NULL. */
+int dv_pool_trim(dv_resource *pool, uint64_t *released);
+
+/* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
+ * requested and remaining bytes in the detail. */
+int dv_budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out);
+uint64_t dv_budget_limit(const dv_resource *budget);
+
+typedef struct dv_log_sink dv_log_sink;
+/* Sinks: a file (appended, flushed per row), memory, nothing. */
+int dv_log_sink_file(const char *path, dv_log_sink **out);
+int dv_log_sink_memory(dv_log_sink **out);
+int dv_log_sink_null(dv_log_sink **out);
+/* The memory sink's text so far (NUL-terminated; owned by the sink). */
+const char *dv_log_sink_text(const dv_log_sink *sink, size_t *len);
+void dv_log_sink_destroy(dv_log_sink *sink);
+/* CSV: header, then one row per allocate, free and failure.  The sink is
+ * not owned; destroy it after the resource. */
+int dv_logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out);
+#define DV_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"
+
+typedef struct dv_guard_config {
+    uint32_t canary_bytes;     /* before and after each block (256) */
+    uint32_t quarantine_blocks; /* freed blocks held before reuse (16) */
+    uint64_t quarantine_bytes; /* ... or this many bytes (64 MiB) */
+} dv_guard_config;
+void dv_guard_config_init(dv_guard_config *cfg);
+int dv_guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg,
+                             dv_resource **out);
+/* Check every live block's canaries now (owner thread): 0, or
+ * DV_EOUT_OF_BOUNDS for the first damaged one (detail: generation, offset). */
+int dv_guard_check(dv_resource *guard);
+
+/* Fill bytes of the guard (documented, so dumps can be read). */
+#define DV_GUARD_CANARY_BYTE 0xCAu /* before and after every block */
+#define DV_GUARD_POISON_BYTE 0xDDu /* written over a block when it is freed */
+
+#endif /* DV_RESOURCES_RESOURCE_H */

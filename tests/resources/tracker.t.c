@@ -1,0 +1,149 @@
+/*
+ * The tracker's mechanics, through the async resource: same-stream uses
+ * make no driver call, a wait already covered is skipped, events come from
+ * a bounded pool, retired frees are counted until reached, and each access
+ * kind waits on exactly what the contract says.
+ */
+#include "resources/tracker.h"
+#include "support/env_setup.h"
+
+/* The async resource's tracker is private; count driver work instead
+ * through a second tracker driven directly. */
+static void test_tracker_direct(test_env *t)
+{
+    dv_tracker *tr;
+    dv_tracker_stats st;
+    dv_block b = {.ptr = 0x1000, .bytes = 256, .generation = 77, .alloc_stream = 0};
+
+    is_status(dv_tracker_create(&t->env, &tr), DV_OK, "tracker_create");
+    dv_track_entry *e = dv_tracker_insert(tr, &b, NULL);
+    ok(e != NULL, "insert a block");
+    ok(dv_tracker_find(tr, (dv_block_id){0x1000, 77, 0, 0}, "test") == e, "find by id");
+    ok(dv_tracker_find(tr, (dv_block_id){0x1000, 78, 0, 0}, "test") == NULL &&
+           dv_last_error()->status == DV_EUSE_AFTER_FREE && dv_last_error()->generation == 78,
+       "another generation at the pointer is EUSE_AFTER_FREE");
+
+    /* Same stream: no event, no wait. */
+    for (int i = 0; i < 100; i++) {
+        dv_tracker_prepare(tr, e, 0, DV_ACCESS_READ_WRITE);
+        dv_tracker_finish(tr, e, 0, DV_ACCESS_READ_WRITE);
+    }
+    dv_tracker_stats_get(tr, &st);
+    ok(st.waits == 0 && st.records == 0 && st.events == 0,
+       "100 same-stream uses: no wait, no record, no event (%llu, %llu, %llu)",
+       (unsigned long long)st.waits, (unsigned long long)st.records,
+       (unsigned long long)st.events);
+
+    /* Stream 1 reads: one wait on stream 0's last write. */
+    dv_tracker_prepare(tr, e, 1, DV_ACCESS_READ);
+    dv_tracker_finish(tr, e, 1, DV_ACCESS_READ);
+    dv_tracker_stats_get(tr, &st);
+    ok(st.waits == 1 && st.records == 1, "a read on stream 1 waits once on stream 0");
+    /* Again on stream 1: covered already. */
+    dv_tracker_prepare(tr, e, 1, DV_ACCESS_READ);
+    dv_tracker_finish(tr, e, 1, DV_ACCESS_READ);
+    dv_tracker_stats_get(tr, &st);
+    ok(st.waits == 1 && st.waits_skipped >= 1, "a second read on stream 1 is already covered");
+    /* Stream 2 reads too; then stream 0 writes: waits on both readers. */
+    dv_tracker_prepare(tr, e, 2, DV_ACCESS_READ);
+    dv_tracker_finish(tr, e, 2, DV_ACCESS_READ);
+    ok(e->nreads == 2, "two outstanding reads, one per stream (%u)", e->nreads);
+    dv_tracker_stats_get(tr, &st);
+    uint64_t before = st.waits;
+    dv_tracker_prepare(tr, e, 0, DV_ACCESS_WRITE);
+    dv_tracker_stats_get(tr, &st);
+    is_u64(st.waits - before, 2, "a write on stream 0 waits on both readers");
+    dv_tracker_finish(tr, e, 0, DV_ACCESS_WRITE);
+    ok(e->nreads == 0 && e->last_write.stream == 0, "the write clears the reads");
+    /* A read on stream 2 waits on the new write only. */
+    before = st.waits;
+    dv_tracker_prepare(tr, e, 2, DV_ACCESS_READ);
+    dv_tracker_stats_get(tr, &st);
+    is_u64(st.waits - before, 1, "a read after the write waits once");
+
+    /* Many cross-stream rounds: events stay bounded (a ring per stream). */
+    for (int i = 0; i < 1000; i++) {
+        dv_stream_id s = (dv_stream_id)(i % 3);
+        dv_tracker_prepare(tr, e, s, DV_ACCESS_WRITE);
+        dv_tracker_finish(tr, e, s, DV_ACCESS_WRITE);
+    }
+    dv_tracker_stats_get(tr, &st);
+    ok(st.events <= 3 * 4 && st.records >= 600,
+       "1000 cross-stream writes: %llu records on at most 12 events (%llu)",
+       (unsigned long long)st.records, (unsigned long long)st.events);
+    /* reached / sync on a position. */
+    dv_stream_pos pos = dv_tracker_now(tr, 1);
+    is_status(dv_tracker_sync(tr, pos), DV_OK, "sync to stream 1's position");
+    bool reached = false;
+    is_status(dv_tracker_reached(tr, pos, &reached), DV_OK, "query it");
+    ok(reached, "... and it is reached");
+    dv_tracker_remove(tr, e);
+    ok(dv_tracker_lookup(tr, 0x1000) == NULL, "removed");
+    dv_tracker_destroy(tr);
+}
+
+/* Many blocks through the live table: insert, find, remove at random. */
+static void test_table(test_env *t)
+{
+    dv_tracker *tr;
+    enum { N = 5000 };
+    static dv_track_entry *ent[N];
+    static bool live[N];
+    uint64_t rng = 88172645463325252ull;
+    int bad = 0;
+
+    dv_tracker_create(&t->env, &tr);
+    for (int round = 0; round < 20000; round++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        int i = (int)(rng % N);
+        dv_block b = {.ptr = 0x100000 + (uint64_t)i * 256, .generation = (uint64_t)round + 1};
+        if (!live[i]) {
+            ent[i] = dv_tracker_insert(tr, &b, NULL);
+            live[i] = ent[i] != NULL;
+            bad += ent[i] == NULL;
+        } else {
+            bad += dv_tracker_lookup(tr, b.ptr) != ent[i];
+            dv_tracker_remove(tr, ent[i]);
+            live[i] = false;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        bad += live[i] ? dv_tracker_lookup(tr, 0x100000 + (uint64_t)i * 256) != ent[i]
+                       : dv_tracker_lookup(tr, 0x100000 + (uint64_t)i * 256) != NULL;
+    is_int(bad, 0, "20000 random inserts and removes: every lookup right");
+    dv_tracker_destroy(tr);
+}
+
+static void test_async_retired(test_env *t)
+{
+    dv_resource *r;
+    dv_block b;
+    dv_drv_func *spin;
+    uint64_t ns = 20 * 1000 * 1000;
+    void *params[] = {&ns};
+
+    dv_async_resource_create(&t->env, &r);
+    test_env_kernel(t, "spin", &spin);
+    dv_res_allocate(r, 1 << 20, 0, (dv_tag){"retired", 0}, &b);
+    /* Stream 0 busy for 20 ms: the free is queued behind it. */
+    dv_drv_launch(spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, t->env.streams[0], params);
+    is_status(dv_res_deallocate(r, &b), DV_OK, "deallocate behind a busy stream");
+    is_int(b.state, DV_BLOCK_RETIRED, "the block reads RETIRED");
+    ok(dv_res_bytes_outstanding(r) == (1 << 20), "its bytes are still outstanding (%llu)",
+       (unsigned long long)dv_res_bytes_outstanding(r));
+    is_status(dv_res_reap_pending(r), DV_OK, "reap_pending");
+    is_u64(dv_res_bytes_outstanding(r), 0, "after the reap nothing is outstanding");
+    dv_res_destroy_stack(r);
+}
+
+int main(void)
+{
+    test_env t;
+    plan(23);
+    is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment");
+    test_tracker_direct(&t);
+    test_table(&t);
+    test_async_retired(&t);
+    test_env_close(&t);
+    return tap_done();
+}
