@@ -11,8 +11,10 @@
 # gpu-check-logs.txt (every step's full output).
 #
 # Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
-# compute-sanitizer (memcheck; racecheck and synccheck on the conformance
-# suite) where compute-sanitizer is installed.
+# compute-sanitizer (memcheck over the device-port and resource conformance
+# suites, the guard's tests and the demo; racecheck and synccheck over the
+# device-port suite) where compute-sanitizer is installed, then dv-bench
+# (its table also goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0 skips it).
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
@@ -60,11 +62,20 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     # it provokes are expected, so only memory errors and leaks count there.
     run_step "memcheck driver/port_cuda.t" $cs --tool memcheck --leak-check full \
         --report-api-errors no "$build/tests/driver/port_cuda.t"
+    run_step "memcheck resources/conformance_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/resources/conformance_cuda.t"
+    run_step "memcheck resources/guard_cuda.t" $cs --tool memcheck --leak-check full \
+        "$build/tests/resources/guard_cuda.t"
     run_step "memcheck dv-demo" $cs --tool memcheck "$build/tools/dv-demo" --backend cuda --rounds 2 --elements 1048576
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
     run_step "synccheck driver/port_cuda.t" $cs --tool synccheck "$build/tests/driver/port_cuda.t"
 else
     echo "== compute-sanitizer not found: sanitizer steps not run"
+fi
+
+if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ -x "$build/tools/dv-bench" ]; then
+    mkdir -p "$out"
+    run_step "bench dv-bench (cuda)" sh -c "'$build/tools/dv-bench' --backend cuda | tee '$out/dv-bench.txt'"
 fi
 
 echo

@@ -79,6 +79,19 @@ enum op_kind {
 struct sim_timeline;
 struct sim_device;
 
+/*
+ * A stream-ordered free not yet reached by its stream.  Like the real
+ * driver's pool, the stream that freed the memory may allocate it again at
+ * once (its later work is ordered after the free); other streams get it
+ * only once the stream reaches the free.  Under the device mutex.
+ */
+struct sim_pending {
+    struct sim_pending *next, *prev;
+    dv_dptr start;
+    uint64_t bytes;
+    bool reused; /* handed out again by the freeing stream */
+};
+
 struct sim_op {
     struct sim_op *next;
     uint64_t pos;
@@ -113,8 +126,7 @@ struct sim_op {
             uint64_t pos;
         } wait;
         struct {
-            dv_dptr dptr;
-            uint64_t bytes;
+            struct sim_pending *pending;
         } free;
     } u;
 };
@@ -190,6 +202,7 @@ struct sim_stream {
     uint64_t rng;
     atomic_uint extra_us;
     struct sim_stream *next, *prev; /* device list */
+    struct sim_pending *pending;    /* its frees not reached yet */
 };
 
 struct sim_event {
@@ -493,6 +506,16 @@ static void timeline_wait(struct sim_timeline *tl, uint64_t pos)
     pthread_mutex_unlock(&tl->mu);
 }
 
+static void pending_unlink(struct sim_stream *s, struct sim_pending *p)
+{
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        s->pending = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+}
+
 static void run_op(struct sim_stream *s, struct sim_op *op)
 {
     struct sim_device *dev = s->dev;
@@ -504,10 +527,15 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
         return;
     }
     if (op->kind == OP_FREE) {
-        /* The memory becomes reusable only now that the stream got here. */
+        /* Reusable by every stream only now that the stream got here. */
+        struct sim_pending *p = op->u.free.pending;
         pthread_mutex_lock(&dev->mu);
-        range_give(dev, op->u.free.dptr, op->u.free.bytes);
+        if (!p->reused) {
+            pending_unlink(s, p);
+            range_give(dev, p->start, p->bytes);
+        }
         pthread_mutex_unlock(&dev->mu);
+        free(p);
         return;
     }
     if (sticky_code(dev) != 0)
@@ -1040,8 +1068,30 @@ static int sim_mem_free(dv_drv_obj *ctx, dv_dptr dptr)
 static int sim_mem_alloc_async(dv_drv_obj *stream, uint64_t bytes, dv_dptr *dptr)
 {
     struct sim_stream *s = STREAM(stream);
-    SIM_ENTER(s->dev, DV_CALL_MEM_ALLOC_ASYNC);
-    return dev_alloc(s->dev, bytes, dptr);
+    struct sim_device *dev = s->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_ALLOC_ASYNC);
+
+    /* Same-stream reuse of a free the stream has not reached yet, of the
+     * same rounded size, as the driver's pool does. */
+    if (alloc_should_fail(dev->sd))
+        return DV_CU_OUT_OF_MEMORY;
+    pthread_mutex_lock(&dev->mu);
+    for (struct sim_pending *p = s->pending; p != NULL; p = p->next) {
+        if (round_up(p->bytes) == round_up(bytes) && live_insert(dev, p->start, bytes) == 0) {
+            pending_unlink(s, p);
+            p->reused = true; /* its bytes never left dev->allocated */
+            *dptr = p->start;
+            pthread_mutex_unlock(&dev->mu);
+            return DV_CU_SUCCESS;
+        }
+    }
+    int rc = range_take(dev, bytes, dptr);
+    if (rc == 0 && live_insert(dev, *dptr, bytes) != 0) {
+        range_give(dev, *dptr, bytes);
+        rc = -1;
+    }
+    pthread_mutex_unlock(&dev->mu);
+    return rc == 0 ? DV_CU_SUCCESS : DV_CU_OUT_OF_MEMORY;
 }
 
 static int sim_mem_free_async(dv_drv_obj *stream, dv_dptr dptr)
@@ -1051,17 +1101,29 @@ static int sim_mem_free_async(dv_drv_obj *stream, dv_dptr dptr)
     SIM_ENTER(dev, DV_CALL_MEM_FREE_ASYNC);
 
     struct sim_op *op = op_new(OP_FREE);
-    if (op == NULL)
+    struct sim_pending *p = calloc(1, sizeof(*p));
+    if (op == NULL || p == NULL) {
+        free(op);
+        free(p);
         return DV_CU_OUT_OF_MEMORY;
+    }
     pthread_mutex_lock(&dev->mu);
     uint64_t bytes = live_take(dev, dptr);
+    if (bytes != 0) {
+        p->start = dptr;
+        p->bytes = bytes;
+        p->next = s->pending;
+        if (s->pending != NULL)
+            s->pending->prev = p;
+        s->pending = p;
+    }
     pthread_mutex_unlock(&dev->mu);
     if (bytes == 0) {
         free(op);
+        free(p);
         return DV_CU_INVALID_VALUE;
     }
-    op->u.free.dptr = dptr;
-    op->u.free.bytes = bytes;
+    op->u.free.pending = p;
     return enqueue(s, op);
 }
 

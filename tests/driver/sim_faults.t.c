@@ -248,9 +248,42 @@ static void test_sim_bounds(void)
     dv_driver_close(drv);
 }
 
+/* Like the driver's pool: memory freed on a stream is that stream's again
+ * at once, and another stream's only once the stream reached the free. */
+static void test_stream_ordered_reuse(void)
+{
+    dv_driver *drv = open_sim(1, 0, false);
+    dv_drv_ctx *ctx;
+    dv_drv_stream *a, *b;
+    dv_dptr p, q, r;
+
+    dv_drv_ctx_retain(drv, 0, &ctx);
+    dv_drv_stream_create(ctx, &a);
+    dv_drv_stream_create(ctx, &b);
+    dv_drv_mem_alloc_async(a, 4096, &p);
+    dv_sim_stream_set_delay(a, 100000); /* a is 0.1 s behind from here on */
+    dv_drv_memset_d8(a, p, 1, 4096);
+    dv_drv_mem_free_async(a, p);
+    is_status(dv_drv_mem_alloc_async(b, 4096, &q), DV_OK, "another stream allocates");
+    ok(q != p, "... and does not get the memory a has not reached the free of");
+    is_status(dv_drv_mem_alloc_async(a, 4096, &r), DV_OK, "the freeing stream allocates");
+    ok(r == p, "... and gets the same memory back at once");
+    dv_sim_stream_set_delay(a, 0);
+    dv_drv_mem_free_async(a, r);
+    dv_drv_mem_free_async(b, q);
+    dv_drv_stream_sync(a);
+    dv_drv_stream_sync(b);
+    is_u64(dv_sim_allocated_bytes(drv, 0), 0, "all of it returns");
+    dv_drv_stream_destroy(a);
+    dv_drv_stream_destroy(b);
+    dv_drv_ctx_release(ctx);
+    dv_driver_close(drv);
+}
+
 int main(void)
 {
-    plan(54);
+    plan(59);
+    test_stream_ordered_reuse();
     test_alloc_faults();
     test_inject();
     test_recoverable_poison();

@@ -1,0 +1,401 @@
+/*
+ * logging: a CSV allocation log over any inner resource, and its sinks.
+ *
+ * Design
+ * ------
+ * One row per allocate, free and failure of either, after the inner
+ * resource answered, so a row says what happened, not what was asked:
+ *
+ *   Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId
+ *
+ *   Thread   the calling thread's kernel id (gettid): numeric, and the
+ *            same number debuggers and perf show
+ *   Time     wall-clock seconds since the Unix epoch, with microseconds
+ *   Action   allocate | free | allocate failure | free failure
+ *   Pointer  0x-hex device address (0x0 for a failed allocation)
+ *   Size     bytes the caller asked for (block.requested): what a replay
+ *            asks for again, and the same number on a block's allocate
+ *            and free rows
+ *   Stream   the stream id the operation is ordered on (a free is ordered
+ *            on the block's alloc stream)
+ *   Device   ordinal
+ *   Tag      the caller's tag, CSV-quoted where it holds a comma, a quote
+ *            or a line break
+ *   QueryId  the tag's query id
+ *
+ * The first six columns keep the names and meanings of RMM's
+ * logging_resource_adaptor, so a reader of one log can read the other;
+ * where RMM writes a stream handle we write our stream id, and our time
+ * carries the date (seconds since the epoch) instead of a time of day.
+ *
+ * A row is formatted on the caller's stack and handed to the sink whole,
+ * under the sink's mutex: one sink may serve the stacks of several devices,
+ * each driven by its own actor thread, and rows never interleave.  Sinks
+ * write the header once, when made (a file sink only into an empty file,
+ * since it appends).  The log never fails an allocation: a row the sink
+ * cannot take (a write error, no memory to grow) is counted and dropped.
+ *
+ * Everything but allocate and deallocate is forwarded unchanged; the
+ * blocks are the inner resource's own.  A failure the dv_res_* wrapper
+ * refuses before the resource is reached (a NULL block, a block already
+ * marked freed) writes no row.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "resources/resource.h"
+
+/* ------------------------------------------------------------------------
+ * Sinks
+ * ------------------------------------------------------------------------ */
+
+typedef enum sink_kind {
+    SINK_FILE = 1,
+    SINK_MEMORY,
+    SINK_NULL,
+} sink_kind;
+
+struct dv_log_sink {
+    sink_kind kind;
+    pthread_mutex_t mu; /* rows from several threads stay whole */
+    FILE *file;         /* SINK_FILE */
+    char *text;         /* SINK_MEMORY: always NUL-terminated */
+    size_t len, cap;
+    uint64_t rows;
+    uint64_t dropped; /* rows the sink could not take */
+};
+
+#define LOG_HEADER_LINE DV_LOG_HEADER "\n"
+
+static int sink_new(sink_kind kind, dv_log_sink **out, const char *call)
+{
+    dv_log_sink *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return dv__fail(DV_ENOMEM, call, "%s: out of host memory", call);
+    s->kind = kind;
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return DV_OK;
+}
+
+static void sink_free(dv_log_sink *s)
+{
+    pthread_mutex_destroy(&s->mu);
+    free(s->text);
+    free(s);
+}
+
+/* Append to the memory sink; false when it cannot grow. */
+static bool memory_append(dv_log_sink *s, const char *p, size_t n)
+{
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (s->len + n + 1 > cap)
+            cap *= 2;
+        char *text = realloc(s->text, cap);
+        if (text == NULL)
+            return false;
+        s->text = text;
+        s->cap = cap;
+    }
+    memcpy(s->text + s->len, p, n);
+    s->len += n;
+    s->text[s->len] = '\0';
+    return true;
+}
+
+/* Hand one whole row (or the header) to the sink. */
+static void sink_write(dv_log_sink *s, const char *p, size_t n)
+{
+    pthread_mutex_lock(&s->mu);
+    bool taken = true;
+    switch (s->kind) {
+    case SINK_FILE:
+        /* Flushed per row: the log must survive the crash it explains. */
+        taken = fwrite(p, 1, n, s->file) == n && fflush(s->file) == 0;
+        break;
+    case SINK_MEMORY:
+        taken = memory_append(s, p, n);
+        break;
+    case SINK_NULL:
+        break;
+    }
+    if (taken)
+        s->rows++;
+    else
+        s->dropped++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int dv_log_sink_file(const char *path, dv_log_sink **out)
+{
+    int rc;
+    if (path == NULL || out == NULL)
+        return dv__fail(DV_EINVAL, "log_sink_file", "log_sink_file: NULL path or out");
+    dv_log_sink *s = NULL;
+    if ((rc = sink_new(SINK_FILE, &s, "log_sink_file")) != DV_OK)
+        return rc;
+    /* "e": close-on-exec, so a child process does not inherit the log. */
+    s->file = fopen(path, "ae");
+    if (s->file == NULL) {
+        int err = errno;
+        sink_free(s);
+        return dv__fail(DV_EINVAL, "log_sink_file", "log_sink_file: cannot open %s: %s", path,
+                        strerror(err));
+    }
+    /* Appending: the header goes only into a file that has none yet. */
+    if (fseek(s->file, 0, SEEK_END) != 0 || ftell(s->file) == 0) {
+        if (fwrite(LOG_HEADER_LINE, 1, strlen(LOG_HEADER_LINE), s->file) !=
+                strlen(LOG_HEADER_LINE) ||
+            fflush(s->file) != 0) {
+            fclose(s->file);
+            sink_free(s);
+            return dv__fail(DV_EINVAL, "log_sink_file", "log_sink_file: cannot write %s", path);
+        }
+    }
+    *out = s;
+    return DV_OK;
+}
+
+int dv_log_sink_memory(dv_log_sink **out)
+{
+    int rc;
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "log_sink_memory", "log_sink_memory: NULL out");
+    dv_log_sink *s = NULL;
+    if ((rc = sink_new(SINK_MEMORY, &s, "log_sink_memory")) != DV_OK)
+        return rc;
+    if (!memory_append(s, LOG_HEADER_LINE, strlen(LOG_HEADER_LINE))) {
+        sink_free(s);
+        return dv__fail(DV_ENOMEM, "log_sink_memory", "log_sink_memory: out of host memory");
+    }
+    *out = s;
+    return DV_OK;
+}
+
+int dv_log_sink_null(dv_log_sink **out)
+{
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "log_sink_null", "log_sink_null: NULL out");
+    return sink_new(SINK_NULL, out, "log_sink_null");
+}
+
+/* Not locked: read it once the resources writing to it are quiet (the
+ * pointer moves when the buffer grows). */
+const char *dv_log_sink_text(const dv_log_sink *sink, size_t *len)
+{
+    bool has_text = sink != NULL && sink->kind == SINK_MEMORY;
+    if (len != NULL)
+        *len = has_text ? sink->len : 0;
+    return has_text ? sink->text : "";
+}
+
+void dv_log_sink_destroy(dv_log_sink *sink)
+{
+    if (sink == NULL)
+        return;
+    if (sink->kind == SINK_FILE && sink->file != NULL)
+        fclose(sink->file);
+    sink_free(sink);
+}
+
+/* ------------------------------------------------------------------------
+ * Rows
+ * ------------------------------------------------------------------------ */
+
+typedef struct log_row {
+    const char *action;
+    dv_dptr ptr;
+    uint64_t size;
+    dv_stream_id stream;
+    int device;
+    dv_tag tag;
+} log_row;
+
+static long thread_id(void)
+{
+    /* A syscall per row would be the costliest part of it. */
+    static _Thread_local long tid;
+    if (tid == 0)
+        tid = (long)syscall(SYS_gettid);
+    return tid;
+}
+
+static bool needs_quotes(const char *s)
+{
+    return strpbrk(s, ",\"\r\n") != NULL;
+}
+
+/* Write field into dst (cap bytes), quoted where CSV needs it; the length
+ * it needs (like snprintf), whatever cap was. */
+static size_t csv_field(char *dst, size_t cap, const char *field)
+{
+    size_t n = 0;
+#define PUT(c)                                                                                     \
+    do {                                                                                           \
+        if (n + 1 < cap)                                                                           \
+            dst[n] = (c);                                                                          \
+        n++;                                                                                       \
+    } while (0)
+    if (!needs_quotes(field)) {
+        for (const char *p = field; *p != '\0'; p++)
+            PUT(*p);
+    } else {
+        PUT('"');
+        for (const char *p = field; *p != '\0'; p++) {
+            if (*p == '"')
+                PUT('"');
+            PUT(*p);
+        }
+        PUT('"');
+    }
+#undef PUT
+    if (cap > 0)
+        dst[n < cap ? n : cap - 1] = '\0';
+    return n;
+}
+
+/* Format one row into buf; its length, or the length it would need. */
+static size_t format_row(char *buf, size_t cap, const log_row *row, const struct timespec *now)
+{
+    const char *tag = row->tag.name != NULL ? row->tag.name : "";
+    int head = snprintf(buf, cap, "%ld,%lld.%06ld,%s,0x%" PRIx64 ",%" PRIu64 ",%u,%d,", thread_id(),
+                        (long long)now->tv_sec, now->tv_nsec / 1000L, row->action, row->ptr,
+                        row->size, row->stream, row->device);
+    size_t n = head > 0 ? (size_t)head : 0;
+    n += csv_field(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, tag);
+    int tail = snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0, ",%" PRIu64 "\n",
+                        row->tag.query_id);
+    return n + (tail > 0 ? (size_t)tail : 0);
+}
+
+static void log_write(dv_log_sink *sink, const log_row *row)
+{
+    if (sink->kind == SINK_NULL)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char stack[512];
+    size_t n = format_row(stack, sizeof(stack), row, &now);
+    if (n < sizeof(stack)) {
+        sink_write(sink, stack, n);
+        return;
+    }
+    /* A long tag: format again into a buffer that fits. */
+    char *heap = malloc(n + 1);
+    if (heap == NULL) {
+        pthread_mutex_lock(&sink->mu);
+        sink->dropped++;
+        pthread_mutex_unlock(&sink->mu);
+        return;
+    }
+    n = format_row(heap, n + 1, row, &now);
+    sink_write(sink, heap, n);
+    free(heap);
+}
+
+/* ------------------------------------------------------------------------
+ * The resource
+ * ------------------------------------------------------------------------ */
+
+typedef struct logging_res {
+    dv_resource base;
+    dv_log_sink *sink; /* not owned */
+} logging_res;
+
+#define LOGGING(r) ((logging_res *)(r))
+
+static int logging_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
+                            dv_block *out)
+{
+    int rc = dv_res_allocate(r->upstream, bytes, stream, tag, out);
+    if (rc == DV_OK)
+        log_write(LOGGING(r)->sink,
+                  &(log_row){"allocate", out->ptr, out->requested, stream, out->device, out->tag});
+    else
+        log_write(LOGGING(r)->sink,
+                  &(log_row){"allocate failure", 0, bytes, stream, r->device, tag});
+    return rc;
+}
+
+static int logging_deallocate(dv_resource *r, dv_block *block)
+{
+    log_row row = {"free",        block->ptr, block->requested, block->alloc_stream,
+                   block->device, block->tag};
+    int rc = dv_res_deallocate(r->upstream, block);
+    if (rc != DV_OK)
+        row.action = "free failure";
+    log_write(LOGGING(r)->sink, &row);
+    return rc;
+}
+
+static uint64_t logging_bytes_outstanding(const dv_resource *r)
+{
+    return dv_res_bytes_outstanding(r->upstream);
+}
+
+static int logging_reap_pending(dv_resource *r)
+{
+    return dv_res_reap_pending(r->upstream);
+}
+
+static bool logging_supports_tracking(const dv_resource *r)
+{
+    return dv_res_supports_block_use_tracking(r->upstream);
+}
+
+static int logging_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
+{
+    return dv_res_prepare_block_use(r->upstream, id, stream, a);
+}
+
+static int logging_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
+{
+    return dv_res_finish_block_use(r->upstream, id, stream, a);
+}
+
+static int logging_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
+{
+    return dv_res_record_block_use(r->upstream, id, stream);
+}
+
+static void logging_destroy(dv_resource *r)
+{
+    free(LOGGING(r));
+}
+
+static const dv_resource_ops logging_ops = {
+    .name = "logging",
+    .allocate = logging_allocate,
+    .deallocate = logging_deallocate,
+    .bytes_outstanding = logging_bytes_outstanding,
+    .reap_pending = logging_reap_pending,
+    .supports_block_use_tracking = logging_supports_tracking,
+    .prepare_block_use = logging_prepare,
+    .finish_block_use = logging_finish,
+    .record_block_use = logging_record,
+    .destroy = logging_destroy,
+};
+
+int dv_logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out)
+{
+    if (upstream == NULL || sink == NULL || out == NULL)
+        return dv__fail(DV_EINVAL, "logging_resource_create",
+                        "logging_resource_create: NULL upstream, sink or out");
+    logging_res *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return dv__fail(DV_ENOMEM, "logging_resource_create", "out of host memory");
+    l->base = (dv_resource){.ops = &logging_ops,
+                            .upstream = upstream,
+                            .env = upstream->env,
+                            .device = upstream->device};
+    l->sink = sink;
+    *out = &l->base;
+    return DV_OK;
+}

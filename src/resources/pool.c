@@ -1,0 +1,931 @@
+/*
+ * pool: the performance tier.  Suballocates chunks of an upstream resource
+ * and hands out pieces of them in O(1), stream-ordered, with full
+ * block-use tracking.
+ *
+ * Design
+ * ------
+ * Chunks.  Memory comes from the upstream in chunks allocated on the stream
+ * of the request that needed them: the first is initial_chunk_bytes, each
+ * later one twice the last, up to max_chunk_bytes; a request bigger than
+ * the next chunk gets a chunk of its own (rounded to 2 MiB, the driver's
+ * granularity).  max_pool_bytes caps the sum.  When the upstream refuses
+ * (device OOM, budget), the pool tries a chunk of about the request, then
+ * trims its empty chunks and tries once more; the error, if it stays, is
+ * the upstream's.
+ *
+ * Ranges.  A chunk is cut into ranges, host structs (never headers in
+ * device memory) from a slab free list, linked in address order within
+ * their chunk.  A range is LIVE (handed out), FREE (in a stream's bins) or
+ * STACKED (on a stream's small-class stack).  A range is one cache line;
+ * the chunk keeps no counters, so the hot paths never touch it.  Once the
+ * slabs are warm the alloc and free paths call no malloc.
+ *
+ * Small classes.  Requests up to 1 MiB are rounded to an exact class
+ * (256-byte steps to 1 KiB, then four classes per power of two: 44
+ * classes, all multiples of 256).  A freed small block goes on a LIFO stack
+ * for its class and stream and is not coalesced: the next request of that
+ * class on that stream pops it.  A stack that is empty carves a new block
+ * from the large free space.  Stacks flow back into the bins (and
+ * coalesce) on trim, and before the pool would grow.
+ *
+ * Bins.  Free space is kept per stream in a segregated fit in the manner
+ * of TLSF: sizes in 256-byte granules map to a first level (the power of
+ * two) and one of 16 sub-bins (below 16 granules every size has its own
+ * bin), with a bitmap of non-empty first levels and one of non-empty
+ * sub-bins per level.  A search rounds the request up to the next sub-bin
+ * boundary, so any range in the first non-empty bin at or above it fits:
+ * two find-first-set instructions, whatever the number of ranges.  Only
+ * where that fails is the request's own bin scanned (before growing, and
+ * so that largest_free in the statistics is really allocatable).  A freed
+ * range merges with its address neighbours when they are free and belong
+ * to the same stream's bins.
+ *
+ * Streams.  Every stream has its own stacks and bins.  A block freed goes
+ * to its alloc stream's lists, stamped with the position of the free on
+ * that stream (after its uses were fenced onto it).  A request on stream S
+ * is served from S's lists first: stream order alone makes that safe.
+ * Only when S has nothing does it take from another stream T's lists, and
+ * then S waits on the free's position on T before the block is handed out
+ * (one event wait, skipped by the tracker when S already waits that far):
+ * memory is reused on another stream only behind the free's event.  What
+ * is taken becomes S's; a split leaves the rest with T.  Two bitmaps over
+ * the streams (which have free ranges, which have a given class stacked)
+ * keep that search short.  A fresh chunk's space is stamped with a
+ * position just after its upstream allocation, so the same rule covers it.
+ *
+ * Returning chunks.  A chunk with nothing live or stacked is empty; trim
+ * makes the chunk's alloc stream wait on the free position of each of its
+ * ranges (frees may have been on other streams), then returns it to the
+ * upstream, which frees it in that stream's order.
+ *
+ * Tracking.  The pool owns a tracker: allocate inserts the block (owner
+ * data: its range), deallocate finds it (stale: DV_EUSE_AFTER_FREE), fences
+ * its uses onto the alloc stream, stamps the free, and removes it.  There
+ * is nothing retired beyond what the stamp covers, so a freed block reads
+ * FREED at once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "resources/tracker.h"
+
+#define MIB (UINT64_C(1) << 20)
+
+#define GRANULE_SHIFT 8 /* log2(DV_BLOCK_ALIGN) */
+#define SMALL_MAX     MIB
+#define SMALL_CLASSES 44
+#define NO_CLASS      0xFFu
+
+#define SL_SHIFT 4
+#define SL_COUNT (1u << SL_SHIFT)
+/* Granules go up to DV_DRV_MAX_BYTES >> 8 = 2^40: first levels 0 .. 37. */
+#define FL_COUNT 38
+
+#define CHUNK_GRANULE (2 * MIB)
+#define SLAB_RANGES   1024
+
+_Static_assert(DV_BLOCK_ALIGN == 1u << GRANULE_SHIFT, "granules are blocks' alignment");
+_Static_assert(DV_MAX_STREAMS <= 64, "stream sets are 64-bit masks");
+
+enum range_state {
+    RANGE_LIVE = 1,
+    RANGE_FREE,
+    RANGE_STACKED,
+};
+
+/*
+ * One cache line: at a hundred thousand live blocks every range touched is
+ * a miss, so a free writes its range without reading it where it can.
+ */
+typedef struct pool_range {
+    _Alignas(64) dv_dptr ptr;
+    uint64_t bytes;
+    struct pool_range *phys_prev, *phys_next; /* address order, within the chunk */
+    struct pool_range *free_prev, *free_next; /* bin list, or stack (next only) */
+    uint64_t freed_epoch;                     /* FREE, STACKED: position of the free on owner */
+    dv_stream_id owner; /* the stream whose lists hold it, or that holds it live */
+    uint8_t state;
+} pool_range;
+
+_Static_assert(sizeof(pool_range) == 64, "a range is one cache line");
+
+typedef struct pool_chunk {
+    dv_block block; /* as the upstream handed it out */
+    uint64_t bytes; /* what the pool uses of it */
+    struct pool_chunk *prev, *next;
+    pool_range *first;
+} pool_chunk;
+
+typedef struct pool_slab {
+    pool_range ranges[SLAB_RANGES];
+    struct pool_slab *next;
+} pool_slab;
+
+/* One stream's free space. */
+typedef struct pool_lists {
+    uint64_t fl_map;
+    uint32_t sl_map[FL_COUNT];
+    pool_range *bins[FL_COUNT][SL_COUNT];
+    pool_range *stacks[SMALL_CLASSES];
+} pool_lists;
+
+typedef struct pool_res {
+    dv_resource base;
+    dv_tracker *t;
+    dv_pool_config cfg;
+    uint64_t next_chunk_bytes;
+    uint32_t nstreams;
+    pool_lists *lists;                          /* [nstreams] */
+    uint64_t streams_with_free;                 /* bit s: lists[s] has a binned range */
+    uint64_t streams_with_class[SMALL_CLASSES]; /* bit s: lists[s].stacks[c] non-empty */
+    pool_chunk *chunks;
+    uint32_t nchunks;
+    uint64_t chunk_bytes;
+    uint64_t live_bytes;    /* owner's view of bytes_outstanding */
+    uint64_t stacked_bytes; /* on small-class stacks, all streams */
+    pool_range *spare;
+    uint32_t nspare;
+    pool_slab *slabs;
+    atomic_uint_fast64_t outstanding; /* read from any thread */
+} pool_res;
+
+static const dv_resource_ops pool_ops;
+
+static pool_res *pool_of(dv_resource *r)
+{
+    return r != NULL && r->ops == &pool_ops ? (pool_res *)r : NULL;
+}
+
+static uint64_t round_up(uint64_t n, uint64_t to)
+{
+    return (n + to - 1) & ~(to - 1);
+}
+
+static unsigned msb64(uint64_t x)
+{
+    return 63u - (unsigned)__builtin_clzll(x);
+}
+
+/* ------------------------------------------------------------------------
+ * Size classes
+ * ------------------------------------------------------------------------ */
+
+/* Smallest class holding bytes (1 .. SMALL_MAX). */
+static unsigned small_class(uint64_t bytes)
+{
+    if (bytes <= 1024)
+        return (unsigned)((bytes + 255) >> 8) - 1;
+    uint64_t b = bytes - 1;
+    unsigned p = msb64(b);
+    return 4 + (p - 10) * 4 + (unsigned)((b >> (p - 2)) & 3);
+}
+
+static uint64_t class_bytes(unsigned c)
+{
+    if (c < 4)
+        return (uint64_t)(c + 1) << 8;
+    unsigned p = 10 + (c - 4) / 4;
+    return (UINT64_C(1) << p) + (uint64_t)((c - 4) % 4 + 1) * (UINT64_C(1) << (p - 2));
+}
+
+/* ------------------------------------------------------------------------
+ * Range nodes
+ * ------------------------------------------------------------------------ */
+
+static int spare_reserve(pool_res *p, uint32_t n)
+{
+    while (p->nspare < n) {
+        pool_slab *s = aligned_alloc(_Alignof(pool_slab), sizeof(*s));
+        if (s == NULL)
+            return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for pool ranges");
+        s->next = p->slabs;
+        p->slabs = s;
+        for (int i = SLAB_RANGES - 1; i >= 0; i--) {
+            s->ranges[i].free_next = p->spare;
+            p->spare = &s->ranges[i];
+        }
+        p->nspare += SLAB_RANGES;
+    }
+    return DV_OK;
+}
+
+/* Callers reserved first: never NULL. */
+static pool_range *spare_take(pool_res *p)
+{
+    pool_range *r = p->spare;
+    p->spare = r->free_next;
+    p->nspare--;
+    return r;
+}
+
+/* Free ranges are stamped on the stream that holds them. */
+static dv_stream_pos freed_pos(const pool_range *r)
+{
+    return (dv_stream_pos){r->owner, r->freed_epoch};
+}
+
+static void spare_put(pool_res *p, pool_range *r)
+{
+    r->free_next = p->spare;
+    p->spare = r;
+    p->nspare++;
+}
+
+/* ------------------------------------------------------------------------
+ * Bins
+ * ------------------------------------------------------------------------ */
+
+static void bin_of(uint64_t granules, unsigned *fl, unsigned *sl)
+{
+    if (granules < SL_COUNT) {
+        *fl = 0;
+        *sl = (unsigned)granules;
+        return;
+    }
+    unsigned p = msb64(granules);
+    *fl = p - SL_SHIFT + 1;
+    *sl = (unsigned)(granules >> (p - SL_SHIFT)) & (SL_COUNT - 1);
+}
+
+static void bin_insert(pool_res *p, dv_stream_id s, pool_range *r)
+{
+    pool_lists *l = &p->lists[s];
+    unsigned fl, sl;
+    bin_of(r->bytes >> GRANULE_SHIFT, &fl, &sl);
+    r->state = RANGE_FREE;
+    r->owner = s;
+    r->free_prev = NULL;
+    r->free_next = l->bins[fl][sl];
+    if (r->free_next != NULL)
+        r->free_next->free_prev = r;
+    l->bins[fl][sl] = r;
+    l->sl_map[fl] |= 1u << sl;
+    l->fl_map |= UINT64_C(1) << fl;
+    p->streams_with_free |= UINT64_C(1) << s;
+}
+
+static void bin_remove(pool_res *p, pool_range *r)
+{
+    pool_lists *l = &p->lists[r->owner];
+    unsigned fl, sl;
+    bin_of(r->bytes >> GRANULE_SHIFT, &fl, &sl);
+    if (r->free_prev != NULL)
+        r->free_prev->free_next = r->free_next;
+    else
+        l->bins[fl][sl] = r->free_next;
+    if (r->free_next != NULL)
+        r->free_next->free_prev = r->free_prev;
+    if (l->bins[fl][sl] == NULL) {
+        l->sl_map[fl] &= ~(1u << sl);
+        if (l->sl_map[fl] == 0) {
+            l->fl_map &= ~(UINT64_C(1) << fl);
+            if (l->fl_map == 0)
+                p->streams_with_free &= ~(UINT64_C(1) << r->owner);
+        }
+    }
+}
+
+/*
+ * A free range of at least need bytes in l, or NULL.  Good fit first: the
+ * request rounded up to its next sub-bin boundary makes every range of the
+ * first non-empty bin above fit.  Then the request's own bin, which may
+ * hold a range that fits although the bin's lower bound does not.
+ */
+static pool_range *bins_find(pool_lists *l, uint64_t need)
+{
+    uint64_t g = need >> GRANULE_SHIFT;
+    unsigned fl, sl;
+
+    if (l->fl_map == 0)
+        return NULL;
+    uint64_t rounded = g < SL_COUNT ? g : g + (UINT64_C(1) << (msb64(g) - SL_SHIFT)) - 1;
+    bin_of(rounded, &fl, &sl);
+    uint32_t sbits = l->sl_map[fl] & (~0u << sl);
+    if (sbits == 0) {
+        uint64_t fbits = fl + 1 < FL_COUNT ? l->fl_map & (~UINT64_C(0) << (fl + 1)) : 0;
+        if (fbits != 0) {
+            fl = (unsigned)__builtin_ctzll(fbits);
+            sbits = l->sl_map[fl];
+        }
+    }
+    if (sbits != 0)
+        return l->bins[fl][__builtin_ctz(sbits)];
+    if (g < SL_COUNT)
+        return NULL; /* the good fit was the exact bin */
+    bin_of(g, &fl, &sl);
+    for (pool_range *r = l->bins[fl][sl]; r != NULL; r = r->free_next)
+        if (r->bytes >= need)
+            return r;
+    return NULL;
+}
+
+/* Put a range in its owner's bins, merged with free neighbours of the same
+ * stream (their free positions are on that stream: the later covers both). */
+static void bins_release(pool_res *p, pool_range *r)
+{
+    dv_stream_id s = r->owner;
+    pool_range *prev = r->phys_prev, *next = r->phys_next;
+
+    if (prev != NULL && prev->state == RANGE_FREE && prev->owner == s) {
+        bin_remove(p, prev);
+        prev->bytes += r->bytes;
+        prev->phys_next = next;
+        if (next != NULL)
+            next->phys_prev = prev;
+        if (r->freed_epoch > prev->freed_epoch)
+            prev->freed_epoch = r->freed_epoch;
+        spare_put(p, r);
+        r = prev;
+    }
+    if (next != NULL && next->state == RANGE_FREE && next->owner == s) {
+        bin_remove(p, next);
+        r->bytes += next->bytes;
+        r->phys_next = next->phys_next;
+        if (next->phys_next != NULL)
+            next->phys_next->phys_prev = r;
+        if (next->freed_epoch > r->freed_epoch)
+            r->freed_epoch = next->freed_epoch;
+        spare_put(p, next);
+    }
+    bin_insert(p, s, r);
+}
+
+/* ------------------------------------------------------------------------
+ * Stacks
+ * ------------------------------------------------------------------------ */
+
+/* Stores only: r (owned by s, of class c) is likely cold, and a store
+ * miss does not stall the way a load does. */
+static void stack_push(pool_res *p, pool_range *r, dv_stream_id s, unsigned c, uint64_t epoch)
+{
+    pool_lists *l = &p->lists[s];
+    r->state = RANGE_STACKED;
+    r->freed_epoch = epoch;
+    r->free_next = l->stacks[c];
+    l->stacks[c] = r;
+    p->streams_with_class[c] |= UINT64_C(1) << s;
+    p->stacked_bytes += class_bytes(c);
+}
+
+static pool_range *stack_pop(pool_res *p, dv_stream_id s, unsigned c)
+{
+    pool_lists *l = &p->lists[s];
+    pool_range *r = l->stacks[c];
+    l->stacks[c] = r->free_next;
+    if (l->stacks[c] == NULL)
+        p->streams_with_class[c] &= ~(UINT64_C(1) << s);
+    p->stacked_bytes -= r->bytes;
+    return r;
+}
+
+/* Every stacked block back into the bins, coalescing. */
+static void flush_stacks(pool_res *p)
+{
+    for (unsigned c = 0; c < SMALL_CLASSES; c++) {
+        while (p->streams_with_class[c] != 0) {
+            dv_stream_id s = (dv_stream_id)__builtin_ctzll(p->streams_with_class[c]);
+            pool_range *r = stack_pop(p, s, c);
+            bins_release(p, r);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Taking a block
+ * ------------------------------------------------------------------------ */
+
+/*
+ * A block of need bytes (class c, or NO_CLASS) for stream s from the free
+ * space, or *out = NULL when there is none.  Fails only when a cross-stream
+ * wait does, and then changes nothing.
+ */
+static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_range **out)
+{
+    pool_lists *own = &p->lists[s];
+    pool_range *r = NULL;
+    dv_stream_id from = s;
+    bool stacked = false;
+
+    *out = NULL;
+    if (c != NO_CLASS && own->stacks[c] != NULL) {
+        r = own->stacks[c];
+        stacked = true;
+    } else if ((r = bins_find(own, need)) == NULL) {
+        uint64_t others;
+        if (c != NO_CLASS && (others = p->streams_with_class[c] & ~(UINT64_C(1) << s)) != 0) {
+            from = (dv_stream_id)__builtin_ctzll(others);
+            r = p->lists[from].stacks[c];
+            stacked = true;
+        }
+        others = p->streams_with_free & ~(UINT64_C(1) << s);
+        while (r == NULL && others != 0) {
+            from = (dv_stream_id)__builtin_ctzll(others);
+            others &= others - 1;
+            r = bins_find(&p->lists[from], need);
+        }
+        if (r == NULL)
+            return DV_OK;
+        /* Reuse on another stream only behind the free. */
+        int rc = dv_tracker_wait(p->t, s, freed_pos(r));
+        if (rc != DV_OK)
+            return rc;
+    }
+
+    if (stacked) {
+        (void)stack_pop(p, from, c);
+    } else {
+        bin_remove(p, r);
+        if (r->bytes > need) {
+            pool_range *rest = spare_take(p);
+            rest->ptr = r->ptr + need;
+            rest->bytes = r->bytes - need;
+            rest->freed_epoch = r->freed_epoch;
+            rest->phys_prev = r;
+            rest->phys_next = r->phys_next;
+            if (r->phys_next != NULL)
+                r->phys_next->phys_prev = rest;
+            r->phys_next = rest;
+            r->bytes = need;
+            bin_insert(p, from, rest);
+        }
+    }
+    r->state = RANGE_LIVE;
+    r->owner = s;
+    *out = r;
+    return DV_OK;
+}
+
+/* A live range of bytes held by stream s goes back to s's lists, stamped
+ * with the free's epoch there.  The caller knows the size and stream from
+ * the tracker's entry, which is warm, so a small block is not read. */
+static void release(pool_res *p, pool_range *r, dv_stream_id s, uint64_t bytes, uint64_t epoch)
+{
+    if (bytes <= SMALL_MAX) {
+        stack_push(p, r, s, small_class(bytes), epoch);
+        return;
+    }
+    r->freed_epoch = epoch;
+    bins_release(p, r);
+}
+
+/* ------------------------------------------------------------------------
+ * Chunks
+ * ------------------------------------------------------------------------ */
+
+static bool upstream_refused(int rc)
+{
+    return rc == DV_EDEVICE_OOM || rc == DV_EOUT_OF_BUDGET;
+}
+
+/* A chunk of size bytes from the upstream on stream s; its space goes to
+ * s's bins. */
+static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
+{
+    pool_chunk *ch = calloc(1, sizeof(*ch));
+    if (ch == NULL)
+        return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool chunk");
+    int rc = dv_res_allocate(p->base.upstream, size, s, (dv_tag){"pool-chunk", 0}, &ch->block);
+    if (rc != DV_OK) {
+        free(ch);
+        return rc;
+    }
+    ch->bytes = size;
+    pool_range *r = spare_take(p);
+    *r = (pool_range){
+        .ptr = ch->block.ptr,
+        .bytes = size,
+        /* After the upstream's allocation: another stream taking from this
+         * space waits for it. */
+        .freed_epoch = dv_tracker_mark(p->t, s),
+    };
+    ch->first = r;
+    ch->next = p->chunks;
+    if (p->chunks != NULL)
+        p->chunks->prev = ch;
+    p->chunks = ch;
+    p->nchunks++;
+    p->chunk_bytes += size;
+    bin_insert(p, s, r);
+    return DV_OK;
+}
+
+/* Order the chunk's alloc stream after every free in it. */
+static int chunk_fence(pool_res *p, pool_chunk *ch)
+{
+    for (pool_range *r = ch->first; r != NULL; r = r->phys_next) {
+        int rc = dv_tracker_wait(p->t, ch->block.alloc_stream, freed_pos(r));
+        if (rc != DV_OK)
+            return rc;
+    }
+    return DV_OK;
+}
+
+/* Nothing live or stacked in it.  A walk, not a counter: the hot paths
+ * then never touch the chunk. */
+static bool chunk_empty(const pool_chunk *ch)
+{
+    for (const pool_range *r = ch->first; r != NULL; r = r->phys_next)
+        if (r->state != RANGE_FREE)
+            return false;
+    return true;
+}
+
+/* Return every empty chunk upstream (stacks must be flushed first to find
+ * them all). */
+static int release_empty_chunks(pool_res *p, uint64_t *released)
+{
+    pool_chunk *next;
+    int rc;
+
+    for (pool_chunk *ch = p->chunks; ch != NULL; ch = next) {
+        next = ch->next;
+        if (!chunk_empty(ch))
+            continue;
+        uint64_t bytes = ch->bytes;
+        if ((rc = chunk_fence(p, ch)) != DV_OK ||
+            (rc = dv_res_deallocate(p->base.upstream, &ch->block)) != DV_OK)
+            return rc;
+        for (pool_range *r = ch->first, *rn; r != NULL; r = rn) {
+            rn = r->phys_next;
+            bin_remove(p, r);
+            spare_put(p, r);
+        }
+        if (ch->prev != NULL)
+            ch->prev->next = ch->next;
+        else
+            p->chunks = ch->next;
+        if (ch->next != NULL)
+            ch->next->prev = ch->prev;
+        p->nchunks--;
+        p->chunk_bytes -= bytes;
+        if (released != NULL)
+            *released += bytes;
+        free(ch);
+    }
+    return DV_OK;
+}
+
+static int trim(pool_res *p, uint64_t *released)
+{
+    flush_stacks(p);
+    return release_empty_chunks(p, released);
+}
+
+/* Grow by one chunk that can hold need bytes, allocated on stream s. */
+static int grow(pool_res *p, uint64_t need, dv_stream_id s)
+{
+    uint64_t size = p->next_chunk_bytes;
+    bool geometric = true;
+    int rc;
+
+    if (need > size) {
+        size = round_up(need, CHUNK_GRANULE);
+        geometric = false;
+    }
+    if (p->cfg.max_pool_bytes != 0) {
+        uint64_t max = p->cfg.max_pool_bytes;
+        if (p->chunk_bytes + need > max && (rc = trim(p, NULL)) != DV_OK)
+            return rc;
+        uint64_t room = max > p->chunk_bytes ? max - p->chunk_bytes : 0;
+        room &= ~(uint64_t)(DV_BLOCK_ALIGN - 1);
+        if (need > room) {
+            rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
+                          "allocate: %llu bytes would take the pool past max_pool_bytes %llu "
+                          "(%llu held, %llu room)",
+                          (unsigned long long)need, (unsigned long long)max,
+                          (unsigned long long)p->chunk_bytes, (unsigned long long)room);
+            dv__detail()->requested = need;
+            dv__detail()->remaining = room;
+            return rc;
+        }
+        if (size > room) {
+            size = room;
+            geometric = false;
+        }
+    }
+    rc = chunk_add(p, size, s);
+    if (upstream_refused(rc) && geometric && size / 2 >= p->cfg.initial_chunk_bytes)
+        p->next_chunk_bytes = size / 2; /* so the next growth does not ask in vain */
+    uint64_t smaller = round_up(need, CHUNK_GRANULE) < size ? round_up(need, CHUNK_GRANULE) : need;
+    if (upstream_refused(rc) && smaller < size) {
+        /* The device may still hold a chunk of about the request. */
+        size = smaller;
+        geometric = false;
+        rc = chunk_add(p, size, s);
+    }
+    if (upstream_refused(rc)) {
+        /* Empty chunks back, their frees reached, one more try.  The
+         * answer is the upstream's, detail included. */
+        uint64_t released = 0;
+        if (trim(p, &released) == DV_OK && released > 0)
+            (void)dv_res_reap_pending(p->base.upstream);
+        rc = chunk_add(p, size, s);
+    }
+    if (rc == DV_OK && geometric)
+        p->next_chunk_bytes = size * 2 < p->cfg.max_chunk_bytes ? size * 2 : p->cfg.max_chunk_bytes;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * The ops
+ * ------------------------------------------------------------------------ */
+
+static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_tag tag,
+                         dv_block *out)
+{
+    pool_res *p = (pool_res *)res;
+    unsigned c = bytes <= SMALL_MAX ? small_class(bytes) : NO_CLASS;
+    uint64_t need = c != NO_CLASS ? class_bytes(c) : round_up(bytes, DV_BLOCK_ALIGN);
+    pool_range *r;
+    int rc;
+
+    /* A split needs one node, a new chunk one more. */
+    if (p->nspare < 2 && (rc = spare_reserve(p, 2)) != DV_OK)
+        return rc;
+    if ((rc = take(p, need, c, s, &r)) != DV_OK)
+        return rc;
+    if (r == NULL && p->stacked_bytes != 0) {
+        /* Stacked blocks of other classes may coalesce into room. */
+        flush_stacks(p);
+        if ((rc = take(p, need, c, s, &r)) != DV_OK)
+            return rc;
+    }
+    if (r == NULL) {
+        if ((rc = grow(p, need, s)) != DV_OK)
+            return rc;
+        if ((rc = take(p, need, c, s, &r)) != DV_OK)
+            return rc;
+        if (r == NULL) /* the new chunk is in s's bins: cannot happen */
+            return dv__fail(DV_EINVAL, "allocate", "allocate: pool lost its new chunk");
+    }
+
+    *out = (dv_block){.ptr = r->ptr,
+                      .bytes = r->bytes,
+                      .requested = bytes,
+                      .generation = dv__next_generation(),
+                      .tag = tag,
+                      .alloc_stream = s,
+                      .align = DV_BLOCK_ALIGN,
+                      .device = res->device,
+                      .state = DV_BLOCK_LIVE};
+    if (dv_tracker_insert(p->t, out, r) == NULL) {
+        /* Back to s: the stamp covers any wait take queued on s. */
+        release(p, r, s, r->bytes, dv_tracker_mark(p->t, s));
+        out->state = DV_BLOCK_FREED;
+        return DV_ENOMEM;
+    }
+    p->live_bytes += r->bytes;
+    atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);
+    return DV_OK;
+}
+
+static int pool_deallocate(dv_resource *res, dv_block *block)
+{
+    pool_res *p = (pool_res *)res;
+    dv_track_entry *e = dv_tracker_find(p->t, dv_block_id_of(block), "deallocate");
+    if (e == NULL)
+        return DV_EUSE_AFTER_FREE;
+    int rc = dv_tracker_fence_uses(p->t, e);
+    if (rc != DV_OK)
+        return rc;
+    dv_stream_id s = e->block.alloc_stream;
+    uint64_t bytes = e->block.bytes;
+    release(p, e->owner_data, s, bytes, dv_tracker_mark(p->t, s));
+    dv_tracker_remove(p->t, e);
+    p->live_bytes -= bytes;
+    /* Only this thread writes it: a store, not a locked add. */
+    atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);
+    block->state = DV_BLOCK_FREED;
+    return DV_OK;
+}
+
+static uint64_t pool_bytes_outstanding(const dv_resource *res)
+{
+    return atomic_load_explicit(&((const pool_res *)res)->outstanding, memory_order_relaxed);
+}
+
+static int pool_reap_pending(dv_resource *res)
+{
+    /* The pool holds nothing retired: a free is reusable at once in stream
+     * order.  Chunks trimmed earlier may still be pending upstream. */
+    return dv_res_reap_pending(res->upstream);
+}
+
+static bool pool_supports_tracking(const dv_resource *res)
+{
+    (void)res;
+    return true;
+}
+
+static int pool_prepare(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
+{
+    pool_res *p = (pool_res *)res;
+    dv_track_entry *e = dv_tracker_find(p->t, id, "prepare_block_use");
+    return e == NULL ? DV_EUSE_AFTER_FREE : dv_tracker_prepare(p->t, e, s, a);
+}
+
+static int pool_finish(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
+{
+    pool_res *p = (pool_res *)res;
+    dv_track_entry *e = dv_tracker_find(p->t, id, "finish_block_use");
+    if (e == NULL)
+        return DV_EUSE_AFTER_FREE;
+    dv_tracker_finish(p->t, e, s, a);
+    return DV_OK;
+}
+
+static int pool_record(dv_resource *res, dv_block_id id, dv_stream_id s)
+{
+    pool_res *p = (pool_res *)res;
+    dv_track_entry *e = dv_tracker_find(p->t, id, "record_block_use");
+    if (e == NULL)
+        return DV_EUSE_AFTER_FREE;
+    dv_tracker_record(p->t, e, s);
+    return DV_OK;
+}
+
+/* A block the caller never freed: its uses are fenced and it is stamped as
+ * if freed, so its chunk goes upstream behind them. */
+static void stamp_leaked(dv_track_entry *e, void *arg)
+{
+    pool_res *p = arg;
+    pool_range *r = e->owner_data;
+    (void)dv_tracker_fence_uses(p->t, e);
+    r->freed_epoch = dv_tracker_mark(p->t, r->owner);
+}
+
+static void pool_destroy(dv_resource *res)
+{
+    pool_res *p = (pool_res *)res;
+
+    dv_tracker_foreach(p->t, stamp_leaked, p);
+    while (p->chunks != NULL) {
+        pool_chunk *ch = p->chunks;
+        p->chunks = ch->next;
+        (void)chunk_fence(p, ch);
+        (void)dv_res_deallocate(p->base.upstream, &ch->block);
+        free(ch);
+    }
+    dv_tracker_destroy(p->t);
+    while (p->slabs != NULL) {
+        pool_slab *next = p->slabs->next;
+        free(p->slabs);
+        p->slabs = next;
+    }
+    free(p->lists);
+    free(p);
+}
+
+static const dv_resource_ops pool_ops = {
+    .name = "pool",
+    .allocate = pool_allocate,
+    .deallocate = pool_deallocate,
+    .bytes_outstanding = pool_bytes_outstanding,
+    .reap_pending = pool_reap_pending,
+    .supports_block_use_tracking = pool_supports_tracking,
+    .prepare_block_use = pool_prepare,
+    .finish_block_use = pool_finish,
+    .record_block_use = pool_record,
+    .destroy = pool_destroy,
+};
+
+/* ------------------------------------------------------------------------
+ * Construction, statistics, trim
+ * ------------------------------------------------------------------------ */
+
+void dv_pool_config_init(dv_pool_config *cfg)
+{
+    *cfg = (dv_pool_config){
+        .initial_chunk_bytes = 64 * MIB,
+        .max_chunk_bytes = 1024 * MIB,
+        .max_pool_bytes = 0,
+    };
+}
+
+int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out)
+{
+    dv_pool_config c;
+    pool_res *p;
+    int rc;
+
+    if (upstream == NULL || out == NULL || upstream->env == NULL)
+        return dv__fail(DV_EINVAL, "pool_resource_create",
+                        "pool_resource_create: NULL upstream, environment or out");
+    if (cfg != NULL)
+        c = *cfg;
+    else
+        dv_pool_config_init(&c);
+    if (c.initial_chunk_bytes == 0 || c.initial_chunk_bytes > DV_DRV_MAX_BYTES ||
+        c.max_chunk_bytes < c.initial_chunk_bytes || c.max_chunk_bytes > DV_DRV_MAX_BYTES ||
+        c.max_pool_bytes > DV_DRV_MAX_BYTES)
+        return dv__fail(DV_EINVAL, "pool_resource_create",
+                        "pool_resource_create: chunk sizes %llu .. %llu (max pool %llu): want "
+                        "0 < initial <= max <= 2^48",
+                        (unsigned long long)c.initial_chunk_bytes,
+                        (unsigned long long)c.max_chunk_bytes,
+                        (unsigned long long)c.max_pool_bytes);
+    c.initial_chunk_bytes = round_up(c.initial_chunk_bytes, DV_BLOCK_ALIGN);
+    c.max_chunk_bytes = round_up(c.max_chunk_bytes, DV_BLOCK_ALIGN);
+
+    if ((p = calloc(1, sizeof(*p))) == NULL) {
+        rc = dv__fail(DV_ENOMEM, "pool_resource_create", "out of host memory");
+        goto fail_pool;
+    }
+    p->nstreams = upstream->env->nstreams;
+    if ((p->lists = calloc(p->nstreams ? p->nstreams : 1, sizeof(*p->lists))) == NULL) {
+        rc = dv__fail(DV_ENOMEM, "pool_resource_create", "out of host memory");
+        goto fail_lists;
+    }
+    if ((rc = dv_tracker_create(upstream->env, &p->t)) != DV_OK)
+        goto fail_tracker;
+    if ((rc = spare_reserve(p, 2)) != DV_OK)
+        goto fail_spare;
+    p->base = (dv_resource){
+        .ops = &pool_ops, .upstream = upstream, .env = upstream->env, .device = upstream->device};
+    p->cfg = c;
+    p->next_chunk_bytes = c.initial_chunk_bytes;
+    atomic_init(&p->outstanding, 0);
+    *out = &p->base;
+    return DV_OK;
+
+fail_spare:
+    while (p->slabs != NULL) {
+        pool_slab *next = p->slabs->next;
+        free(p->slabs);
+        p->slabs = next;
+    }
+    dv_tracker_destroy(p->t);
+fail_tracker:
+    free(p->lists);
+fail_lists:
+    free(p);
+fail_pool:
+    return rc;
+}
+
+/* The largest request the free space serves without growing: a binned
+ * range of at most SMALL_MAX serves only the classes it holds whole. */
+static uint64_t largest_free(pool_res *p)
+{
+    uint64_t best = 0;
+    for (uint32_t s = 0; s < p->nstreams; s++) {
+        pool_lists *l = &p->lists[s];
+        if (l->fl_map == 0)
+            continue;
+        unsigned fl = msb64(l->fl_map);
+        unsigned sl = 31u - (unsigned)__builtin_clz(l->sl_map[fl]);
+        uint64_t top = 0;
+        for (pool_range *r = l->bins[fl][sl]; r != NULL; r = r->free_next)
+            if (r->bytes > top)
+                top = r->bytes;
+        if (top <= SMALL_MAX) {
+            unsigned c = small_class(top);
+            top = class_bytes(c) > top ? (c > 0 ? class_bytes(c - 1) : 0) : top;
+        }
+        if (top > best)
+            best = top;
+    }
+    for (unsigned c = SMALL_CLASSES; c-- > 0;) {
+        if (p->streams_with_class[c] != 0) {
+            if (class_bytes(c) > best)
+                best = class_bytes(c);
+            break;
+        }
+    }
+    return best;
+}
+
+int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out)
+{
+    pool_res *p = pool_of(pool);
+    if (p == NULL || out == NULL)
+        return dv__fail(DV_EINVAL, "pool_stats_get", "pool_stats_get: %s",
+                        out == NULL ? "NULL out" : "not a pool");
+    dv__res_assert_owner(pool, "pool_stats_get");
+    uint64_t free_bytes = p->chunk_bytes - p->live_bytes;
+    uint64_t largest = largest_free(p);
+    *out = (dv_pool_stats){
+        .chunk_bytes = p->chunk_bytes,
+        .free_bytes = free_bytes,
+        .largest_free = largest,
+        .chunks = p->nchunks,
+        .fragmentation = free_bytes != 0 ? 1.0 - (double)largest / (double)free_bytes : 0.0,
+    };
+    return DV_OK;
+}
+
+int dv_pool_trim(dv_resource *pool, uint64_t *released)
+{
+    pool_res *p = pool_of(pool);
+    uint64_t n = 0;
+    if (released != NULL)
+        *released = 0;
+    if (p == NULL)
+        return dv__fail(DV_EINVAL, "pool_trim", "pool_trim: not a pool");
+    dv__res_assert_owner(pool, "pool_trim");
+    int rc = trim(p, &n);
+    if (released != NULL)
+        *released = n;
+    return rc;
+}

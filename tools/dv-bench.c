@@ -1,0 +1,420 @@
+/*
+ * dv-bench: devactor's measurements, next to direct driver calls made in
+ * the same run on the same device.
+ *
+ *   alloc   allocate+free pair latency (median, p99) for every resource and
+ *           stack at 256 B, 64 KiB, 1 MiB and 64 MiB, beside the driver's
+ *           synchronous pair (cuMemAlloc/cuMemFree) and stream-ordered pair
+ *           (cuMemAllocAsync/cuMemFreeAsync)
+ *   random  RMM's random_allocations workload on the pool: 73 % allocate,
+ *           27 % free, sizes uniform in [1, max], N allocations; cost per
+ *           operation at N = 1k, 10k, 100k
+ *
+ * Latencies are taken over batches of BATCH pairs (one clock read per
+ * batch, so the clock's own cost is spread thin); median and p99 are over
+ * batches, reported per pair.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "resources/resource.h"
+
+#define BATCH 16
+
+static bool csv;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct result {
+    double median_ns, p99_ns;
+    size_t pairs;
+    int error;
+} result;
+
+/* A pair to time: one allocate and one free. */
+typedef int (*pair_fn)(void *ctx, uint64_t bytes);
+
+static result measure(pair_fn fn, void *ctx, uint64_t bytes, double budget_s, size_t max_batches)
+{
+    result res = {0};
+    size_t cap = max_batches, n = 0;
+    uint64_t *per = malloc(cap * sizeof(*per));
+    int rc;
+
+    for (int i = 0; i < 4 * BATCH; i++) /* warm up */
+        if ((rc = fn(ctx, bytes)) != DV_OK) {
+            res.error = rc;
+            free(per);
+            return res;
+        }
+    uint64_t deadline = now_ns() + (uint64_t)(budget_s * 1e9);
+    while (n < cap && (n < 8 || now_ns() < deadline)) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < BATCH; i++)
+            if ((rc = fn(ctx, bytes)) != DV_OK) {
+                res.error = rc;
+                free(per);
+                return res;
+            }
+        per[n++] = now_ns() - t0;
+    }
+    qsort(per, n, sizeof(*per), cmp_u64);
+    res.median_ns = (double)per[n / 2] / BATCH;
+    res.p99_ns = (double)per[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / BATCH;
+    res.pairs = n * BATCH;
+    free(per);
+    return res;
+}
+
+/* ------------------------------------------------------------------------
+ * The pairs
+ * ------------------------------------------------------------------------ */
+
+static int pair_driver_sync(void *ctx, uint64_t bytes)
+{
+    dv_res_env *env = ctx;
+    dv_dptr p;
+    int rc = dv_drv_mem_alloc(env->ctx, bytes, &p);
+    return rc != DV_OK ? rc : dv_drv_mem_free(env->ctx, p);
+}
+
+static int pair_driver_async(void *ctx, uint64_t bytes)
+{
+    dv_res_env *env = ctx;
+    dv_dptr p;
+    int rc = dv_drv_mem_alloc_async(env->streams[0], bytes, &p);
+    return rc != DV_OK ? rc : dv_drv_mem_free_async(env->streams[0], p);
+}
+
+static int pair_resource(void *ctx, uint64_t bytes)
+{
+    dv_resource *r = ctx;
+    dv_block b;
+    int rc = dv_res_allocate(r, bytes, 0, (dv_tag){"bench", 0}, &b);
+    return rc != DV_OK ? rc : dv_res_deallocate(r, &b);
+}
+
+/* ------------------------------------------------------------------------
+ * Stacks
+ * ------------------------------------------------------------------------ */
+
+typedef struct stack {
+    const char *name;
+    dv_resource *top;
+    dv_log_sink *sink;
+} stack;
+
+static int build(int k, dv_res_env *env, stack *s)
+{
+    dv_resource *async = NULL, *mid = NULL;
+    dv_pool_config pcfg;
+    dv_guard_config gcfg;
+    dv_pool_config_init(&pcfg);
+    dv_guard_config_init(&gcfg);
+    memset(s, 0, sizeof(*s));
+    const uint64_t big = UINT64_C(1) << 40;
+
+    if (k == 0) {
+        s->name = "direct";
+        return dv_direct_resource_create(env, &s->top);
+    }
+    int rc = dv_async_resource_create(env, &async);
+    if (rc != DV_OK)
+        return rc;
+    switch (k) {
+    case 1:
+        s->name = "async";
+        s->top = async;
+        return DV_OK;
+    case 2:
+        s->name = "pool(async)";
+        rc = dv_pool_resource_create(async, &pcfg, &s->top);
+        break;
+    case 3:
+        s->name = "budget(async)";
+        rc = dv_budget_resource_create(async, big, &s->top);
+        break;
+    case 4:
+        s->name = "logging(async,null)";
+        if ((rc = dv_log_sink_null(&s->sink)) == DV_OK)
+            rc = dv_logging_resource_create(async, s->sink, &s->top);
+        break;
+    case 5:
+        s->name = "guard(async)";
+        rc = dv_guard_resource_create(async, &gcfg, &s->top);
+        break;
+    case 6:
+        s->name = "budget->logging->guard->async";
+        if ((rc = dv_guard_resource_create(async, &gcfg, &mid)) == DV_OK &&
+            (rc = dv_log_sink_null(&s->sink)) == DV_OK &&
+            (rc = dv_logging_resource_create(mid, s->sink, &mid)) == DV_OK)
+            rc = dv_budget_resource_create(mid, big, &s->top);
+        break;
+    case 7:
+        s->name = "budget->pool->async";
+        if ((rc = dv_pool_resource_create(async, &pcfg, &mid)) == DV_OK)
+            rc = dv_budget_resource_create(mid, big, &s->top);
+        break;
+    default:
+        rc = DV_EINVAL;
+    }
+    if (rc != DV_OK)
+        dv_res_destroy_stack(mid != NULL ? mid : async);
+    return rc;
+}
+#define NSTACKS 8
+
+static void unbuild(stack *s)
+{
+    dv_res_destroy_stack(s->top);
+    if (s->sink != NULL)
+        dv_log_sink_destroy(s->sink);
+}
+
+static void print_row(const char *what, uint64_t bytes, result r, double ref_ns)
+{
+    char size[32];
+    if (bytes >= (1u << 20))
+        snprintf(size, sizeof(size), "%llu MiB", (unsigned long long)(bytes >> 20));
+    else if (bytes >= 1024)
+        snprintf(size, sizeof(size), "%llu KiB", (unsigned long long)(bytes >> 10));
+    else
+        snprintf(size, sizeof(size), "%llu B", (unsigned long long)bytes);
+    if (r.error != 0) {
+        if (csv)
+            printf("alloc,%s,%llu,,,,%s\n", what, (unsigned long long)bytes, dv_err_name(r.error));
+        else
+            printf("  %-32s %8s   error: %s\n", what, size, dv_err_name(r.error));
+        return;
+    }
+    if (csv)
+        printf("alloc,%s,%llu,%.1f,%.1f,%.4f,%zu\n", what, (unsigned long long)bytes, r.median_ns,
+               r.p99_ns, ref_ns > 0 ? r.median_ns / ref_ns : 0.0, r.pairs);
+    else
+        printf("  %-32s %8s %10.1f %10.1f %9.3f %9zu\n", what, size, r.median_ns, r.p99_ns,
+               ref_ns > 0 ? r.median_ns / ref_ns : 0.0, r.pairs);
+}
+
+static void bench_alloc(dv_res_env *env, double seconds)
+{
+    static const uint64_t sizes[] = {256, 64 << 10, 1 << 20, 64 << 20};
+    if (csv)
+        printf("section,what,bytes,median_ns,p99_ns,ratio_to_driver_async,pairs\n");
+    else
+        printf("\nallocate+free pair latency, ns per pair (ratio: median / driver stream-ordered "
+               "pair)\n  %-32s %8s %10s %10s %9s %9s\n",
+               "resource", "size", "median", "p99", "ratio", "pairs");
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint64_t bytes = sizes[i];
+        result ra = measure(pair_driver_async, env, bytes, seconds, 200000);
+        result rs = measure(pair_driver_sync, env, bytes, seconds, 200000);
+        dv_res_env_sync(env);
+        print_row("driver stream-ordered pair", bytes, ra, ra.median_ns);
+        print_row("driver synchronous pair", bytes, rs, ra.median_ns);
+        for (int k = 0; k < NSTACKS; k++) {
+            stack s;
+            int rc = build(k, env, &s);
+            if (rc != DV_OK) {
+                result bad = {.error = rc};
+                print_row("(stack failed to build)", bytes, bad, 0);
+                continue;
+            }
+            result r = measure(pair_resource, s.top, bytes, seconds, 200000);
+            print_row(s.name, bytes, r, ra.median_ns);
+            dv_res_env_sync(env);
+            unbuild(&s);
+        }
+        fflush(stdout);
+    }
+}
+
+/*
+ * RMM's random_allocations: N allocations, each step allocating with
+ * probability 0.73 (while fewer than N were made) and otherwise freeing a
+ * random live block; sizes uniform in [1, max].
+ */
+static int bench_random_one(dv_res_env *env, size_t n, uint64_t max_size, double *ns_per_op,
+                            size_t *ops_out)
+{
+    dv_resource *async, *pool;
+    dv_pool_config pcfg;
+    dv_pool_config_init(&pcfg);
+    int rc = dv_async_resource_create(env, &async);
+    if (rc != DV_OK)
+        return rc;
+    if ((rc = dv_pool_resource_create(async, &pcfg, &pool)) != DV_OK) {
+        dv_res_destroy_stack(async);
+        return rc;
+    }
+    dv_block *live = malloc(n * sizeof(*live));
+    size_t nlive = 0, made = 0, ops = 0;
+    uint64_t rng = 0x9E3779B97F4A7C15ull ^ n;
+    uint64_t t0 = now_ns();
+    while (made < n || nlive > 0) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        bool do_alloc = made < n && (nlive == 0 || (rng % 100) < 73);
+        if (do_alloc) {
+            uint64_t bytes = 1 + (rng >> 20) % max_size;
+            if ((rc = dv_res_allocate(pool, bytes, 0, (dv_tag){"random", 0}, &live[nlive])) !=
+                DV_OK)
+                break;
+            nlive++;
+            made++;
+        } else {
+            size_t i = (size_t)((rng >> 8) % nlive);
+            if ((rc = dv_res_deallocate(pool, &live[i])) != DV_OK)
+                break;
+            live[i] = live[--nlive];
+        }
+        ops++;
+    }
+    uint64_t dt = now_ns() - t0;
+    for (size_t i = 0; i < nlive; i++)
+        dv_res_deallocate(pool, &live[i]);
+    free(live);
+    dv_res_env_sync(env);
+    dv_res_destroy_stack(pool);
+    *ns_per_op = ops ? (double)dt / (double)ops : 0;
+    *ops_out = ops;
+    return rc;
+}
+
+static void bench_random(dv_res_env *env, uint64_t max_size)
+{
+    static const size_t ns[] = {1000, 10000, 100000};
+    double first = 0;
+    if (csv)
+        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k\n");
+    else
+        printf("\nrandom_allocations on pool(async): 73%% allocate / 27%% free, sizes uniform in "
+               "[1, %llu]\n  %12s %12s %10s %12s\n",
+               (unsigned long long)max_size, "allocations", "ns/op", "ops", "vs N=1k");
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+        double per = 0;
+        size_t ops = 0;
+        int rc = bench_random_one(env, ns[i], max_size, &per, &ops);
+        if (i == 0)
+            first = per;
+        if (rc != DV_OK) {
+            if (csv)
+                printf("random,%zu,%llu,,,%s\n", ns[i], (unsigned long long)max_size,
+                       dv_err_name(rc));
+            else
+                printf("  %12zu  error: %s\n", ns[i], dv_last_error()->message);
+            continue;
+        }
+        if (csv)
+            printf("random,%zu,%llu,%.1f,%zu,%.3f\n", ns[i], (unsigned long long)max_size, per, ops,
+                   first > 0 ? per / first : 0);
+        else
+            printf("  %12zu %12.1f %10zu %11.2fx\n", ns[i], per, ops, first > 0 ? per / first : 0);
+        fflush(stdout);
+    }
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: dv-bench [--backend cuda|sim|auto] [--device N] [--section alloc|random|all]\n"
+            "                [--seconds S] [--max-size BYTES] [--csv]\n"
+            "\n"
+            "Measures devactor against direct driver calls in the same run:\n"
+            "  alloc   allocate+free pair latency of every resource and stack at\n"
+            "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
+            "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k\n"
+            "\n"
+            "  --seconds S    time per measurement (default 0.3)\n"
+            "  --max-size B   largest random_allocations size (default 65536)\n"
+            "  --csv          machine-readable rows instead of tables\n"
+            "Exit status: 0, or 2 on a usage or device error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'd'},
+        {"section", required_argument, NULL, 's'}, {"seconds", required_argument, NULL, 't'},
+        {"max-size", required_argument, NULL, 'm'}, {"csv", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+    dv_driver_config cfg;
+    const char *section = "all";
+    double seconds = 0.3;
+    uint64_t max_size = 65536;
+    int device = 0, c;
+
+    dv_driver_config_init(&cfg);
+    /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
+     * (its memory is mapped lazily, so untouched bytes cost nothing). */
+    cfg.sim.memory_bytes = UINT64_C(8) << 30;
+    while ((c = getopt_long(argc, argv, "b:d:s:t:m:ch", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            cfg.backend = strcmp(optarg, "cuda") == 0  ? DV_BACKEND_CUDA
+                          : strcmp(optarg, "sim") == 0 ? DV_BACKEND_SIM
+                                                       : DV_BACKEND_AUTO;
+            break;
+        case 'd':
+            device = atoi(optarg);
+            break;
+        case 's':
+            section = optarg;
+            break;
+        case 't':
+            seconds = atof(optarg);
+            break;
+        case 'm':
+            max_size = strtoull(optarg, NULL, 0);
+            break;
+        case 'c':
+            csv = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (max_size == 0 || seconds <= 0) {
+        usage(stderr);
+        return 2;
+    }
+    dv_driver *drv;
+    dv_res_env env;
+    dv_device_info info;
+    int rc = dv_driver_open(&cfg, &drv);
+    if (rc == DV_OK)
+        rc = dv_drv_device_info(drv, device, &info);
+    if (rc == DV_OK)
+        rc = dv_res_env_init(&env, drv, device, 2);
+    if (rc != DV_OK) {
+        fprintf(stderr, "dv-bench: %s\n", dv_last_error()->message);
+        return 2;
+    }
+    (void)dv_drv_pool_set_release_threshold(env.ctx, UINT64_MAX);
+    if (!csv)
+        printf("dv-bench: backend %s, device %d: %s\n", dv_driver_backend_name(drv), device,
+               info.name);
+    if (strcmp(section, "all") == 0 || strcmp(section, "alloc") == 0)
+        bench_alloc(&env, seconds);
+    if (strcmp(section, "all") == 0 || strcmp(section, "random") == 0)
+        bench_random(&env, max_size);
+    dv_res_env_fini(&env);
+    dv_driver_close(drv);
+    return 0;
+}
