@@ -140,18 +140,24 @@ int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag 
     CHECK_RES(r, "allocate");
     if (out == NULL)
         return dv__fail(DV_EINVAL, "allocate", "allocate: NULL out");
-    memset(out, 0, sizeof(*out));
     if (bytes == 0 || bytes > DV_DRV_MAX_BYTES) {
+        memset(out, 0, sizeof(*out));
         rc = dv__fail(DV_EINVAL, "allocate", "allocate: size %llu is %s",
                       (unsigned long long)bytes, bytes == 0 ? "zero" : "absurd");
         dv__detail()->requested = bytes;
         return rc;
     }
-    if ((rc = dv__check_stream(r->env, stream, "allocate")) != DV_OK)
+    if ((rc = dv__check_stream(r->env, stream, "allocate")) != DV_OK) {
+        memset(out, 0, sizeof(*out));
         return rc;
+    }
     if (tag.name == NULL)
         tag.name = "untagged";
-    return r->ops->allocate(r, bytes, stream, tag, out);
+    /* Resources fill *out whole on success; a failure leaves it zeroed. */
+    rc = r->ops->allocate(r, bytes, stream, tag, out);
+    if (rc != DV_OK)
+        memset(out, 0, sizeof(*out));
+    return rc;
 }
 
 int dv_res_deallocate(dv_resource *r, dv_block *block)

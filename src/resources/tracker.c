@@ -282,6 +282,14 @@ static void table_del(dv_tracker *t, dv_track_entry *victim)
     t->count--;
 }
 
+/* Only the owner thread writes the count: a plain store, not a locked
+ * read-modify-write, on the allocate/free path. */
+static void live_add(dv_tracker *t, int delta)
+{
+    uint64_t n = atomic_load_explicit(&t->live, memory_order_relaxed);
+    atomic_store_explicit(&t->live, n + (uint64_t)(int64_t)delta, memory_order_relaxed);
+}
+
 static dv_track_entry *entry_new(dv_tracker *t)
 {
     if (t->free_entries == NULL) {
@@ -318,7 +326,7 @@ dv_track_entry *dv_tracker_insert(dv_tracker *t, const dv_block *block, void *ow
     e->nreads = 0;
     e->reads = e->reads_inline;
     table_put(t, e);
-    atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
+    live_add(t, 1);
     return e;
 }
 
@@ -350,7 +358,7 @@ void dv_tracker_remove(dv_tracker *t, dv_track_entry *e)
     e->reads = NULL;
     e->next_free = t->free_entries;
     t->free_entries = e;
-    atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+    live_add(t, -1);
 }
 
 void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_track_entry *e, void *arg), void *arg)
