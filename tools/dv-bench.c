@@ -346,8 +346,8 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'd'},
-        {"section", required_argument, NULL, 's'}, {"seconds", required_argument, NULL, 't'},
+        {"backend", required_argument, NULL, 'b'},  {"device", required_argument, NULL, 'd'},
+        {"section", required_argument, NULL, 's'},  {"seconds", required_argument, NULL, 't'},
         {"max-size", required_argument, NULL, 'm'}, {"csv", no_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     dv_driver_config cfg;

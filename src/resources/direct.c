@@ -137,7 +137,8 @@ int dv_direct_resource_create(dv_res_env *env, dv_resource **out)
         free(d);
         return rc;
     }
-    d->base = (dv_resource){.ops = &direct_ops, .upstream = NULL, .env = env, .device = env->device};
+    d->base =
+        (dv_resource){.ops = &direct_ops, .upstream = NULL, .env = env, .device = env->device};
     *out = &d->base;
     return DV_OK;
 }

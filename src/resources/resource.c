@@ -77,8 +77,8 @@ void dv_res_env_adopt(dv_res_env *env)
 int dv__check_stream(const dv_res_env *env, dv_stream_id stream, const char *op)
 {
     if (stream >= env->nstreams)
-        return dv__fail(DV_EINVAL, op, "%s: unknown stream %u (the environment has %u)", op,
-                        stream, env->nstreams);
+        return dv__fail(DV_EINVAL, op, "%s: unknown stream %u (the environment has %u)", op, stream,
+                        env->nstreams);
     return DV_OK;
 }
 
@@ -133,8 +133,7 @@ static int check_id(const dv_resource *r, dv_block_id id, const char *op)
     return DV_OK;
 }
 
-int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
-                    dv_block *out)
+int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out)
 {
     int rc;
     CHECK_RES(r, "allocate");
@@ -142,8 +141,8 @@ int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag 
         return dv__fail(DV_EINVAL, "allocate", "allocate: NULL out");
     if (bytes == 0 || bytes > DV_DRV_MAX_BYTES) {
         memset(out, 0, sizeof(*out));
-        rc = dv__fail(DV_EINVAL, "allocate", "allocate: size %llu is %s",
-                      (unsigned long long)bytes, bytes == 0 ? "zero" : "absurd");
+        rc = dv__fail(DV_EINVAL, "allocate", "allocate: size %llu is %s", (unsigned long long)bytes,
+                      bytes == 0 ? "zero" : "absurd");
         dv__detail()->requested = bytes;
         return rc;
     }

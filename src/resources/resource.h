@@ -128,8 +128,7 @@ typedef struct dv_resource dv_resource;
 
 typedef struct dv_resource_ops {
     const char *name;
-    int (*allocate)(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
-                    dv_block *out);
+    int (*allocate)(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out);
     /* On success the block's state reads RETIRED, QUARANTINED or FREED. */
     int (*deallocate)(dv_resource *r, dv_block *block);
     uint64_t (*bytes_outstanding)(const dv_resource *r);
@@ -179,8 +178,7 @@ static inline void dv__res_assert_owner(const dv_resource *r, const char *op)
 
 /* Allocate bytes (1 .. DV_DRV_MAX_BYTES) ordered on stream.  out->state is
  * LIVE, out->bytes >= bytes, out->ptr aligned to DV_BLOCK_ALIGN. */
-int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
-                    dv_block *out);
+int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out);
 /* Return a block: its alloc stream waits on every use from other streams,
  * then the free is queued there.  Unknown or stale: DV_EUSE_AFTER_FREE. */
 int dv_res_deallocate(dv_resource *r, dv_block *block);
@@ -213,11 +211,11 @@ void dv_pool_config_init(dv_pool_config *cfg);
 int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
 
 typedef struct dv_pool_stats {
-    uint64_t chunk_bytes;       /* held from upstream */
-    uint64_t free_bytes;        /* in chunks, not handed out */
-    uint64_t largest_free;      /* largest block allocatable without growing */
+    uint64_t chunk_bytes;  /* held from upstream */
+    uint64_t free_bytes;   /* in chunks, not handed out */
+    uint64_t largest_free; /* largest block allocatable without growing */
     uint32_t chunks;
-    double fragmentation;       /* 1 - largest_free / free_bytes (0 when empty) */
+    double fragmentation; /* 1 - largest_free / free_bytes (0 when empty) */
 } dv_pool_stats;
 /* Owner thread only. */
 int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out);
@@ -243,13 +241,12 @@ int dv_logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_reso
 #define DV_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"
 
 typedef struct dv_guard_config {
-    uint32_t canary_bytes;     /* before and after each block (256) */
+    uint32_t canary_bytes;      /* before and after each block (256) */
     uint32_t quarantine_blocks; /* freed blocks held before reuse (16) */
-    uint64_t quarantine_bytes; /* ... or this many bytes (64 MiB) */
+    uint64_t quarantine_bytes;  /* ... or this many bytes (64 MiB) */
 } dv_guard_config;
 void dv_guard_config_init(dv_guard_config *cfg);
-int dv_guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg,
-                             dv_resource **out);
+int dv_guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg, dv_resource **out);
 /* Check every live block's canaries now (owner thread): 0, or
  * DV_EOUT_OF_BOUNDS for the first damaged one (detail: generation, offset). */
 int dv_guard_check(dv_resource *guard);

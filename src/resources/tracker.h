@@ -44,10 +44,10 @@ typedef struct dv_stream_pos {
 #define DV_TRACK_INLINE_READS 4
 
 typedef struct dv_track_entry {
-    dv_block block;    /* the block as handed out (ptr is the key) */
-    void *owner_data;  /* the resource's own per-block data */
+    dv_block block;   /* the block as handed out (ptr is the key) */
+    void *owner_data; /* the resource's own per-block data */
     dv_stream_pos last_write;
-    uint32_t nreads;   /* one entry per stream at most */
+    uint32_t nreads; /* one entry per stream at most */
     dv_stream_pos reads_inline[DV_TRACK_INLINE_READS];
     dv_stream_pos *reads; /* reads_inline, or a heap array of DV_MAX_STREAMS */
     struct dv_track_entry *next_free;
@@ -56,10 +56,10 @@ typedef struct dv_track_entry {
 typedef struct dv_tracker dv_tracker;
 
 typedef struct dv_tracker_stats {
-    uint64_t waits;          /* cuStreamWaitEvent queued */
-    uint64_t waits_skipped;  /* answered by the wait matrix */
-    uint64_t records;        /* cuEventRecord */
-    uint64_t events;         /* event objects created (the pool) */
+    uint64_t waits;         /* cuStreamWaitEvent queued */
+    uint64_t waits_skipped; /* answered by the wait matrix */
+    uint64_t records;       /* cuEventRecord */
+    uint64_t events;        /* event objects created (the pool) */
     uint64_t live_blocks;
 } dv_tracker_stats;
 

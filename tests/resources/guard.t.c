@@ -24,8 +24,9 @@
 #define GUARD_ON_CUDA 0
 #endif
 
-#define MIB    (UINT64_C(1) << 20)
-#define CANARY 256u
+#define BACKEND_NAME (GUARD_ON_CUDA ? "cuda" : "sim")
+#define MIB          (UINT64_C(1) << 20)
+#define CANARY       256u
 
 typedef struct fixture {
     dv_driver *drv;
@@ -115,7 +116,7 @@ static void test_past_the_end(void)
     char hex[32];
 
     dv_guard_config_init(&cfg);
-    ok(setup(&f, &cfg, 3001), "past the end: sim, async, guard, kernels");
+    ok(setup(&f, &cfg, 3001), "past the end: %s, async, guard, kernels", BACKEND_NAME);
     ok(dv_res_supports_block_use_tracking(f.guard), "the guard tracks through the async resource");
     is_status(dv_res_allocate(f.guard, 1000, 0, (dv_tag){"victim", 1}, &victim), DV_OK,
               "allocate 1000 bytes on stream 0");
@@ -150,7 +151,8 @@ static void test_before_the_start(void)
     fixture f;
     dv_block x, y;
 
-    ok(setup(&f, NULL, 3002), "before the start: sim, async, guard (default config), kernels");
+    ok(setup(&f, NULL, 3002), "before the start: %s, async, guard (default config), kernels",
+       BACKEND_NAME);
     dv_res_allocate(f.guard, 512, 0, (dv_tag){"x", 0}, &x);
     is_status(dv_res_allocate(f.guard, 300, 1, (dv_tag){"y", 0}, &y), DV_OK,
               "two blocks on two streams");
@@ -172,7 +174,7 @@ static void test_poison(void)
     dv_block z;
     static uint8_t back[CANARY + 1000 + CANARY];
 
-    ok(setup(&f, NULL, 3003), "poison: sim, async, guard");
+    ok(setup(&f, NULL, 3003), "poison: %s, async, guard", BACKEND_NAME);
     dv_res_allocate(f.guard, 1000, 1, (dv_tag){"z", 0}, &z);
     is_status(dv_drv_memset_d8(f.env.streams[1], z.ptr, 0x77, 1000), DV_OK,
               "the caller fills its block with 0x77");
@@ -204,7 +206,7 @@ static void test_quarantine(void)
 
     dv_guard_config_init(&cfg);
     cfg.quarantine_blocks = 2;
-    ok(setup(&f, &cfg, 3004), "quarantine of 2 blocks: sim, async, guard");
+    ok(setup(&f, &cfg, 3004), "quarantine of 2 blocks: %s, async, guard", BACKEND_NAME);
     dv_res_allocate(f.guard, 4096, 0, (dv_tag){"a", 0}, &a);
     a_copy = a;
     dv_dptr a_up = a.ptr - CANARY;
@@ -242,7 +244,7 @@ static void test_bad_frees(void)
     fixture f;
     dv_block a, a_copy, b, fake, foreign;
 
-    ok(setup(&f, NULL, 3005), "bad frees: sim, async, guard");
+    ok(setup(&f, NULL, 3005), "bad frees: %s, async, guard", BACKEND_NAME);
     dv_res_allocate(f.guard, 2000, 0, (dv_tag){"a", 0}, &a);
     a_copy = a;
     is_status(dv_res_deallocate(f.guard, &a), DV_OK, "free a");

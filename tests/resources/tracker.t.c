@@ -31,8 +31,7 @@ static void test_tracker_direct(test_env *t)
     dv_tracker_stats_get(tr, &st);
     ok(st.waits == 0 && st.records == 0 && st.events == 0,
        "100 same-stream uses: no wait, no record, no event (%llu, %llu, %llu)",
-       (unsigned long long)st.waits, (unsigned long long)st.records,
-       (unsigned long long)st.events);
+       (unsigned long long)st.waits, (unsigned long long)st.records, (unsigned long long)st.events);
 
     /* Stream 1 reads: one wait on stream 0's last write. */
     dv_tracker_prepare(tr, e, 1, DV_ACCESS_READ);

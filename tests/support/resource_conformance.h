@@ -18,10 +18,10 @@
 #include "resources/resource.h"
 #include "tap.h"
 
-#define RC_CHECKS_PER_STACK 21
-#define RC_STACKS 8
+#define RC_CHECKS_PER_STACK        21
+#define RC_STACKS                  8
 #define RESOURCE_CONFORMANCE_TESTS (RC_CHECKS_PER_STACK * RC_STACKS)
-#define RC_MIB (UINT64_C(1) << 20)
+#define RC_MIB                     (UINT64_C(1) << 20)
 
 typedef struct rc_stack {
     const char *name;
@@ -139,8 +139,7 @@ static int rc_cmp_block(const void *a, const void *b)
 static int rc_spin(dv_res_env *env, dv_drv_func *spin, dv_stream_id s, uint64_t ns)
 {
     void *params[] = {&ns};
-    return dv_drv_launch(spin, (dv_dim3){1, 1, 1}, (dv_dim3){32, 1, 1}, 0, env->streams[s],
-                         params);
+    return dv_drv_launch(spin, (dv_dim3){1, 1, 1}, (dv_dim3){32, 1, 1}, 0, env->streams[s], params);
 }
 
 #define RC_NBLOCKS 300
@@ -185,8 +184,8 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
         if (sorted[i - 1].ptr != 0 && sorted[i - 1].ptr + sorted[i - 1].bytes > sorted[i].ptr)
             nonoverlap = false;
     ok(nonoverlap, "%s: live blocks never overlap", s->name);
-    ok(dv_res_bytes_outstanding(r) >= sum, "%s: bytes outstanding %llu >= %llu handed out",
-       s->name, (unsigned long long)dv_res_bytes_outstanding(r), (unsigned long long)sum);
+    ok(dv_res_bytes_outstanding(r) >= sum, "%s: bytes outstanding %llu >= %llu handed out", s->name,
+       (unsigned long long)dv_res_bytes_outstanding(r), (unsigned long long)sum);
 
     /* -- double, stale and foreign ---------------------------------------- */
     dv_block copy = blocks[0];
@@ -227,9 +226,8 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
        "%s: zero size, absurd size and unknown stream are EINVAL (%s, %s, %s)", s->name,
        dv_err_name(rc), dv_err_name(rc2), dv_err_name(rc3));
     rc = dv_res_allocate(r, UINT64_C(1) << 46, 0, (dv_tag){"huge", 0}, &bad);
-    ok(rc == (s->budget ? DV_EOUT_OF_BUDGET : DV_EDEVICE_OOM),
-       "%s: 64 TiB is %s (%s)", s->name, s->budget ? "EOUT_OF_BUDGET" : "EDEVICE_OOM",
-       dv_err_name(rc));
+    ok(rc == (s->budget ? DV_EOUT_OF_BUDGET : DV_EDEVICE_OOM), "%s: 64 TiB is %s (%s)", s->name,
+       s->budget ? "EOUT_OF_BUDGET" : "EDEVICE_OOM", dv_err_name(rc));
 
     /* -- free everything: accounting returns to zero ---------------------- */
     failures = 0;
@@ -238,8 +236,7 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
             failures++;
     is_int(failures, 0, "%s: every other block deallocates", s->name);
     is_status(dv_res_reap_pending(r), DV_OK, "%s: reap_pending", s->name);
-    is_u64(dv_res_bytes_outstanding(r), 0, "%s: nothing outstanding after free and reap",
-           s->name);
+    is_u64(dv_res_bytes_outstanding(r), 0, "%s: nothing outstanding after free and reap", s->name);
 
     /* -- cross-stream: write on A, read on B ------------------------------ */
     if (!s->tracks) {
@@ -280,8 +277,8 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
             }
     }
     ok(errors == 0 && wrong == 0,
-       "%s: 40 rounds of write on A, read on B: always the new data (%d wrong, %d errors)",
-       s->name, wrong, errors);
+       "%s: 40 rounds of write on A, read on B: always the new data (%d wrong, %d errors)", s->name,
+       wrong, errors);
 
     /*
      * Freed while B still reads: B is held busy, then reads x; x is freed
