@@ -429,18 +429,26 @@ static void free_list_reset(struct sim_device *dev)
     dev->allocated = 0;
 }
 
+/* Take a range and register it live.  Caller holds dev->mu. */
+static int alloc_locked(struct sim_device *dev, uint64_t bytes, dv_dptr *dptr)
+{
+    if (range_take(dev, bytes, dptr) != 0)
+        return DV_CU_OUT_OF_MEMORY;
+    if (live_insert(dev, *dptr, bytes) != 0) {
+        range_give(dev, *dptr, bytes);
+        return DV_CU_OUT_OF_MEMORY;
+    }
+    return DV_CU_SUCCESS;
+}
+
 static int dev_alloc(struct sim_device *dev, uint64_t bytes, dv_dptr *dptr)
 {
     if (alloc_should_fail(dev->sd))
         return DV_CU_OUT_OF_MEMORY;
     pthread_mutex_lock(&dev->mu);
-    int rc = range_take(dev, bytes, dptr);
-    if (rc == 0 && live_insert(dev, *dptr, bytes) != 0) {
-        range_give(dev, *dptr, bytes);
-        rc = -1;
-    }
+    int rc = alloc_locked(dev, bytes, dptr);
     pthread_mutex_unlock(&dev->mu);
-    return rc == 0 ? DV_CU_SUCCESS : DV_CU_OUT_OF_MEMORY;
+    return rc;
 }
 
 /* Host address of a device range inside one live allocation, or NULL. */
@@ -1085,13 +1093,9 @@ static int sim_mem_alloc_async(dv_drv_obj *stream, uint64_t bytes, dv_dptr *dptr
             return DV_CU_SUCCESS;
         }
     }
-    int rc = range_take(dev, bytes, dptr);
-    if (rc == 0 && live_insert(dev, *dptr, bytes) != 0) {
-        range_give(dev, *dptr, bytes);
-        rc = -1;
-    }
+    int rc = alloc_locked(dev, bytes, dptr);
     pthread_mutex_unlock(&dev->mu);
-    return rc == 0 ? DV_CU_SUCCESS : DV_CU_OUT_OF_MEMORY;
+    return rc;
 }
 
 static int sim_mem_free_async(dv_drv_obj *stream, dv_dptr dptr)
