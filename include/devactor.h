@@ -15,6 +15,7 @@
 #ifndef DEVACTOR_H
 #define DEVACTOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,6 +90,183 @@ DV_EXPORT void dv_error_clear(void);
 
 /* "0.1.0" */
 DV_EXPORT const char *dv_version(void);
+
+/* ========================================================================
+ * Devices, actors, handles
+ *
+ * Any thread may call every function below.  Each posts a message to the
+ * device's actor (the thread that owns the device) or reads state the
+ * actor publishes; nothing here touches CUDA on the calling thread.
+ * ======================================================================== */
+
+typedef enum dv_backend {
+    DV_BACKEND_AUTO = 0, /* DV_BACKEND env, else cuda if a device answers, else sim */
+    DV_BACKEND_CUDA,
+    DV_BACKEND_SIM,
+} dv_backend;
+
+/* A stream of an actor's pool: 0 .. streams-1; 0 is the default stream
+ * (a non-blocking stream, never the legacy NULL stream). */
+typedef uint32_t dv_stream;
+#define DV_STREAM_NONE UINT32_MAX
+
+/*
+ * A handle to a block of device memory: a value (domain, slot, slot
+ * generation), checked on every use.  DV_REF_NULL is never valid.
+ */
+typedef struct dv_ref {
+    uint64_t bits;
+} dv_ref;
+#define DV_REF_NULL ((dv_ref){0})
+
+typedef struct dv_ref_info {
+    uint64_t ptr;                /* device address */
+    uint64_t bytes;              /* usable bytes */
+    uint64_t requested;          /* bytes asked for */
+    int device;                  /* ordinal */
+    dv_stream alloc_stream;      /* the stream the block is ordered on */
+    dv_stream last_write_stream; /* last stream that wrote it, DV_STREAM_NONE */
+    uint64_t block_generation;   /* the block's, process-wide */
+    uint64_t context_generation; /* the context it was minted in */
+    uint32_t refcount;
+} dv_ref_info;
+
+/* Validate a handle and describe it: DV_ESTALE once it was released for
+ * good, its actor shut down or is gone, or its context was rebuilt. */
+DV_EXPORT int dv_ref_access(dv_ref ref, dv_ref_info *info);
+/* One more owner.  DV_ESTALE for a handle no longer valid. */
+DV_EXPORT int dv_ref_retain(dv_ref ref);
+/* One owner less; the last release posts the free to the actor (the
+ * memory is reused only after every use enqueued before has finished).
+ * Releasing more times than retained: DV_ESTALE, nothing freed twice. */
+DV_EXPORT int dv_ref_release(dv_ref ref);
+
+/*
+ * A completion the caller owns (on its stack for a blocking call, or
+ * anywhere that outlives the operation).  Every operation has a blocking
+ * form and a form that takes a future and returns once the message is
+ * posted; dv_future_wait then gives the operation's status.
+ */
+typedef struct dv_future {
+    uint32_t state; /* owned by the library: pending, done, waited on */
+    uint32_t flags; /* DV_FUTURE_TRY: a full queue is DV_EAGAIN, not a wait */
+    int status;
+    dv_ref ref;     /* dv_alloc's handle */
+    uint64_t value; /* an operation's other result */
+    dv_error_detail detail;
+} dv_future;
+#define DV_FUTURE_TRY 1u
+
+DV_EXPORT void dv_future_init(dv_future *f, uint32_t flags);
+/* Block until done (spin briefly, then sleep); the operation's status.  A
+ * failure's detail becomes the calling thread's dv_last_error(). */
+DV_EXPORT int dv_future_wait(dv_future *f);
+/* Done yet?  Never blocks. */
+DV_EXPORT bool dv_future_done(const dv_future *f);
+
+typedef struct dv_actor dv_actor;
+
+/* The resource stack an actor allocates through, bottom to top:
+ * the driver's stream-ordered allocator, then optional layers. */
+typedef struct dv_actor_config {
+    dv_backend backend;      /* AUTO: DV_BACKEND, else cuda if present, else sim */
+    int device;              /* ordinal */
+    uint32_t streams;        /* stream pool size (default 4) */
+    uint32_t queue_capacity; /* messages per client ring (default 1024) */
+    bool pool;               /* pool over the async resource (default on) */
+    uint64_t pool_initial_bytes, pool_max_chunk_bytes; /* 0: defaults */
+    uint64_t budget_bytes;                             /* 0: no budget */
+    bool guard;                                        /* canaries, poison, quarantine (debug) */
+    const char *log_path;                              /* CSV allocation log, NULL: none */
+    bool synchronous; /* debug: wait for every op, exact fault reports */
+    /* The simulated device (when the sim backend runs). */
+    int sim_devices;           /* 0: 1 */
+    uint64_t sim_memory_bytes; /* 0: 1 GiB */
+    uint64_t sim_seed;
+    uint32_t sim_delay_max_us;
+    void *driver; /* share an open driver (tests, several devices) */
+} dv_actor_config;
+
+DV_EXPORT void dv_actor_config_init(dv_actor_config *cfg);
+/* The process-wide actor of a device, started on first use (devices
+ * 0 .. DV_MAX_DEVICES-1).  Concurrent first callers: one builds it. */
+#define DV_MAX_DEVICES 16
+DV_EXPORT int dv_actor_get(int ordinal, dv_actor **out);
+/* A composed actor with its own configuration; not registered. */
+DV_EXPORT int dv_actor_create(const dv_actor_config *cfg, dv_actor **out);
+/* Stop accepting (later posts answer DV_ESHUTDOWN), finish what was
+ * posted, free every block, destroy the streams, join the thread.  Handles
+ * still held answer DV_ESTALE.  The actor's memory stays valid, so threads
+ * still posting get DV_ESHUTDOWN, until dv_actor_destroy.  For a
+ * registered actor: it is gone for the process. */
+DV_EXPORT void dv_actor_shutdown(dv_actor *actor);
+/* Shut down (if not yet) and free the actor: no thread may use it after. */
+DV_EXPORT void dv_actor_destroy(dv_actor *actor);
+/* Drop everything and rebuild the context on a healthy device: every
+ * older handle answers DV_ESTALE, accounting restarts from zero. */
+DV_EXPORT int dv_actor_reset(dv_actor *actor);
+DV_EXPORT int dv_actor_device(const dv_actor *actor);
+DV_EXPORT const char *dv_actor_backend_name(const dv_actor *actor);
+
+typedef enum dv_actor_state {
+    DV_ACTOR_RUNNING = 1,
+    DV_ACTOR_REBUILDING,
+    DV_ACTOR_LOST, /* the driver refused to rebuild: restart the process */
+    DV_ACTOR_STOPPING,
+    DV_ACTOR_STOPPED,
+} dv_actor_state;
+
+typedef struct dv_actor_health {
+    dv_actor_state state;
+    uint64_t context_generation; /* starts at 1, +1 per rebuild */
+    uint32_t rebuilds;
+    dv_error_detail first_fault; /* status 0 when there was none */
+} dv_actor_health;
+DV_EXPORT int dv_actor_health_get(const dv_actor *actor, dv_actor_health *out);
+
+typedef struct dv_actor_stats {
+    uint64_t messages, allocs, frees, copies, memsets, syncs, failures;
+    uint64_t bytes_outstanding; /* the resource stack's */
+    uint64_t refs_alive;
+    uint64_t batches; /* drains of the inbound queues */
+    uint32_t client_rings;
+} dv_actor_stats;
+/* A snapshot, taken by the actor in its order (a message). */
+DV_EXPORT int dv_actor_stats_get(dv_actor *actor, dv_actor_stats *out);
+
+/* Allocate bytes ordered on stream; the handle holds one reference. */
+DV_EXPORT int dv_alloc(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
+                       dv_ref *out);
+DV_EXPORT int dv_alloc_async(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
+                             dv_future *f);
+/*
+ * Copies and sets, ordered on stream and fenced against every other
+ * stream's use of the blocks.  Offsets and lengths are checked against the
+ * blocks.  A host buffer must stay valid until the operation completes:
+ * the blocking forms and dv_future_wait return after the device finished.
+ * A device-to-device copy between two actors' blocks is a peer copy.
+ */
+DV_EXPORT int dv_copy_htod(dv_actor *actor, dv_ref dst, uint64_t dst_offset, const void *src,
+                           uint64_t bytes, dv_stream stream);
+DV_EXPORT int dv_copy_htod_async(dv_actor *actor, dv_ref dst, uint64_t dst_offset, const void *src,
+                                 uint64_t bytes, dv_stream stream, dv_future *f);
+DV_EXPORT int dv_copy_dtoh(dv_actor *actor, void *dst, dv_ref src, uint64_t src_offset,
+                           uint64_t bytes, dv_stream stream);
+DV_EXPORT int dv_copy_dtoh_async(dv_actor *actor, void *dst, dv_ref src, uint64_t src_offset,
+                                 uint64_t bytes, dv_stream stream, dv_future *f);
+DV_EXPORT int dv_copy_dtod(dv_actor *actor, dv_ref dst, uint64_t dst_offset, dv_ref src,
+                           uint64_t src_offset, uint64_t bytes, dv_stream stream);
+DV_EXPORT int dv_copy_dtod_async(dv_actor *actor, dv_ref dst, uint64_t dst_offset, dv_ref src,
+                                 uint64_t src_offset, uint64_t bytes, dv_stream stream,
+                                 dv_future *f);
+DV_EXPORT int dv_memset(dv_actor *actor, dv_ref dst, uint64_t offset, uint8_t value, uint64_t bytes,
+                        dv_stream stream);
+DV_EXPORT int dv_memset_async(dv_actor *actor, dv_ref dst, uint64_t offset, uint8_t value,
+                              uint64_t bytes, dv_stream stream, dv_future *f);
+/* Wait until everything posted so far on stream has finished on the
+ * device. */
+DV_EXPORT int dv_sync(dv_actor *actor, dv_stream stream);
+DV_EXPORT int dv_sync_async(dv_actor *actor, dv_stream stream, dv_future *f);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
  * raw driver codes to dv_status (see port.h for the contract).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +186,10 @@ static int open_backend(const dv_driver_ops *ops, const dv_driver_config *cfg, d
         free(lock);
         return dv__fail(DV_ENOMEM, "driver_open", "out of host memory");
     }
+    static atomic_uint_fast64_t next_serial = 1;
     pthread_mutex_init(lock, NULL);
     drv->ops = ops;
+    drv->serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
     drv->obj_lock = lock;
     drv->live_head.live_next = drv->live_head.live_prev = &drv->live_head;
     rc = ops->open(drv, cfg);

@@ -74,11 +74,7 @@ typedef struct dv_dim3 {
     uint32_t x, y, z;
 } dv_dim3;
 
-typedef enum dv_backend {
-    DV_BACKEND_AUTO = 0, /* DV_BACKEND env, else cuda if a device answers, else sim */
-    DV_BACKEND_CUDA,
-    DV_BACKEND_SIM,
-} dv_backend;
+/* dv_backend is public (devactor.h). */
 
 typedef struct dv_device_info {
     int ordinal;
@@ -412,6 +408,7 @@ typedef struct dv_driver_ops {
 /* Base of every driver; backends allocate a larger struct starting with it. */
 struct dv_driver {
     const dv_driver_ops *ops;
+    uint64_t serial; /* unique for the process, never reused */
     void *impl; /* backend state */
     /* Object pool and live list (port.c), guarded by obj_lock. */
     void *obj_lock;

@@ -1,0 +1,885 @@
+/*
+ * The device actor: its thread, the message handlers, completions, faults
+ * and rebuilds (design: actor.h).  Everything here runs on the actor's
+ * thread except actor_start / dv_actor_destroy and the process-wide list.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "actor/actor.h"
+#include "actor/actor_internal.h"
+
+#define BATCH    64
+#define MAX_TAGS 1024
+
+/* ------------------------------------------------------------------------
+ * The process's actors, and lost drivers
+ * ------------------------------------------------------------------------ */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static dv_actor *live_actors;
+
+#define MAX_LOST 16
+/* Keyed by the driver's serial: a driver's memory may be reused by a
+ * later one, its serial never. */
+static struct {
+    uint64_t serial;
+    dv_error_detail fault;
+} lost[MAX_LOST];
+static atomic_int nlost;
+
+bool dv__driver_lost(const dv_driver *drv, dv_error_detail *fault)
+{
+    /* Acquire: pairs with the release in dv__actors_lose_driver; the entry
+     * is written before the count moves. */
+    int n = atomic_load_explicit(&nlost, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (lost[i].serial == drv->serial) {
+            if (fault != NULL)
+                *fault = lost[i].fault;
+            return true;
+        }
+    }
+    return false;
+}
+
+void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault)
+{
+    pthread_mutex_lock(&live_mu);
+    if (!dv__driver_lost(drv, NULL)) {
+        int n = atomic_load_explicit(&nlost, memory_order_relaxed);
+        if (n < MAX_LOST) {
+            lost[n].serial = drv->serial;
+            lost[n].fault = *fault;
+            atomic_store_explicit(&nlost, n + 1, memory_order_release);
+        }
+    }
+    for (dv_actor *a = live_actors; a != NULL; a = a->next_live) {
+        if (a->drv != drv)
+            continue;
+        int st = atomic_load(&a->state);
+        if (st == DV_ACTOR_RUNNING || st == DV_ACTOR_REBUILDING)
+            atomic_store(&a->state, DV_ACTOR_LOST);
+        dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
+        pthread_mutex_lock(&a->health_mu);
+        if (a->health.first_fault.status == 0)
+            a->health.first_fault = *fault;
+        a->health.state = DV_ACTOR_LOST;
+        pthread_mutex_unlock(&a->health_mu);
+        dv__inbox_kick(a->inbox); /* it fails what it holds */
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+void dv__actor_link(dv_actor *a)
+{
+    pthread_mutex_lock(&live_mu);
+    a->next_live = live_actors;
+    live_actors = a;
+    pthread_mutex_unlock(&live_mu);
+}
+
+void dv__actor_unlink(dv_actor *a)
+{
+    pthread_mutex_lock(&live_mu);
+    for (dv_actor **pp = &live_actors; *pp != NULL; pp = &(*pp)->next_live) {
+        if (*pp == a) {
+            *pp = a->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* ------------------------------------------------------------------------
+ * Building the device state
+ * ------------------------------------------------------------------------ */
+
+static int build_stack(dv_actor *a)
+{
+    dv_resource *r = NULL, *top;
+    int rc = dv_async_resource_create(&a->env, &r);
+    if (rc != DV_OK)
+        return rc;
+    top = r;
+    if (a->cfg.pool) {
+        dv_pool_config pcfg;
+        dv_pool_config_init(&pcfg);
+        if (a->cfg.pool_initial_bytes)
+            pcfg.initial_chunk_bytes = a->cfg.pool_initial_bytes;
+        if (a->cfg.pool_max_chunk_bytes)
+            pcfg.max_chunk_bytes = a->cfg.pool_max_chunk_bytes;
+        if ((rc = dv_pool_resource_create(top, &pcfg, &top)) != DV_OK)
+            goto fail;
+    }
+    if (a->cfg.guard) {
+        dv_guard_config gcfg;
+        dv_guard_config_init(&gcfg);
+        if ((rc = dv_guard_resource_create(top, &gcfg, &top)) != DV_OK)
+            goto fail;
+    }
+    if (a->cfg.log_path != NULL) {
+        if (a->sink == NULL && (rc = dv_log_sink_file(a->cfg.log_path, &a->sink)) != DV_OK)
+            goto fail;
+        if ((rc = dv_logging_resource_create(top, a->sink, &top)) != DV_OK)
+            goto fail;
+    }
+    if (a->cfg.budget_bytes) {
+        if ((rc = dv_budget_resource_create(top, a->cfg.budget_bytes, &top)) != DV_OK)
+            goto fail;
+    }
+    a->stack = top;
+    return DV_OK;
+fail:
+    dv_res_destroy_stack(top);
+    return rc;
+}
+
+/* Context, streams, resources, completion tracker (actor thread). */
+int dv__actor_build(dv_actor *a)
+{
+    int rc = dv_res_env_init(&a->env, a->drv, a->device, a->cfg.streams);
+    if (rc != DV_OK)
+        return rc;
+    (void)dv_drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
+    if ((rc = build_stack(a)) != DV_OK)
+        goto fail_env;
+    if ((rc = dv_tracker_create(&a->env, &a->done)) != DV_OK)
+        goto fail_stack;
+    return DV_OK;
+fail_stack:
+    dv_res_destroy_stack(a->stack);
+    a->stack = NULL;
+fail_env:
+    dv_res_env_fini(&a->env);
+    return rc;
+}
+
+/* Drop blocks with the stack, then the rest (actor thread). */
+static void teardown(dv_actor *a)
+{
+    if (a->kernels != NULL)
+        (void)dv_drv_module_unload(a->kernels);
+    a->kernels = NULL;
+    if (a->done != NULL)
+        dv_tracker_destroy(a->done);
+    a->done = NULL;
+    if (a->stack != NULL)
+        dv_res_destroy_stack(a->stack); /* frees the blocks still live */
+    a->stack = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Completions
+ * ------------------------------------------------------------------------ */
+
+static void complete(dv_future *f, int status)
+{
+    if (f != NULL)
+        dv__future_complete(f, status);
+}
+
+static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *what)
+{
+    dv_pending_fifo *q = &a->pend[s];
+    if (q->count == q->cap) {
+        uint32_t cap = q->cap ? q->cap * 2 : 64;
+        dv_pending *n = malloc(cap * sizeof(*n));
+        if (n == NULL)
+            return dv__fail(DV_ENOMEM, "complete", "out of host memory for completions");
+        for (uint32_t i = 0; i < q->count; i++)
+            n[i] = q->items[(q->head + i) % q->cap];
+        free(q->items);
+        q->items = n;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->items[(q->head + q->count) % q->cap] = (dv_pending){
+        .epoch = dv_tracker_mark(a->done, s),
+        .reply = m->reply,
+        .type = m->type,
+        .producer = m->producer,
+        .seq = m->seq,
+        .what = what,
+    };
+    q->count++;
+    q->marked = true;
+    a->npending++;
+    return DV_OK;
+}
+
+const char *dv__msg_name(uint8_t type)
+{
+    switch (type) {
+    case DV_MSG_ALLOC:
+        return "allocate";
+    case DV_MSG_FREE:
+        return "free";
+    case DV_MSG_HTOD:
+        return "copy host->device";
+    case DV_MSG_DTOH:
+        return "copy device->host";
+    case DV_MSG_DTOD:
+        return "copy device->device";
+    case DV_MSG_PEER_READ:
+        return "peer copy (source fence)";
+    case DV_MSG_PEER_COPY:
+        return "peer copy";
+    case DV_MSG_MEMSET:
+        return "memset";
+    case DV_MSG_SYNC:
+        return "sync";
+    case DV_MSG_STATS:
+        return "statistics";
+    case DV_MSG_RESET:
+        return "reset";
+    case DV_MSG_LAUNCH:
+        return "launch";
+    default:
+        return "message";
+    }
+}
+
+/* Fail every pending completion with status and detail. */
+static void fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
+{
+    for (uint32_t s = 0; s < DV_MAX_STREAMS; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        while (q->count > 0) {
+            dv_pending *p = &q->items[q->head];
+            if (p->reply != NULL)
+                dv__future_complete_detail(p->reply, status, detail);
+            q->head = (q->head + 1) % q->cap;
+            q->count--;
+        }
+        q->marked = false;
+    }
+    a->npending = 0;
+}
+
+static int rebuild(dv_actor *a);
+
+/*
+ * A sticky error surfaced on stream s.  Name what was in flight there,
+ * fail everything pending, try to rebuild.
+ */
+static void on_fault(dv_actor *a, int status, dv_stream s, const dv_msg *culprit)
+{
+    dv_error_detail d = *dv_last_error();
+    char what[160] = "";
+    size_t len = 0;
+
+    if (culprit != NULL) {
+        const char *call = dv_last_error()->call;
+        len += (size_t)snprintf(what, sizeof(what), "%s (%s, message %u of client %u)",
+                                dv__msg_name(culprit->type), call != NULL ? call : "-",
+                                culprit->seq, culprit->producer);
+    } else if (s < DV_MAX_STREAMS) {
+        dv_pending_fifo *q = &a->pend[s];
+        for (uint32_t i = 0; i < q->count && i < 3 && len < sizeof(what) - 1; i++) {
+            dv_pending *p = &q->items[(q->head + i) % q->cap];
+            len += (size_t)snprintf(
+                what + len, sizeof(what) - len, "%s%s (%s, message %u of client %u)", i ? "; " : "",
+                dv__msg_name(p->type), p->what ? p->what : "-", p->seq, p->producer);
+        }
+        if (q->count > 3 && len < sizeof(what) - 1)
+            snprintf(what + len, sizeof(what) - len, "; and %u more", q->count - 3);
+    }
+    d.status = DV_ECONTEXT_LOST;
+    char msg[sizeof(d.message)];
+    snprintf(msg, sizeof(msg), "device %d: sticky error %s on stream %u; in flight: %.150s",
+             a->device, d.driver_name[0] ? d.driver_name : dv_err_name(status), s,
+             what[0] ? what : "(nothing tracked)");
+    memcpy(d.message, msg, sizeof(d.message));
+
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.first_fault.status == 0)
+        a->health.first_fault = d;
+    pthread_mutex_unlock(&a->health_mu);
+    atomic_fetch_add_explicit(&a->st_failures, 1, memory_order_relaxed);
+    /* Rebuild (or become LOST) before answering: a caller that sees
+     * DV_ECONTEXT_LOST then finds the actor rebuilt or lost. */
+    (void)rebuild(a);
+    fail_pending(a, DV_ECONTEXT_LOST, &d);
+}
+
+/* Complete what the device has reached; a query error is a fault. */
+static void poll_completions(dv_actor *a)
+{
+    for (uint32_t s = 0; s < a->env.nstreams && a->npending > 0; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        while (q->count > 0) {
+            dv_pending *p = &q->items[q->head];
+            bool reached = false;
+            int rc = dv_tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
+            if (rc != DV_OK) {
+                on_fault(a, rc, s, NULL);
+                return;
+            }
+            if (!reached)
+                break;
+            complete(p->reply, DV_OK);
+            q->head = (q->head + 1) % q->cap;
+            q->count--;
+            a->npending--;
+        }
+    }
+}
+
+/* One event per stream that gained completions this batch. */
+static void flush_marks(dv_actor *a)
+{
+    for (uint32_t s = 0; s < a->env.nstreams; s++) {
+        if (!a->pend[s].marked)
+            continue;
+        a->pend[s].marked = false;
+        int rc = dv_tracker_flush(a->done, s);
+        if (rc != DV_OK) {
+            on_fault(a, rc, s, NULL);
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Rebuild and LOST
+ * ------------------------------------------------------------------------ */
+
+static void become_lost(dv_actor *a, const dv_error_detail *cause)
+{
+    dv_error_detail d = *cause;
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.first_fault.status != 0)
+        d = a->health.first_fault;
+    pthread_mutex_unlock(&a->health_mu);
+    d.status = DV_EDEVICE_LOST;
+    dv__actors_lose_driver(a->drv, &d);
+}
+
+/*
+ * Drop every block and handle, reset the context, make new streams and a
+ * new resource stack (actor thread).  Handles of the old context go stale
+ * at once; accounting restarts from zero.
+ */
+static int rebuild(dv_actor *a)
+{
+    atomic_store(&a->state, DV_ACTOR_REBUILDING);
+    pthread_mutex_lock(&a->health_mu);
+    a->health.state = DV_ACTOR_REBUILDING;
+    pthread_mutex_unlock(&a->health_mu);
+
+    dv__ref_invalidate_all(a->refs, NULL, NULL);
+    teardown(a);
+    for (uint32_t i = 0; i < a->env.nstreams; i++)
+        (void)dv_drv_stream_destroy(a->env.streams[i]);
+    a->env.nstreams = 0;
+    int rc = dv_drv_ctx_reset(a->env.ctx);
+    uint32_t want = a->cfg.streams;
+    for (uint32_t i = 0; rc == DV_OK && i < want; i++) {
+        rc = dv_drv_stream_create(a->env.ctx, &a->env.streams[i]);
+        if (rc == DV_OK)
+            a->env.nstreams = i + 1;
+    }
+    if (rc == DV_OK)
+        (void)dv_drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
+    if (rc == DV_OK)
+        rc = build_stack(a);
+    if (rc == DV_OK)
+        rc = dv_tracker_create(&a->env, &a->done);
+    if (rc != DV_OK) {
+        dv_error_detail cause = *dv_last_error();
+        become_lost(a, &cause);
+        return DV_EDEVICE_LOST;
+    }
+    pthread_mutex_lock(&a->health_mu);
+    a->health.rebuilds++;
+    a->health.context_generation = dv__ref_domain_context(a->refs);
+    a->health.state = DV_ACTOR_RUNNING;
+    pthread_mutex_unlock(&a->health_mu);
+    /* A destroy may have begun meanwhile: do not undo its STOPPING. */
+    int expect = DV_ACTOR_REBUILDING;
+    atomic_compare_exchange_strong(&a->state, &expect, DV_ACTOR_RUNNING);
+    return DV_OK;
+}
+
+/* Wait for every stream; complete what was pending (explicit reset). */
+static int drain_device(dv_actor *a)
+{
+    int rc = dv_res_env_sync(&a->env);
+    if (rc != DV_OK)
+        return rc;
+    for (uint32_t s = 0; s < a->env.nstreams; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        while (q->count > 0) {
+            complete(q->items[q->head].reply, DV_OK);
+            q->head = (q->head + 1) % q->cap;
+            q->count--;
+        }
+        q->marked = false;
+    }
+    a->npending = 0;
+    return DV_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Handlers
+ * ------------------------------------------------------------------------ */
+
+static const char *intern_tag(dv_actor *a, const char *tag)
+{
+    if (tag == NULL)
+        return "untagged";
+    for (uint32_t i = 0; i < a->ntags; i++)
+        if (strcmp(a->tags[i], tag) == 0)
+            return a->tags[i];
+    if (a->ntags == MAX_TAGS)
+        return "other";
+    if (a->ntags == a->cap_tags) {
+        uint32_t cap = a->cap_tags ? a->cap_tags * 2 : 16;
+        char **n = realloc(a->tags, cap * sizeof(*n));
+        if (n == NULL)
+            return "other";
+        a->tags = n;
+        a->cap_tags = cap;
+    }
+    char *copy = strdup(tag);
+    if (copy == NULL)
+        return "other";
+    a->tags[a->ntags++] = copy;
+    return copy;
+}
+
+/* The live slot of ref and the range [off, off + bytes) inside it. */
+static dv_ref_slot *resolve(dv_actor *a, dv_ref ref, uint64_t off, uint64_t bytes, const char *op)
+{
+    dv_ref_slot *slot = dv__ref_lookup(a->refs, ref, op);
+    if (slot == NULL)
+        return NULL;
+    uint64_t size = slot->block.requested;
+    if (bytes == 0 || off > size || bytes > size - off) {
+        dv__fail(DV_EINVAL, op, "%s: range [%llu, %llu + %llu) is outside the block's %llu bytes",
+                 op, (unsigned long long)off, (unsigned long long)off, (unsigned long long)bytes,
+                 (unsigned long long)size);
+        dv__detail()->generation = slot->block.generation;
+        return NULL;
+    }
+    return slot;
+}
+
+static int check_stream(dv_actor *a, uint32_t s, const char *op)
+{
+    return dv__check_stream(&a->env, s, op);
+}
+
+/* Enqueue failures after prepare: a sticky error is a fault. */
+static int enqueue_failed(dv_actor *a, int rc, dv_stream s, const dv_msg *m)
+{
+    if (rc == DV_ECONTEXT_LOST)
+        on_fault(a, rc, s, m);
+    return rc;
+}
+
+static void handle_alloc(dv_actor *a, const dv_msg *m)
+{
+    dv_block b;
+    dv_ref ref;
+    const char *tag = intern_tag(a, (const char *)(uintptr_t)m->b);
+    int rc = dv_res_allocate(a->stack, m->a, m->stream, (dv_tag){tag, m->c}, &b);
+    if (rc == DV_OK) {
+        rc = dv__ref_mint(a->refs, &b, &ref);
+        if (rc != DV_OK)
+            (void)dv_res_deallocate(a->stack, &b);
+    }
+    if (rc == DV_OK) {
+        atomic_fetch_add_explicit(&a->st_allocs, 1, memory_order_relaxed);
+        if (m->reply != NULL)
+            m->reply->ref = ref;
+    } else if (rc == DV_ECONTEXT_LOST) {
+        on_fault(a, rc, m->stream, m);
+    }
+    complete(m->reply, rc);
+}
+
+static void handle_free(dv_actor *a, const dv_msg *m)
+{
+    dv_ref_slot *slot = dv__ref_lookup_dead(a->refs, (dv_ref){m->a});
+    if (slot == NULL)
+        return; /* already dropped by a rebuild */
+    int rc = dv_res_deallocate(a->stack, &slot->block);
+    dv__ref_recycle(a->refs, slot);
+    atomic_fetch_add_explicit(&a->st_frees, 1, memory_order_relaxed);
+    if (rc == DV_ECONTEXT_LOST)
+        on_fault(a, rc, m->stream, m);
+}
+
+/* prepare -> enqueue -> finish for one block (or two for a d2d copy). */
+typedef struct use {
+    dv_ref_slot *slot;
+    dv_access access;
+} use;
+
+static int uses_prepare(dv_actor *a, use *u, int n, dv_stream s)
+{
+    /* The same block twice (read and write): one READ_WRITE. */
+    if (n == 2 && u[0].slot == u[1].slot) {
+        u[0].access = DV_ACCESS_READ_WRITE;
+        n = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc =
+            dv_res_prepare_block_use(a->stack, dv_block_id_of(&u[i].slot->block), s, u[i].access);
+        if (rc != DV_OK)
+            return rc;
+    }
+    return n;
+}
+
+static void uses_finish(dv_actor *a, use *u, int n, dv_stream s)
+{
+    for (int i = 0; i < n; i++) {
+        (void)dv_res_finish_block_use(a->stack, dv_block_id_of(&u[i].slot->block), s, u[i].access);
+        if (u[i].access != DV_ACCESS_READ)
+            dv__ref_set_last_write(u[i].slot, s);
+    }
+}
+
+static void sync_debug(dv_actor *a, dv_stream s, const dv_msg *m)
+{
+    if (!a->cfg.synchronous)
+        return;
+    int rc = dv_drv_stream_sync(a->env.streams[s]);
+    if (rc != DV_OK && rc != DV_EINVAL)
+        on_fault(a, rc, s, m);
+}
+
+static void handle_copy(dv_actor *a, const dv_msg *m)
+{
+    dv_stream s = m->stream;
+    use u[2];
+    int n = 1, rc;
+    const char *op = dv__msg_name(m->type);
+
+    if ((rc = check_stream(a, s, op)) != DV_OK)
+        goto done;
+    switch (m->type) {
+    case DV_MSG_HTOD:   /* a = dst ref, b = dst offset, c = host, d = bytes */
+    case DV_MSG_MEMSET: /* a = dst ref, b = offset, c = value, d = bytes */
+        u[0] = (use){resolve(a, (dv_ref){m->a}, m->b, m->d, op), DV_ACCESS_WRITE};
+        break;
+    case DV_MSG_DTOH: /* a = src ref, b = src offset, c = host, d = bytes */
+        u[0] = (use){resolve(a, (dv_ref){m->a}, m->b, m->d, op), DV_ACCESS_READ};
+        break;
+    case DV_MSG_DTOD: /* a = dst, b = dst offset, c = src, d = src offset, e = bytes */
+        u[0] = (use){resolve(a, (dv_ref){m->a}, m->b, m->e, op), DV_ACCESS_WRITE};
+        u[1] = (use){u[0].slot ? resolve(a, (dv_ref){m->c}, m->d, m->e, op) : NULL, DV_ACCESS_READ};
+        n = 2;
+        break;
+    default:
+        rc = DV_EINVAL;
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if (u[i].slot == NULL) {
+            rc = dv_last_error()->status;
+            goto done;
+        }
+    }
+    int nuse = uses_prepare(a, u, n, s);
+    if (nuse < 0) {
+        rc = nuse;
+        goto done;
+    }
+    dv_drv_stream *st = a->env.streams[s];
+    switch (m->type) {
+    case DV_MSG_HTOD:
+        rc = dv_drv_memcpy_htod(st, u[0].slot->block.ptr + m->b, (const void *)(uintptr_t)m->c,
+                                m->d);
+        break;
+    case DV_MSG_DTOH:
+        rc = dv_drv_memcpy_dtoh(st, (void *)(uintptr_t)m->c, u[0].slot->block.ptr + m->b, m->d);
+        break;
+    case DV_MSG_MEMSET:
+        rc = dv_drv_memset_d8(st, u[0].slot->block.ptr + m->b, (uint8_t)m->c, m->d);
+        break;
+    case DV_MSG_DTOD: {
+        dv_ref_slot *src = n == 2 ? u[1].slot : u[0].slot;
+        rc = dv_drv_memcpy_dtod(st, u[0].slot->block.ptr + m->b, src->block.ptr + m->d, m->e);
+        break;
+    }
+    default:
+        break;
+    }
+    if (rc != DV_OK) {
+        enqueue_failed(a, rc, s, m);
+        goto done;
+    }
+    uses_finish(a, u, nuse, s);
+    if (m->type == DV_MSG_MEMSET)
+        atomic_fetch_add_explicit(&a->st_memsets, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&a->st_copies, 1, memory_order_relaxed);
+    sync_debug(a, s, m);
+    /* The host's buffer is in use until the device is done with it. */
+    if ((m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH) && m->reply != NULL) {
+        if ((rc = pending_push(a, s, m, u[0].slot->block.tag.name)) == DV_OK)
+            return;
+    }
+done:
+    if (rc != DV_OK)
+        atomic_fetch_add_explicit(&a->st_failures, 1, memory_order_relaxed);
+    complete(m->reply, rc);
+}
+
+static void handle_sync(dv_actor *a, const dv_msg *m)
+{
+    int rc = check_stream(a, m->stream, "sync");
+    if (rc == DV_OK) {
+        atomic_fetch_add_explicit(&a->st_syncs, 1, memory_order_relaxed);
+        if (m->reply == NULL)
+            return;
+        if ((rc = pending_push(a, m->stream, m, "sync")) == DV_OK)
+            return;
+    }
+    complete(m->reply, rc);
+}
+
+static void handle_stats(dv_actor *a, const dv_msg *m)
+{
+    dv_actor_stats *out = (dv_actor_stats *)(uintptr_t)m->a;
+    out->messages = atomic_load(&a->st_messages);
+    out->allocs = atomic_load(&a->st_allocs);
+    out->frees = atomic_load(&a->st_frees);
+    out->copies = atomic_load(&a->st_copies);
+    out->memsets = atomic_load(&a->st_memsets);
+    out->syncs = atomic_load(&a->st_syncs);
+    out->failures = atomic_load(&a->st_failures);
+    out->batches = atomic_load(&a->st_batches);
+    out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
+    out->refs_alive = dv__ref_held(a->refs);
+    out->client_rings = dv__inbox_rings(a->inbox);
+    complete(m->reply, DV_OK);
+}
+
+static void handle_reset(dv_actor *a, const dv_msg *m)
+{
+    int rc = drain_device(a);
+    if (rc != DV_OK) {
+        on_fault(a, rc, 0, m);
+        complete(m->reply, dv_last_error()->status ? dv_last_error()->status : rc);
+        return;
+    }
+    rc = rebuild(a);
+    complete(m->reply, rc);
+}
+
+/* A built-in kernel with up to four 8-byte arguments, untracked (tests
+ * and tools; tracked launches are a layer of their own). */
+static void handle_launch(dv_actor *a, const dv_msg *m)
+{
+    const char *name = (const char *)(uintptr_t)m->a;
+    dv_drv_func *f = NULL;
+    uint64_t args[4] = {m->b, m->c, m->d, m->e};
+    void *params[4] = {&args[0], &args[1], &args[2], &args[3]};
+    int rc = check_stream(a, m->stream, "launch");
+    if (rc == DV_OK && a->kernels == NULL) {
+        const void *image;
+        size_t bytes;
+        dv_drv_builtin_image(a->drv, &image, &bytes);
+        rc = dv_drv_module_load(a->env.ctx, image, bytes, &a->kernels);
+    }
+    if (rc == DV_OK)
+        rc = dv_drv_func_get(a->kernels, name, &f);
+    if (rc == DV_OK)
+        rc = dv_drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[m->stream],
+                           params);
+    if (rc == DV_OK) {
+        sync_debug(a, m->stream, m);
+        if (m->reply != NULL && (rc = pending_push(a, m->stream, m, name)) == DV_OK)
+            return;
+    } else if (rc == DV_ECONTEXT_LOST) {
+        on_fault(a, rc, m->stream, m);
+    }
+    complete(m->reply, rc);
+}
+
+/*
+ * Peer copies, in two steps (dv__actor_peer_copy): the source's actor
+ * fences the block (a READ prepared on its stream, answered once the
+ * device got there, so earlier writes are done), then the destination's
+ * actor copies with the destination fenced for WRITE and answers once the
+ * copy finished, so the source is not reused under it.
+ */
+static void handle_peer(dv_actor *a, const dv_msg *m)
+{
+    dv_stream s = m->stream;
+    const char *op = dv__msg_name(m->type);
+    int rc = check_stream(a, s, op);
+    if (rc != DV_OK)
+        goto done;
+    if (m->type == DV_MSG_PEER_READ) { /* a = src ref, b = offset, d = bytes */
+        dv_ref_slot *slot = resolve(a, (dv_ref){m->a}, m->b, m->d, op);
+        if (slot == NULL) {
+            rc = dv_last_error()->status;
+            goto done;
+        }
+        use u = {slot, DV_ACCESS_READ};
+        if ((rc = uses_prepare(a, &u, 1, s)) < 0)
+            goto done;
+        uses_finish(a, &u, 1, s);
+        rc = pending_push(a, s, m, slot->block.tag.name);
+        if (rc == DV_OK)
+            return;
+        goto done;
+    }
+    /* PEER_COPY: a = dst ref, b = dst offset, c = src ptr, d = src actor, e = bytes */
+    dv_actor *src = (dv_actor *)(uintptr_t)m->d;
+    dv_ref_slot *slot = resolve(a, (dv_ref){m->a}, m->b, m->e, op);
+    if (slot == NULL) {
+        rc = dv_last_error()->status;
+        goto done;
+    }
+    use u = {slot, DV_ACCESS_WRITE};
+    if ((rc = uses_prepare(a, &u, 1, s)) < 0)
+        goto done;
+    rc = dv_drv_memcpy_peer(a->env.streams[s], a->env.ctx, slot->block.ptr + m->b, src->env.ctx,
+                            m->c, m->e);
+    if (rc != DV_OK) {
+        enqueue_failed(a, rc, s, m);
+        goto done;
+    }
+    uses_finish(a, &u, 1, s);
+    atomic_fetch_add_explicit(&a->st_copies, 1, memory_order_relaxed);
+    rc = pending_push(a, s, m, slot->block.tag.name);
+    if (rc == DV_OK)
+        return;
+done:
+    if (rc != DV_OK)
+        atomic_fetch_add_explicit(&a->st_failures, 1, memory_order_relaxed);
+    complete(m->reply, rc);
+}
+
+static void handle(dv_actor *a, const dv_msg *m)
+{
+    atomic_fetch_add_explicit(&a->st_messages, 1, memory_order_relaxed);
+    int st = atomic_load_explicit(&a->state, memory_order_acquire);
+    if (st == DV_ACTOR_LOST) {
+        dv_error_detail d;
+        if (!dv__driver_lost(a->drv, &d))
+            d = *dv_last_error();
+        d.status = DV_EDEVICE_LOST;
+        if (m->reply != NULL)
+            dv__future_complete_detail(m->reply, DV_EDEVICE_LOST, &d);
+        return;
+    }
+    dv_error_clear();
+    switch (m->type) {
+    case DV_MSG_ALLOC:
+        handle_alloc(a, m);
+        break;
+    case DV_MSG_FREE:
+        handle_free(a, m);
+        break;
+    case DV_MSG_HTOD:
+    case DV_MSG_DTOH:
+    case DV_MSG_DTOD:
+    case DV_MSG_MEMSET:
+        handle_copy(a, m);
+        break;
+    case DV_MSG_PEER_READ:
+    case DV_MSG_PEER_COPY:
+        handle_peer(a, m);
+        break;
+    case DV_MSG_SYNC:
+        handle_sync(a, m);
+        break;
+    case DV_MSG_STATS:
+        handle_stats(a, m);
+        break;
+    case DV_MSG_RESET:
+        handle_reset(a, m);
+        break;
+    case DV_MSG_LAUNCH:
+        handle_launch(a, m);
+        break;
+    default:
+        dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);
+        complete(m->reply, DV_EINVAL);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The thread
+ * ------------------------------------------------------------------------ */
+
+static void shutdown_state(dv_actor *a)
+{
+    /* Everything posted was handled; wait for the device, answer what
+     * waits on it, then drop the blocks with the stack. */
+    if (atomic_load(&a->state) != DV_ACTOR_LOST && a->stack != NULL) {
+        if (drain_device(a) != DV_OK) {
+            dv_error_detail d = *dv_last_error();
+            fail_pending(a, DV_ECONTEXT_LOST, &d);
+        }
+    } else {
+        dv_error_detail d = *dv_last_error();
+        d.status = DV_EDEVICE_LOST;
+        fail_pending(a, DV_EDEVICE_LOST, &d);
+    }
+    dv__ref_invalidate_all(a->refs, NULL, NULL);
+    teardown(a);
+    dv_res_env_fini(&a->env);
+}
+
+void *dv__actor_main(void *arg)
+{
+    dv_actor *a = arg;
+    dv_msg batch[BATCH];
+    unsigned idle = 0;
+
+    dv_res_env_adopt(&a->env);
+    for (;;) {
+        unsigned n = dv__inbox_drain(a->inbox, batch, BATCH);
+        for (unsigned i = 0; i < n; i++)
+            handle(a, &batch[i]);
+        if (n > 0) {
+            atomic_fetch_add_explicit(&a->st_batches, 1, memory_order_relaxed);
+            if (atomic_load(&a->state) != DV_ACTOR_LOST)
+                flush_marks(a);
+            idle = 0;
+        }
+        if (a->npending > 0) {
+            if (atomic_load(&a->state) == DV_ACTOR_LOST) {
+                dv_error_detail d;
+                dv__driver_lost(a->drv, &d);
+                fail_pending(a, DV_EDEVICE_LOST, &d);
+            } else {
+                poll_completions(a);
+            }
+        }
+        if (n > 0)
+            continue;
+        if (atomic_load_explicit(&a->draining, memory_order_acquire) && a->npending == 0) {
+            /* No poster can be inside a post now: one last look. */
+            if (dv__inbox_drain(a->inbox, batch, 1) == 0)
+                break;
+            handle(a, &batch[0]);
+            continue;
+        }
+        if (a->npending > 0) {
+            /* The device is working for someone: poll, a little less
+             * eagerly the longer it takes. */
+            idle++;
+            if (idle < 64)
+                sched_yield();
+            else
+                dv__inbox_park(a->inbox, idle < 1024 ? 20000 : 200000);
+        } else {
+            dv__inbox_park(a->inbox, 0);
+        }
+    }
+    shutdown_state(a);
+    return NULL;
+}

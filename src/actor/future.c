@@ -1,0 +1,84 @@
+/*
+ * Futures: the caller owns the memory; the actor completes it once.
+ * Waiting spins briefly (a reply often comes within a microsecond), then
+ * sleeps on the state word with a futex.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "actor/future.h"
+#include "driver/port.h"
+
+#define SPINS 4000
+
+static _Atomic uint32_t *state_of(const dv_future *f)
+{
+    return (_Atomic uint32_t *)&f->state;
+}
+
+void dv_future_init(dv_future *f, uint32_t flags)
+{
+    memset(f, 0, sizeof(*f));
+    f->flags = flags;
+    atomic_init(state_of(f), DV_FUTURE_PENDING);
+}
+
+bool dv_future_done(const dv_future *f)
+{
+    return atomic_load_explicit(state_of(f), memory_order_acquire) == DV_FUTURE_DONE;
+}
+
+static void publish(dv_future *f)
+{
+    /* Release: pairs with the acquire in dv_future_wait / dv_future_done,
+     * which then see status, ref, value and detail. */
+    uint32_t prev = atomic_exchange_explicit(state_of(f), DV_FUTURE_DONE, memory_order_acq_rel);
+    if (prev == DV_FUTURE_WAITING)
+        syscall(SYS_futex, state_of(f), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void dv__future_complete(dv_future *f, int status)
+{
+    f->status = status;
+    if (status != DV_OK)
+        f->detail = *dv_last_error();
+    publish(f);
+}
+
+void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail *detail)
+{
+    f->status = status;
+    f->detail = *detail;
+    publish(f);
+}
+
+int dv_future_wait(dv_future *f)
+{
+    _Atomic uint32_t *st = state_of(f);
+    for (int i = 0; i < SPINS; i++) {
+        if (atomic_load_explicit(st, memory_order_acquire) == DV_FUTURE_DONE)
+            goto done;
+        __builtin_ia32_pause();
+    }
+    for (;;) {
+        uint32_t expect = DV_FUTURE_PENDING;
+        /* Announce the sleeper; the completer's exchange sees WAITING. */
+        if (atomic_compare_exchange_strong_explicit(st, &expect, DV_FUTURE_WAITING,
+                                                    memory_order_acq_rel, memory_order_acquire) ||
+            expect == DV_FUTURE_WAITING) {
+            syscall(SYS_futex, st, FUTEX_WAIT_PRIVATE, DV_FUTURE_WAITING, NULL, NULL, 0);
+            continue;
+        }
+        if (expect == DV_FUTURE_DONE)
+            break;
+    }
+done:
+    if (f->status != DV_OK)
+        *dv__detail() = f->detail;
+    return f->status;
+}

@@ -1,0 +1,113 @@
+/*
+ * The process-wide actors, one per device (dv_actor_get), on one driver
+ * shared by all of them; and the map from handle domains to actors.
+ *
+ * The fast path is one acquire load.  First callers of an ordinal take
+ * that ordinal's mutex: exactly one builds the actor, the others wait on
+ * the mutex and then find it published.  The driver is opened once, by
+ * the first builder, and kept for the life of the process.
+ */
+#include <stdlib.h>
+
+#include "actor/actor_internal.h"
+
+static _Atomic(dv_actor *) actors[DV_MAX_DEVICES];
+static pthread_mutex_t build_mu[DV_MAX_DEVICES] = {[0 ... DV_MAX_DEVICES - 1] =
+                                                       PTHREAD_MUTEX_INITIALIZER};
+static pthread_mutex_t driver_mu = PTHREAD_MUTEX_INITIALIZER;
+static dv_driver *process_driver;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static _Atomic(dv_actor *) by_domain[DV_REF_MAX_DOMAINS + 1];
+
+void dv__actor_bind_domain(dv_actor *a, bool bound)
+{
+    uint8_t i = dv__ref_domain_index(a->refs);
+    /* Release: pairs with the acquire in dv__actor_of_ref. */
+    atomic_store_explicit(&by_domain[i], bound ? a : NULL, memory_order_release);
+}
+
+dv_actor *dv__actor_of_ref(dv_ref ref)
+{
+    return atomic_load_explicit(&by_domain[dv__ref_domain_index_of(ref)], memory_order_acquire);
+}
+
+/* At exit, stop the process's actors so no thread is inside the driver
+ * while the process tears down. */
+static void stop_all(void)
+{
+    for (int i = 0; i < DV_MAX_DEVICES; i++) {
+        dv_actor *a = atomic_load_explicit(&actors[i], memory_order_acquire);
+        if (a != NULL)
+            dv_actor_destroy(a);
+    }
+}
+
+static void register_exit(void)
+{
+    atexit(stop_all);
+}
+
+static int shared_driver(dv_driver **out)
+{
+    int rc = DV_OK;
+    pthread_mutex_lock(&driver_mu);
+    if (process_driver == NULL) {
+        dv_driver_config cfg;
+        dv_driver_config_init(&cfg);
+        rc = dv_driver_open(&cfg, &process_driver);
+    }
+    *out = process_driver;
+    pthread_mutex_unlock(&driver_mu);
+    return rc;
+}
+
+int dv_actor_get(int ordinal, dv_actor **out)
+{
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "actor_get", "actor_get: NULL out");
+    *out = NULL;
+    if (ordinal < 0 || ordinal >= DV_MAX_DEVICES)
+        return dv__fail(DV_EINVAL, "actor_get", "actor_get: device %d is beyond 0..%d", ordinal,
+                        DV_MAX_DEVICES - 1);
+    /* Acquire: pairs with the release publishing a built actor. */
+    dv_actor *a = atomic_load_explicit(&actors[ordinal], memory_order_acquire);
+    if (a != NULL) {
+        *out = a;
+        return DV_OK;
+    }
+    pthread_mutex_lock(&build_mu[ordinal]);
+    a = atomic_load_explicit(&actors[ordinal], memory_order_acquire);
+    int rc = DV_OK;
+    if (a == NULL) {
+        dv_driver *drv = NULL;
+        int count = 0;
+        if ((rc = shared_driver(&drv)) == DV_OK &&
+            (rc = dv_drv_device_count(drv, &count)) == DV_OK && ordinal >= count)
+            rc = dv__fail(DV_ENODEVICE, "actor_get",
+                          "actor_get: no device %d (the %s backend has %d)", ordinal,
+                          dv_driver_backend_name(drv), count);
+        if (rc == DV_OK) {
+            dv_actor_config cfg;
+            dv_actor_config_init(&cfg);
+            cfg.device = ordinal;
+            cfg.driver = drv;
+            if ((rc = dv__actor_create_registered(&cfg, &a)) == DV_OK) {
+                pthread_once(&exit_once, register_exit);
+                atomic_store_explicit(&actors[ordinal], a, memory_order_release);
+            }
+        }
+    }
+    pthread_mutex_unlock(&build_mu[ordinal]);
+    if (rc == DV_OK)
+        *out = a;
+    return rc;
+}
+
+void dv__registry_forget(dv_actor *a)
+{
+    if (a->device < 0 || a->device >= DV_MAX_DEVICES)
+        return;
+    dv_actor *expect = a;
+    atomic_compare_exchange_strong(&actors[a->device], &expect, NULL);
+}

@@ -1,0 +1,186 @@
+/*
+ * Context loss and rebuild, on the sim:
+ *   - an explicit reset of a healthy device: new context generation, every
+ *     older handle stale, accounting from zero, new work fine;
+ *   - a recoverable poison mid-run: what was in flight fails with
+ *     DV_ECONTEXT_LOST naming the operations, the actor rebuilds, old
+ *     handles are stale, new work succeeds;
+ *   - a process-fatal fault (a real illegal-address kernel): every actor on
+ *     the driver becomes LOST, calls answer DV_EDEVICE_LOST at once with the
+ *     original fault in the detail, handles are stale, health says why,
+ *     and destroy stays clean.
+ */
+#include "actor/actor_internal.h"
+#include "driver/sim.h"
+#include "tap.h"
+
+static dv_driver *open_sim(int devices, bool recoverable_kernels)
+{
+    dv_driver_config cfg;
+    dv_driver *drv = NULL;
+    dv_driver_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.sim.devices = devices;
+    cfg.sim.memory_bytes = 128 << 20;
+    cfg.sim.seed = 5;
+    cfg.sim.kernel_faults_recoverable = recoverable_kernels;
+    return dv_driver_open(&cfg, &drv) == DV_OK ? drv : NULL;
+}
+
+static dv_actor *make(dv_driver *drv, int device)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.device = device;
+    cfg.streams = 2;
+    return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
+}
+
+static void test_explicit_reset(void)
+{
+    dv_driver *drv = open_sim(1, false);
+    dv_actor *a = make(drv, 0);
+    dv_actor_health h;
+    dv_actor_stats st;
+    dv_ref x, y;
+    uint32_t v = 0x12345678, back = 0;
+
+    ok(a != NULL, "reset: an actor");
+    dv_alloc(a, 4096, 0, "before", &x);
+    dv_copy_htod(a, x, 0, &v, 4, 0);
+    is_status(dv_actor_reset(a), DV_OK, "dv_actor_reset on a healthy device");
+    dv_actor_health_get(a, &h);
+    ok(h.context_generation == 2 && h.rebuilds == 1 && h.state == DV_ACTOR_RUNNING,
+       "health: context generation %llu, %u rebuild, running",
+       (unsigned long long)h.context_generation, h.rebuilds);
+    dv_ref_info info;
+    is_status(dv_ref_access(x, &info), DV_ESTALE, "a handle from before the reset is stale");
+    is_status(dv_copy_dtoh(a, &back, x, 0, 4, 0), DV_ESTALE, "and refused by the actor");
+    is_status(dv_ref_release(x), DV_ESTALE, "and cannot be released");
+    dv_actor_stats_get(a, &st);
+    ok(st.refs_alive == 0 && st.bytes_outstanding == 0, "accounting restarted from zero");
+    is_status(dv_alloc(a, 4096, 1, "after", &y), DV_OK, "new work: alloc");
+    dv_copy_htod(a, y, 0, &v, 4, 1);
+    dv_copy_dtoh(a, &back, y, 0, 4, 0);
+    is_int(back, v, "new work: a round trip");
+    dv_ref_access(y, &info);
+    is_int((int)info.context_generation, 2, "the new handle carries context generation 2");
+    dv_ref_release(y);
+    dv_actor_destroy(a);
+    dv_driver_close(drv);
+}
+
+static void test_recoverable(void)
+{
+    dv_driver *drv = open_sim(1, true);
+    dv_actor *a = make(drv, 0);
+    dv_actor_health h;
+    dv_ref x;
+    uint64_t args[4] = {0x10, 0, 0, 0}; /* illegal_address(0x10) */
+    static uint32_t big[1 << 16];
+    dv_future f;
+
+    ok(a != NULL, "recoverable: an actor with recoverable kernel faults");
+    dv_alloc(a, sizeof(big), 0, "victim", &x);
+    /* A slow copy in flight when the fault lands on the same stream. */
+    dv_future_init(&f, 0);
+    uint64_t spin[4] = {20 * 1000 * 1000, 0, 0, 0};
+    dv__actor_launch_builtin(a, "spin", 0, spin, NULL);
+    is_status(dv_copy_dtoh_async(a, big, x, 0, sizeof(big), 0, &f), DV_OK, "a copy in flight");
+    int rc = dv__actor_launch_builtin(a, "illegal_address", 0, args, NULL);
+    ok(rc == DV_OK || rc == DV_ECONTEXT_LOST, "the faulting kernel (%s)", dv_err_name(rc));
+    rc = dv_future_wait(&f);
+    ok(rc == DV_ECONTEXT_LOST || rc == DV_OK, "the copy in flight: %s", dv_err_name(rc));
+    dv_actor_health_get(a, &h);
+    ok(h.first_fault.status == DV_ECONTEXT_LOST && strstr(h.first_fault.message, "illegal_address"),
+       "the first fault names the kernel: %s", h.first_fault.message);
+    ok(h.rebuilds == 1 && h.state == DV_ACTOR_RUNNING && h.context_generation == 2,
+       "the actor rebuilt: %u rebuild, generation %llu", h.rebuilds,
+       (unsigned long long)h.context_generation);
+    dv_ref_info info;
+    is_status(dv_ref_access(x, &info), DV_ESTALE, "the old handle is stale");
+    dv_ref y;
+    uint32_t v = 77, back = 0;
+    is_status(dv_alloc(a, 64, 1, "after", &y), DV_OK, "new work succeeds");
+    dv_copy_htod(a, y, 0, &v, 4, 1);
+    dv_copy_dtoh(a, &back, y, 0, 4, 1);
+    is_int(back, 77, "... with the right data");
+    dv_ref_release(y);
+    dv_actor_destroy(a);
+    dv_driver_close(drv);
+}
+
+static void test_fatal(void)
+{
+    dv_driver *drv = open_sim(2, false);
+    dv_actor *a = make(drv, 0), *b = make(drv, 1);
+    dv_actor_health h;
+    dv_ref x, y;
+    uint64_t args[4] = {0x10, 0, 0, 0};
+
+    ok(a != NULL && b != NULL, "fatal: two actors on a two-device sim");
+    dv_alloc(a, 4096, 0, "a-block", &x);
+    dv_alloc(b, 4096, 0, "b-block", &y);
+    dv_future f;
+    dv_future_init(&f, 0);
+    dv__actor_launch_builtin(a, "illegal_address", 0, args, &f);
+    int rc = dv_future_wait(&f);
+    ok(rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST, "the faulting launch reports %s",
+       dv_err_name(rc));
+    dv_actor_health_get(a, &h);
+    is_int(h.state, DV_ACTOR_LOST, "device 0's actor is LOST (the rebuild was refused)");
+    ok(strstr(h.first_fault.message, "illegal_address") != NULL &&
+           h.first_fault.driver_code == DV_CU_ILLEGAL_ADDRESS,
+       "health names the fault: %s", h.first_fault.message);
+    dv_actor_health_get(b, &h);
+    is_int(h.state, DV_ACTOR_LOST, "device 1's actor is LOST too (process-fatal)");
+    dv_ref z;
+    is_status(dv_alloc(b, 64, 0, "after", &z), DV_EDEVICE_LOST, "device 1 answers DV_EDEVICE_LOST");
+    ok(dv_last_error()->driver_code == DV_CU_ILLEGAL_ADDRESS,
+       "with the original fault in the detail: %s", dv_last_error()->message);
+    is_status(dv_alloc(a, 64, 0, "after", &z), DV_EDEVICE_LOST, "device 0 as well");
+    dv_ref_info info;
+    is_status(dv_ref_access(x, &info), DV_ESTALE, "device 0's handle is stale");
+    is_status(dv_ref_access(y, &info), DV_ESTALE, "device 1's handle is stale");
+    dv_actor_destroy(a);
+    dv_actor_destroy(b);
+    ok(true, "both actors destroyed without hanging");
+    dv_driver_close(drv);
+}
+
+static void test_multidevice(void)
+{
+    dv_driver *drv = open_sim(2, false);
+    dv_actor *a = make(drv, 0), *b = make(drv, 1);
+    static uint32_t host[8192], back[8192];
+    dv_ref x, y;
+
+    ok(a != NULL && b != NULL, "two devices, one actor each");
+    for (int i = 0; i < 8192; i++)
+        host[i] = (uint32_t)i * 40503u;
+    dv_alloc(a, sizeof(host), 0, "src", &x);
+    dv_alloc(b, sizeof(host), 1, "dst", &y);
+    dv_copy_htod(a, x, 0, host, sizeof(host), 1);
+    is_status(dv_copy_dtod(b, y, 0, x, 0, sizeof(host), 0), DV_OK, "peer copy device 0 -> 1");
+    dv_copy_dtoh(b, back, y, 0, sizeof(back), 1);
+    ok(memcmp(host, back, sizeof(host)) == 0, "the data arrived on device 1");
+    is_status(dv_memset(a, y, 0, 0, 4, 0), DV_EINVAL,
+              "device 1's handle given to device 0's actor");
+    dv_ref_release(x);
+    dv_ref_release(y);
+    dv_actor_destroy(a);
+    dv_actor_destroy(b);
+    dv_driver_close(drv);
+}
+
+int main(void)
+{
+    plan(34);
+    test_explicit_reset();
+    test_recoverable();
+    test_fatal();
+    test_multidevice();
+    return tap_done();
+}
