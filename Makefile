@@ -17,7 +17,7 @@ CMAKE_ARGS ?=
 all: build
 
 help:
-	@echo "make stress      run the demo/stress harness (GPU if present, else sim)"
+	@echo "make stress      run dv-stress for 20 s (GPU if present, else the sim)"
 	@echo "make test        build and run every test (ctest)"
 	@echo "make test-asan   the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@echo "make test-tsan   the tests under ThreadSanitizer"
@@ -35,7 +35,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 stress: build
-	$(BUILD)/tools/dv-demo
+	$(BUILD)/tools/dv-stress --seconds 20
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

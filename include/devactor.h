@@ -179,6 +179,9 @@ typedef struct dv_actor_config {
     bool guard;                                        /* canaries, poison, quarantine (debug) */
     const char *log_path;                              /* CSV allocation log, NULL: none */
     bool synchronous; /* debug: wait for every op, exact fault reports */
+    bool shared_queue; /* one multi-producer ring for every client instead of
+                        * a ring per client thread (for comparison: it stalls
+                        * when clients outnumber cores) */
     /* The simulated device (when the sim backend runs). */
     int sim_devices;           /* 0: 1 */
     uint64_t sim_memory_bytes; /* 0: 1 GiB */
@@ -231,7 +234,9 @@ typedef struct dv_actor_stats {
     uint64_t batches; /* drains of the inbound queues */
     uint32_t client_rings;
 } dv_actor_stats;
-/* A snapshot, taken by the actor in its order (a message). */
+/* A snapshot, taken by the actor in its order (a message): it waits for
+ * the device to reach frees queued before it, so bytes_outstanding counts
+ * only memory still held. */
 DV_EXPORT int dv_actor_stats_get(dv_actor *actor, dv_actor_stats *out);
 
 /* Allocate bytes ordered on stream; the handle holds one reference. */

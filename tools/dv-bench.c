@@ -9,17 +9,27 @@
  *   random  RMM's random_allocations workload on the pool: 73 % allocate,
  *           27 % free, sizes uniform in [1, max], N allocations; cost per
  *           operation at N = 1k, 10k, 100k
+ *   actor   a bare two-thread request/reply over the inbox's ring, beside an
+ *           allocate round trip through the actor (pool stack); aggregate
+ *           allocate+release pairs per second with 1, 8 and 4x-cores client
+ *           threads (per-client rings and one shared ring), beside the same
+ *           threads calling the driver's stream-ordered pair directly
  *
  * Latencies are taken over batches of BATCH pairs (one clock read per
  * batch, so the clock's own cost is spread thin); median and p99 are over
  * batches, reported per pair.
  */
 #include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "actor/queue.h"
 #include "resources/resource.h"
 
 #define BATCH 16
@@ -326,21 +336,256 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * actor
+ * ------------------------------------------------------------------------ */
+
+static double percentile(uint64_t *v, size_t n, double p)
+{
+    qsort(v, n, sizeof(*v), cmp_u64);
+    size_t i = (size_t)(p * (double)(n - 1));
+    return (double)v[i];
+}
+
+/* The bare ping-pong: one request on an inbox ring, one reply word. */
+struct pingpong {
+    dv_inbox *in;
+    atomic_uint reply;
+    atomic_bool stop;
+};
+
+static void *pong(void *arg)
+{
+    struct pingpong *pp = arg;
+    dv_msg m;
+    while (!atomic_load_explicit(&pp->stop, memory_order_relaxed)) {
+        if (dv__inbox_drain(pp->in, &m, 1) == 1)
+            atomic_store_explicit(&pp->reply, (unsigned)m.seq + 1, memory_order_release);
+        else
+            __builtin_ia32_pause();
+    }
+    return NULL;
+}
+
+static double bench_pingpong(size_t rounds, double *p99)
+{
+    struct pingpong pp = {0};
+    pthread_t th;
+    uint64_t *lat = malloc(rounds * sizeof(*lat));
+    dv__inbox_create(DV_INBOX_SPSC, 1024, &pp.in);
+    pthread_create(&th, NULL, pong, &pp);
+    for (size_t i = 0; i < rounds + 1000; i++) {
+        dv_msg m = {.type = 1};
+        uint64_t t0 = now_ns();
+        dv__inbox_post(pp.in, &m, false);
+        unsigned want = (unsigned)i + 1;
+        while (atomic_load_explicit(&pp.reply, memory_order_acquire) != want)
+            __builtin_ia32_pause();
+        if (i >= 1000)
+            lat[i - 1000] = now_ns() - t0;
+    }
+    atomic_store(&pp.stop, true);
+    pthread_join(th, NULL);
+    dv__inbox_destroy(pp.in);
+    double med = percentile(lat, rounds, 0.5);
+    *p99 = percentile(lat, rounds, 0.99);
+    free(lat);
+    return med;
+}
+
+static double bench_alloc_rtt(dv_actor *a, size_t rounds, double *p99)
+{
+    uint64_t *lat = malloc(rounds * sizeof(*lat));
+    for (size_t i = 0; i < rounds + 1000; i++) {
+        dv_ref r;
+        uint64_t t0 = now_ns();
+        if (dv_alloc(a, 4096, 0, "bench", &r) != DV_OK) {
+            free(lat);
+            return -1;
+        }
+        uint64_t t1 = now_ns();
+        dv_ref_release(r);
+        if (i >= 1000)
+            lat[i - 1000] = t1 - t0;
+    }
+    double med = percentile(lat, rounds, 0.5);
+    *p99 = percentile(lat, rounds, 0.99);
+    free(lat);
+    return med;
+}
+
+struct churn {
+    dv_actor *actor;       /* through the actor, or */
+    dv_drv_stream *stream; /* the driver directly on this stream */
+    double seconds;
+    atomic_int *go;
+    uint64_t pairs;
+    int error;
+};
+
+static void *churn_main(void *arg)
+{
+    struct churn *c = arg;
+    while (atomic_load(c->go) == 0)
+        sched_yield();
+    uint64_t end = now_ns() + (uint64_t)(c->seconds * 1e9), n = 0;
+    while ((n & 63) != 0 || now_ns() < end) {
+        int rc;
+        if (c->actor != NULL) {
+            dv_ref r;
+            rc = dv_alloc(c->actor, 4096, (dv_stream)(n % 4), "churn", &r);
+            if (rc == DV_OK)
+                rc = dv_ref_release(r);
+        } else {
+            dv_dptr p;
+            rc = dv_drv_mem_alloc_async(c->stream, 4096, &p);
+            if (rc == DV_OK)
+                rc = dv_drv_mem_free_async(c->stream, p);
+        }
+        if (rc != DV_OK) {
+            c->error = rc;
+            break;
+        }
+        n++;
+    }
+    c->pairs = n;
+    return NULL;
+}
+
+/* Aggregate pairs per second of `threads` clients. */
+static double bench_churn(dv_actor *a, dv_res_env *env, int threads, double seconds, int *error)
+{
+    pthread_t *th = calloc((size_t)threads, sizeof(*th));
+    struct churn *c = calloc((size_t)threads, sizeof(*c));
+    dv_drv_stream **own = calloc((size_t)threads, sizeof(*own));
+    atomic_int go = 0;
+    *error = 0;
+    for (int i = 0; i < threads; i++) {
+        c[i] = (struct churn){.actor = a, .seconds = seconds, .go = &go};
+        if (a == NULL) {
+            if ((*error = dv_drv_stream_create(env->ctx, &own[i])) != DV_OK)
+                threads = i;
+            c[i].stream = own[i];
+        }
+    }
+    for (int i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, churn_main, &c[i]);
+    uint64_t t0 = now_ns();
+    atomic_store(&go, 1);
+    uint64_t total = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        total += c[i].pairs;
+        if (c[i].error != 0)
+            *error = c[i].error;
+    }
+    double dt = (double)(now_ns() - t0) * 1e-9;
+    for (int i = 0; i < threads; i++) {
+        if (own[i] != NULL) {
+            dv_drv_stream_sync(own[i]);
+            dv_drv_stream_destroy(own[i]);
+        }
+    }
+    free(th);
+    free(c);
+    free(own);
+    return (double)total / dt;
+}
+
+static dv_actor *bench_actor(dv_driver *drv, int device, bool shared)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.device = device;
+    cfg.shared_queue = shared;
+    return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
+}
+
+static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double seconds)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int many = (int)(cores > 0 ? 4 * cores : 8);
+    double p99_pp = 0, p99_rt = 0;
+    double pp = bench_pingpong(100000, &p99_pp);
+    dv_actor *a = bench_actor(drv, device, false);
+    if (a == NULL) {
+        fprintf(stderr, "dv-bench: actor: %s\n", dv_last_error()->message);
+        return;
+    }
+    double rt = bench_alloc_rtt(a, 100000, &p99_rt);
+    if (csv) {
+        printf("section,what,threads,median_ns,p99_ns,per_second,ratio\n");
+        printf("actor,bare ping-pong over the inbox ring,1,%.1f,%.1f,,1.000\n", pp, p99_pp);
+        printf("actor,allocate round trip (pool stack),1,%.1f,%.1f,,%.3f\n", rt, p99_rt, rt / pp);
+    } else {
+        printf("\nactor: one client, round trip, ns (ratio: over the bare ping-pong)\n"
+               "  %-44s %10s %10s %9s\n",
+               "what", "median", "p99", "ratio");
+        printf("  %-44s %10.1f %10.1f %9.3f\n", "bare ping-pong over the inbox ring", pp, p99_pp,
+               1.0);
+        printf("  %-44s %10.1f %10.1f %9.3f\n", "allocate round trip (pool stack)", rt, p99_rt,
+               rt / pp);
+    }
+    int err;
+    double one = bench_churn(a, env, 1, seconds, &err);
+    double eight = bench_churn(a, env, 8, seconds, &err);
+    double lots = bench_churn(a, env, many, seconds, &err);
+    dv_actor_destroy(a);
+    dv_actor *shared = bench_actor(drv, device, true);
+    double lots_shared = shared ? bench_churn(shared, env, many, seconds, &err) : 0;
+    double one_shared = shared ? bench_churn(shared, env, 1, seconds, &err) : 0;
+    dv_actor_destroy(shared);
+    int derr;
+    double direct8 = bench_churn(NULL, env, 8, seconds, &derr);
+    if (!csv)
+        printf("\nactor: allocate+release pairs per second, all clients together (%ld cores)\n"
+               "  %-58s %8s %14s\n",
+               cores, "what", "threads", "pairs/s");
+#define ROW(what, threads, v)                                                                      \
+    do {                                                                                           \
+        if (csv)                                                                                   \
+            printf("actor,%s,%d,,,%.0f,\n", what, threads, v);                                     \
+        else                                                                                       \
+            printf("  %-58s %8d %14.0f\n", what, threads, v);                                      \
+    } while (0)
+    ROW("through the actor, a ring per client", 1, one);
+    ROW("through the actor, a ring per client", 8, eight);
+    ROW("through the actor, a ring per client", many, lots);
+    ROW("through the actor, one shared ring", 1, one_shared);
+    ROW("through the actor, one shared ring", many, lots_shared);
+    ROW("driver stream-ordered pair, each thread its own stream", 8, direct8);
+#undef ROW
+    if (!csv) {
+        printf("  8 clients through the actor / 8 threads on the driver: %.2fx\n",
+               direct8 > 0 ? eight / direct8 : 0.0);
+        printf("  %d clients / 1 client (ring per client): %.2f; shared ring: %.2f\n", many,
+               one > 0 ? lots / one : 0.0, one_shared > 0 ? lots_shared / one_shared : 0.0);
+    }
+    if (err != 0 || derr != 0)
+        printf("  (errors: actor %s, driver %s)\n", dv_err_name(err), dv_err_name(derr));
+}
+
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: dv-bench [--backend cuda|sim|auto] [--device N] [--section alloc|random|all]\n"
-            "                [--seconds S] [--max-size BYTES] [--csv]\n"
-            "\n"
-            "Measures devactor against direct driver calls in the same run:\n"
-            "  alloc   allocate+free pair latency of every resource and stack at\n"
-            "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
-            "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k\n"
-            "\n"
-            "  --seconds S    time per measurement (default 0.3)\n"
-            "  --max-size B   largest random_allocations size (default 65536)\n"
-            "  --csv          machine-readable rows instead of tables\n"
-            "Exit status: 0, or 2 on a usage or device error.\n");
+    fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
+                 "                [--section alloc|random|actor|all]\n"
+                 "                [--seconds S] [--max-size BYTES] [--csv]\n"
+                 "\n"
+                 "Measures devactor against direct driver calls in the same run:\n"
+                 "  alloc   allocate+free pair latency of every resource and stack at\n"
+                 "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
+                 "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k\n"
+                 "  actor   round trip through the actor beside a bare ping-pong over the\n"
+                 "          same ring; allocate+release pairs/s with 1, 8 and 4x-cores\n"
+                 "          clients (per-client rings and one shared ring) beside 8\n"
+                 "          threads calling the driver's stream-ordered pair directly\n"
+                 "\n"
+                 "  --seconds S    time per measurement (default 0.3)\n"
+                 "  --max-size B   largest random_allocations size (default 65536)\n"
+                 "  --csv          machine-readable rows instead of tables\n"
+                 "Exit status: 0, or 2 on a usage or device error.\n");
 }
 
 int main(int argc, char **argv)
@@ -414,6 +659,8 @@ int main(int argc, char **argv)
         bench_alloc(&env, seconds);
     if (strcmp(section, "all") == 0 || strcmp(section, "random") == 0)
         bench_random(&env, max_size);
+    if (strcmp(section, "all") == 0 || strcmp(section, "actor") == 0)
+        bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds);
     dv_res_env_fini(&env);
     dv_driver_close(drv);
     return 0;

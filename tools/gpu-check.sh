@@ -13,8 +13,11 @@
 # Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
 # compute-sanitizer (memcheck over the device-port and resource conformance
 # suites, the guard's tests and the demo; racecheck and synccheck over the
-# device-port suite) where compute-sanitizer is installed, then dv-bench
-# (its table also goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0 skips it).
+# device-port suite; memcheck over the actor's basic tests and a short
+# dv-stress run) where compute-sanitizer is installed, then dv-stress for
+# GPU_CHECK_STRESS_SECONDS (60; its report goes to OUT_DIR/dv-stress.txt),
+# then dv-bench (its table goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0
+# skips it).
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
@@ -66,11 +69,23 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         --report-api-errors no "$build/tests/resources/conformance_cuda.t"
     run_step "memcheck resources/guard_cuda.t" $cs --tool memcheck --leak-check full \
         "$build/tests/resources/guard_cuda.t"
+    run_step "memcheck actor/basic_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/actor/basic_cuda.t"
     run_step "memcheck dv-demo" $cs --tool memcheck "$build/tools/dv-demo" --backend cuda --rounds 2 --elements 1048576
+    if [ -x "$build/tools/dv-stress" ]; then
+        run_step "memcheck dv-stress (cuda, 10 s)" $cs --tool memcheck \
+            "$build/tools/dv-stress" --backend cuda --seconds 10 --threads 4
+    fi
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
     run_step "synccheck driver/port_cuda.t" $cs --tool synccheck "$build/tests/driver/port_cuda.t"
 else
     echo "== compute-sanitizer not found: sanitizer steps not run"
+fi
+
+if [ -x "$build/tools/dv-stress" ]; then
+    mkdir -p "$out"
+    secs=${GPU_CHECK_STRESS_SECONDS:-60}
+    run_step "stress dv-stress (cuda, $secs s)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $secs | tee '$out/dv-stress.txt'"
 fi
 
 if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ -x "$build/tools/dv-bench" ]; then

@@ -304,6 +304,9 @@ static void on_fault(dv_actor *a, int status, dv_stream s, const dv_msg *culprit
      * DV_ECONTEXT_LOST then finds the actor rebuilt or lost. */
     (void)rebuild(a);
     fail_pending(a, DV_ECONTEXT_LOST, &d);
+    /* The rebuild's own calls overwrote this thread's detail: the caller of
+     * the failed operation gets the fault's. */
+    *dv__detail() = d;
 }
 
 /* Complete what the device has reached; a query error is a fault. */
@@ -589,7 +592,7 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
     }
     int nuse = uses_prepare(a, u, n, s);
     if (nuse < 0) {
-        rc = nuse;
+        rc = enqueue_failed(a, nuse, s, m); /* a sticky error while fencing */
         goto done;
     }
     dv_drv_stream *st = a->env.streams[s];
@@ -649,6 +652,13 @@ static void handle_sync(dv_actor *a, const dv_msg *m)
 static void handle_stats(dv_actor *a, const dv_msg *m)
 {
     dv_actor_stats *out = (dv_actor_stats *)(uintptr_t)m->a;
+    /* In the actor's order: frees queued before this message count as
+     * outstanding only until the device reaches them, so wait for that. */
+    if (a->stack != NULL) {
+        int rc = dv_res_reap_pending(a->stack);
+        if (rc == DV_ECONTEXT_LOST)
+            on_fault(a, rc, 0, m);
+    }
     out->messages = atomic_load(&a->st_messages);
     out->allocs = atomic_load(&a->st_allocs);
     out->frees = atomic_load(&a->st_frees);
@@ -726,8 +736,10 @@ static void handle_peer(dv_actor *a, const dv_msg *m)
             goto done;
         }
         use u = {slot, DV_ACCESS_READ};
-        if ((rc = uses_prepare(a, &u, 1, s)) < 0)
+        if ((rc = uses_prepare(a, &u, 1, s)) < 0) {
+            rc = enqueue_failed(a, rc, s, m);
             goto done;
+        }
         uses_finish(a, &u, 1, s);
         rc = pending_push(a, s, m, slot->block.tag.name);
         if (rc == DV_OK)
@@ -742,8 +754,10 @@ static void handle_peer(dv_actor *a, const dv_msg *m)
         goto done;
     }
     use u = {slot, DV_ACCESS_WRITE};
-    if ((rc = uses_prepare(a, &u, 1, s)) < 0)
+    if ((rc = uses_prepare(a, &u, 1, s)) < 0) {
+        rc = enqueue_failed(a, rc, s, m);
         goto done;
+    }
     rc = dv_drv_memcpy_peer(a->env.streams[s], a->env.ctx, slot->block.ptr + m->b, src->env.ctx,
                             m->c, m->e);
     if (rc != DV_OK) {

@@ -61,7 +61,7 @@ int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
         return lost_answer(a);
     }
     m->reply = f;
-    int rc = dv__inbox_post(a->inbox, a->id, m, f != NULL && (f->flags & DV_FUTURE_TRY));
+    int rc = dv__inbox_post(a->inbox, m, f != NULL && (f->flags & DV_FUTURE_TRY));
     atomic_fetch_sub(&a->inflight, 1);
     return rc;
 }
@@ -192,7 +192,8 @@ static int actor_start(const dv_actor_config *cfg, dv_driver *shared, bool regis
     if (cfg->log_path != NULL && (rc = dv_log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
         goto fail;
     a->cfg.log_path = cfg->log_path != NULL ? "" : NULL; /* the sink is open */
-    if ((rc = dv__inbox_create(DV_INBOX_SPSC, cfg->queue_capacity, &a->inbox)) != DV_OK)
+    if ((rc = dv__inbox_create(cfg->shared_queue ? DV_INBOX_MPSC : DV_INBOX_SPSC,
+                               cfg->queue_capacity, &a->inbox)) != DV_OK)
         goto fail;
     if ((rc = dv__ref_domain_open(a, post_free, cfg->device, &a->refs)) != DV_OK)
         goto fail;

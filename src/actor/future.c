@@ -14,7 +14,8 @@
 #include "actor/future.h"
 #include "driver/port.h"
 
-#define SPINS 4000
+#define SPINS  300 /* about 1-3 us of pause */
+#define YIELDS 16
 
 static _Atomic uint32_t *state_of(const dv_future *f)
 {
@@ -60,10 +61,17 @@ void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail 
 int dv_future_wait(dv_future *f)
 {
     _Atomic uint32_t *st = state_of(f);
+    /* Spin for a typical reply, then yield: with more waiting clients than
+     * cores, a spinning waiter would take the core the actor needs. */
     for (int i = 0; i < SPINS; i++) {
         if (atomic_load_explicit(st, memory_order_acquire) == DV_FUTURE_DONE)
             goto done;
         __builtin_ia32_pause();
+    }
+    for (int i = 0; i < YIELDS; i++) {
+        if (atomic_load_explicit(st, memory_order_acquire) == DV_FUTURE_DONE)
+            goto done;
+        sched_yield();
     }
     for (;;) {
         uint32_t expect = DV_FUTURE_PENDING;

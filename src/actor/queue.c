@@ -64,6 +64,7 @@ struct retired_array {
 };
 
 struct dv_inbox {
+    uint64_t uid; /* unique for the process: keys the client threads' rings */
     dv_inbox_mode mode;
     uint32_t capacity;
     struct ck_ec32 ec;
@@ -222,8 +223,9 @@ static void rings_key_init(void)
     (void)pthread_key_create(&rings_key, thread_rings_exit);
 }
 
-static dv_ring *my_ring(dv_inbox *in, uint64_t inbox_id)
+static dv_ring *my_ring(dv_inbox *in)
 {
+    uint64_t inbox_id = in->uid;
     struct thread_rings *tr = my_rings;
     if (tr != NULL)
         for (uint32_t i = 0; i < tr->n; i++)
@@ -269,13 +271,15 @@ int dv__inbox_create(dv_inbox_mode mode, uint32_t capacity, dv_inbox **out)
     dv_inbox *in = calloc(1, sizeof(*in));
     if (in == NULL)
         return dv__fail(DV_ENOMEM, "inbox_create", "out of host memory");
+    static atomic_uint_fast64_t next_uid = 1;
+    in->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
     in->mode = mode;
     in->capacity = cap;
     pthread_mutex_init(&in->reg_mu, NULL);
     atomic_init(&in->nrings, 0);
     atomic_init(&in->next_id, 1);
     if (mode == DV_INBOX_MPSC) {
-        in->shared = ring_new(in, 0);
+        in->shared = ring_new(in, in->uid);
         dv_ring **arr = malloc(sizeof(*arr));
         if (in->shared == NULL || arr == NULL) {
             free(arr);
@@ -327,7 +331,7 @@ static void backoff(unsigned *round)
     }
 }
 
-int dv__inbox_post(dv_inbox *in, uint64_t inbox_id, dv_msg *msg, bool try)
+int dv__inbox_post(dv_inbox *in, dv_msg *msg, bool try)
 {
     unsigned round = 0;
     dv_msg *slot;
@@ -347,7 +351,7 @@ int dv__inbox_post(dv_inbox *in, uint64_t inbox_id, dv_msg *msg, bool try)
         HANDOFF_RELEASE(r);
         ck_ring_enqueue_commit_mpsc(&r->ring, ticket);
     } else {
-        dv_ring *r = my_ring(in, inbox_id);
+        dv_ring *r = my_ring(in);
         if (r == NULL)
             return dv__fail(DV_ENOMEM, "post", "post: out of host memory for a client ring");
         while ((slot = ck_ring_enqueue_reserve_spsc_msg(&r->ring, r->buf)) == NULL) {

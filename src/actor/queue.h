@@ -72,7 +72,7 @@ void dv__inbox_destroy(dv_inbox *in);
  * Post from any thread.  Blocks while the ring is full unless try is set
  * (DV_EAGAIN).  The message's producer and seq are filled here.
  */
-int dv__inbox_post(dv_inbox *in, uint64_t inbox_id, dv_msg *msg, bool try);
+int dv__inbox_post(dv_inbox *in, dv_msg *msg, bool try);
 
 /* Actor side: up to max messages, round-robin over the rings. */
 unsigned dv__inbox_drain(dv_inbox *in, dv_msg *out, unsigned max);

@@ -175,9 +175,62 @@ static void test_multidevice(void)
     dv_driver_close(drv);
 }
 
+/* Found by dv-stress: each of these once went wrong. */
+static void test_regressions(void)
+{
+    dv_driver *drv = open_sim(1, false);
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_stats st;
+    dv_ref r[4], x;
+    uint32_t v = 1, back;
+
+    /* Frees on the driver's stream-ordered allocator (no pool) stop
+     * counting once the device reached them. */
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.pool = false;
+    dv_actor_create(&cfg, &a);
+    for (dv_stream s = 0; s < 4; s++)
+        dv_alloc(a, 1 << 20, s, "retired", &r[s]);
+    for (dv_stream s = 0; s < 4; s++)
+        dv_ref_release(r[s]);
+    for (dv_stream s = 0; s < 4; s++)
+        dv_sync(a, s);
+    dv_actor_stats_get(a, &st);
+    ok(st.refs_alive == 0 && st.bytes_outstanding == 0,
+       "no pool: after release and sync, nothing outstanding (%llu bytes)",
+       (unsigned long long)st.bytes_outstanding);
+
+    /* A call that meets a sticky error reports the fault, not the rebuild's
+     * own calls. */
+    dv_alloc(a, 64, 0, "x", &x);
+    dv_sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
+    is_status(dv_copy_htod(a, x, 0, &v, 4, 0), DV_ECONTEXT_LOST, "a copy meets the poison");
+    ok(strstr(dv_last_error()->message, "sticky error") != NULL, "its detail is the fault's: %s",
+       dv_last_error()->message);
+
+    /* A sticky error met while fencing across streams rebuilds too. */
+    dv_actor_health h0, h1;
+    dv_actor_health_get(a, &h0);
+    dv_alloc(a, 64, 0, "y", &x);
+    dv_memset(a, x, 0, 1, 4, 0);
+    dv_sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
+    is_status(dv_copy_dtoh(a, &back, x, 0, 4, 1), DV_ECONTEXT_LOST,
+              "a read on another stream meets the poison while fencing");
+    dv_actor_health_get(a, &h1);
+    ok(h1.rebuilds == h0.rebuilds + 1, "... and the actor rebuilt (%u -> %u)", h0.rebuilds,
+       h1.rebuilds);
+    dv_ref_info info;
+    is_status(dv_ref_access(x, &info), DV_ESTALE, "... so the handle is stale at once");
+    dv_actor_destroy(a);
+    dv_driver_close(drv);
+}
+
 int main(void)
 {
-    plan(34);
+    plan(40);
+    test_regressions();
     test_explicit_reset();
     test_recoverable();
     test_fatal();

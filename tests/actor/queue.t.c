@@ -42,7 +42,7 @@ static void *produce(void *arg)
     for (uint64_t i = 0; i < PER_PRODUCER; i++) {
         dv_msg m = {.type = 7, .a = MAGIC, .b = p->who, .c = i, .d = MAGIC ^ (p->who << 32 | i)};
         int rc;
-        while ((rc = dv__inbox_post(p->r->in, p->r->inbox_id, &m, p->r->try)) == DV_EAGAIN) {
+        while ((rc = dv__inbox_post(p->r->in, &m, p->r->try)) == DV_EAGAIN) {
             atomic_fetch_add(&p->r->eagain, 1);
             sched_yield();
         }
@@ -139,8 +139,8 @@ int main(void)
     dv_inbox *in;
     dv__inbox_create(DV_INBOX_SPSC, 1, &in);
     dv_msg m = {.a = 1};
-    int first = dv__inbox_post(in, 99, &m, true);
-    int second = dv__inbox_post(in, 99, &m, true);
+    int first = dv__inbox_post(in, &m, true);
+    int second = dv__inbox_post(in, &m, true);
     ok(first == DV_OK && second == DV_EAGAIN,
        "a ring of capacity 1 holds one message, then DV_EAGAIN");
     dv_msg out[4];

@@ -1,0 +1,1440 @@
+/*
+ * dv-stress: the stress harness.  N client threads post a random mix of
+ * operations on one composed actor and verify every byte they read back.
+ *
+ * Design
+ * ------
+ * Each thread owns a working set of live blocks.  A step is one of:
+ * allocate (sizes log-uniform 256 B .. 16 MiB, a random alloc stream),
+ * write a pattern host->device (the whole block or a sub-range), memset a
+ * sub-range, copy device->device from another of the thread's blocks,
+ * read back device->host and verify, verify-and-release, or sync a stream.
+ * Every operation names a random stream, so the library's cross-stream
+ * fences are what keeps the data right; a missing one shows up as a
+ * mismatch (the sim delays every op by a seeded random time).
+ *
+ * Expected contents are not shadowed in host memory: a block's contents
+ * are a short sorted list of segments, each either a constant byte (a
+ * memset) or a slice of a pattern.  A pattern is a pure function of a
+ * serial (unique per write, process-wide) and a byte position, so a copy
+ * just moves segment slices from one list to another, and any byte can be
+ * recomputed.  When an operation would need more segments than a block
+ * keeps, the block is rewritten whole instead.
+ *
+ * The budget sits below what the working sets want: each thread keeps up
+ * to max(8, enough that all threads together average 1.25x the budget)
+ * blocks, so DV_EOUT_OF_BUDGET happens; the thread counts it, releases one
+ * of its blocks (verifying it first) and goes on.
+ *
+ * Faults (--faults, sim only): the main thread arms failed driver
+ * allocations and CUDA_ERROR_UNKNOWN on memcpy calls every so often, and
+ * poisons the context (recoverably) at 35 % and 70 % of the run.  After a
+ * poison, work in flight fails with DV_ECONTEXT_LOST, the actor rebuilds
+ * and every older handle is stale: clients drop such handles and go on.
+ * A verification counts against integrity only for a block whose whole
+ * life was inside one context generation.
+ *
+ * Nothing is allocated in the hot loop: each thread has one 16 MiB host
+ * buffer pair, its block table and its latency histograms from the start.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actor/actor_internal.h"
+#include "driver/sim.h"
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+
+#define MIN_BLOCK      UINT64_C(256)
+#define MAX_BLOCK      (16 * MIB)
+#define MIN_LIVE       8u
+#define MAX_LIVE       1024u
+#define MAX_SEGS       24u /* segments a block's expected contents may take */
+#define HISTORY        6u  /* last operations kept per block, for reports */
+#define MAX_MISMATCHES 8   /* described in the report */
+/* Mean of the size distribution: 16 octaves [2^k, 2^(k+1)), uniform in each. */
+#define MEAN_BLOCK ((3 * (MAX_BLOCK - MIN_BLOCK)) / 32)
+
+/* ------------------------------------------------------------------------
+ * Operations, latencies, errors
+ * ------------------------------------------------------------------------ */
+
+enum op_kind { OP_ALLOC, OP_HTOD, OP_MEMSET, OP_DTOD, OP_DTOH, OP_RELEASE, OP_SYNC, OP_KINDS };
+static const char *const op_names[OP_KINDS] = {"alloc",     "copy_htod",   "memset", "copy_dtod",
+                                               "copy_dtoh", "ref_release", "sync"};
+
+/* Log-linear histogram: exact below 16 ns, then 8 buckets per power of two
+ * (12.5 % wide), up to 2^42 ns. */
+#define HIST_BUCKETS 320
+
+typedef struct hist {
+    uint64_t n[HIST_BUCKETS];
+    uint64_t count, max;
+} hist;
+
+static unsigned hist_bucket(uint64_t ns)
+{
+    if (ns < 16)
+        return (unsigned)ns;
+    unsigned e = 63u - (unsigned)__builtin_clzll(ns);
+    unsigned idx = 16 + (e - 4) * 8 + ((unsigned)(ns >> (e - 3)) & 7u);
+    return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
+}
+
+/* The middle of a bucket. */
+static double hist_value(unsigned idx)
+{
+    if (idx < 16)
+        return (double)idx;
+    unsigned e = (idx - 16) / 8 + 4, sub = (idx - 16) % 8;
+    uint64_t low = (uint64_t)(8 + sub) << (e - 3), width = UINT64_C(1) << (e - 3);
+    return (double)low + (double)width / 2;
+}
+
+static void hist_add(hist *h, uint64_t ns)
+{
+    h->n[hist_bucket(ns)]++;
+    h->count++;
+    if (ns > h->max)
+        h->max = ns;
+}
+
+static void hist_merge(hist *into, const hist *from)
+{
+    for (unsigned i = 0; i < HIST_BUCKETS; i++)
+        into->n[i] += from->n[i];
+    into->count += from->count;
+    if (from->max > into->max)
+        into->max = from->max;
+}
+
+static double hist_percentile(const hist *h, double p)
+{
+    if (h->count == 0)
+        return 0;
+    uint64_t want = (uint64_t)(p * (double)h->count + 0.999999), seen = 0;
+    if (want == 0)
+        want = 1;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        seen += h->n[i];
+        if (seen >= want)
+            return hist_value(i);
+    }
+    return (double)h->max;
+}
+
+/* Error codes by -code: 1 .. NCODES-1; slot 0 counts codes not listed. */
+#define NCODES 17
+
+static unsigned code_slot(int rc)
+{
+    return rc < 0 && rc > -NCODES ? (unsigned)-rc : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Patterns and expected contents
+ * ------------------------------------------------------------------------ */
+
+/* splitmix64's finaliser: the pattern word and the random numbers. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static uint64_t pattern_word(uint64_t serial, uint64_t word)
+{
+    return mix64(serial * UINT64_C(0x9E3779B97F4A7C15) + word);
+}
+
+/* Byte pos of pattern serial: byte (pos & 7) of word (pos >> 3). */
+static uint8_t pattern_byte(uint64_t serial, uint64_t pos)
+{
+    return (uint8_t)(pattern_word(serial, pos >> 3) >> (8 * (pos & 7)));
+}
+
+static void pattern_fill(uint8_t *dst, uint64_t serial, uint64_t pos, uint64_t len)
+{
+    while (len > 0 && (pos & 7) != 0) {
+        *dst++ = pattern_byte(serial, pos++);
+        len--;
+    }
+    for (; len >= 8; len -= 8, pos += 8, dst += 8) {
+        uint64_t w = pattern_word(serial, pos >> 3);
+        for (unsigned k = 0; k < 8; k++)
+            dst[k] = (uint8_t)(w >> (8 * k));
+    }
+    while (len > 0) {
+        *dst++ = pattern_byte(serial, pos++);
+        len--;
+    }
+}
+
+/*
+ * [start, end) of a block holds either the constant `value` (serial 0) or
+ * the bytes pos .. pos + (end - start) of pattern `serial`.
+ */
+typedef struct seg {
+    uint64_t start, end;
+    uint64_t serial;
+    uint64_t pos; /* pattern position of start; for a constant, its value */
+} seg;
+
+typedef struct note {
+    uint8_t kind;
+    uint8_t value; /* memset */
+    dv_stream stream;
+    uint64_t off, len;
+    uint64_t serial; /* htod: the pattern; dtod: the other block's id */
+    uint64_t other_off;
+} note;
+
+typedef struct block {
+    dv_ref ref;
+    uint64_t id; /* (thread << 40) | n: names the block in reports */
+    uint64_t size;
+    uint64_t ctx_gen; /* the context generation it was minted in */
+    dv_stream alloc_stream, last_stream;
+    bool known; /* segs describe every byte */
+    uint32_t nsegs;
+    seg segs[MAX_SEGS];
+    uint32_t nnotes;
+    note notes[HISTORY]; /* ring, the last HISTORY operations */
+} block;
+
+/* Append s to out[0 .. *n), merging with the last segment where they join. */
+static void seg_push(seg *out, uint32_t *n, seg s)
+{
+    if (s.end <= s.start)
+        return;
+    if (*n > 0) {
+        seg *last = &out[*n - 1];
+        bool joins =
+            last->end == s.start && last->serial == s.serial &&
+            (s.serial == 0 ? last->pos == s.pos : last->pos + (last->end - last->start) == s.pos);
+        if (joins) {
+            last->end = s.end;
+            return;
+        }
+    }
+    out[(*n)++] = s;
+}
+
+/* s clipped to [lo, hi) (which must overlap it). */
+static seg seg_clip(seg s, uint64_t lo, uint64_t hi)
+{
+    seg c = s;
+    if (lo > s.start) {
+        c.start = lo;
+        if (s.serial != 0)
+            c.pos = s.pos + (lo - s.start);
+    }
+    if (hi < s.end)
+        c.end = hi;
+    return c;
+}
+
+/*
+ * out = old with [start, end) replaced by ins (which covers exactly that
+ * range, sorted).  out must hold nold + nins + 1 segments.
+ */
+static uint32_t seg_splice(const seg *old, uint32_t nold, uint64_t start, uint64_t end,
+                           const seg *ins, uint32_t nins, seg *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nold && old[i].start < start; i++)
+        seg_push(out, &n, seg_clip(old[i], old[i].start, start));
+    for (uint32_t i = 0; i < nins; i++)
+        seg_push(out, &n, ins[i]);
+    for (uint32_t i = 0; i < nold; i++)
+        if (old[i].end > end)
+            seg_push(out, &n, seg_clip(old[i], end, old[i].end));
+    return n;
+}
+
+/* The segments of [off, off + len) of b, moved to start at dst_off. */
+static uint32_t seg_slice(const block *b, uint64_t off, uint64_t len, uint64_t dst_off, seg *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < b->nsegs; i++) {
+        const seg *s = &b->segs[i];
+        if (s->end <= off || s->start >= off + len)
+            continue;
+        seg c = seg_clip(*s, off, off + len);
+        c.start = c.start - off + dst_off;
+        c.end = c.end - off + dst_off;
+        seg_push(out, &n, c);
+    }
+    return n;
+}
+
+/* The expected bytes of [off, off + len) of b. */
+static void expected(const block *b, uint64_t off, uint64_t len, uint8_t *out)
+{
+    for (uint32_t i = 0; i < b->nsegs; i++) {
+        const seg *s = &b->segs[i];
+        if (s->end <= off || s->start >= off + len)
+            continue;
+        seg c = seg_clip(*s, off, off + len);
+        if (c.serial == 0)
+            memset(out + (c.start - off), (int)(uint8_t)c.pos, c.end - c.start);
+        else
+            pattern_fill(out + (c.start - off), c.serial, c.pos, c.end - c.start);
+    }
+}
+
+static const seg *seg_at(const block *b, uint64_t off)
+{
+    for (uint32_t i = 0; i < b->nsegs; i++)
+        if (off >= b->segs[i].start && off < b->segs[i].end)
+            return &b->segs[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The run
+ * ------------------------------------------------------------------------ */
+
+typedef struct options {
+    int threads;
+    double seconds;
+    uint64_t ops; /* 0: run for seconds */
+    uint64_t seed;
+    dv_backend backend;
+    uint64_t budget; /* 0: the backend's default */
+    bool faults;
+    uint32_t sim_delay_us;
+    uint32_t streams;
+    uint32_t blocks; /* per thread; 0: automatic */
+    bool pool;
+    int device;
+} options;
+
+typedef struct worker {
+    int index;
+    pthread_t thread;
+    uint64_t rng;
+    uint8_t *wbuf, *rbuf; /* MAX_BLOCK each: what we write, what we read */
+    block *blocks;
+    uint32_t nlive;
+    uint64_t next_block;
+    uint64_t next_serial;
+    seg scratch_a[MAX_SEGS + 1], scratch_b[2 * MAX_SEGS + 2];
+
+    /* Read by the progress line while running. */
+    atomic_uint_fast64_t live_ops, live_errors;
+
+    /* Read after join. */
+    uint64_t calls[OP_KINDS], failed[OP_KINDS];
+    hist lat[OP_KINDS];
+    uint64_t codes[NCODES];
+    uint64_t unexpected;
+    uint64_t verifies, bytes_verified;
+    uint64_t bad_verifies, bad_bytes;         /* integrity failures */
+    uint64_t excused_verifies, excused_bytes; /* context rebuilt under the block */
+    uint64_t stale_dropped, budget_releases;
+    uint64_t rewrites_for_segments;
+} worker;
+
+static struct run {
+    options opt;
+    dv_actor *actor;
+    dv_driver *drv;
+    uint32_t streams;
+    uint32_t max_live;
+    atomic_bool stop;
+    atomic_uint_fast64_t steps; /* operations begun, over all threads */
+
+    pthread_mutex_t report_mu; /* the slow paths below */
+    char mismatch[MAX_MISMATCHES][1024];
+    int nmismatch;
+    char first_message[NCODES][320];
+} run = {.report_mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rnd(uint64_t *state)
+{
+    return mix64(*state += UINT64_C(0x9E3779B97F4A7C15));
+}
+
+/* Uniform in [0, n). */
+static uint64_t rnd_below(uint64_t *state, uint64_t n)
+{
+    return n <= 1 ? 0 : rnd(state) % n;
+}
+
+/* Log-uniform in [lo, hi]: a random octave, uniform inside it. */
+static uint64_t rnd_log(uint64_t *state, uint64_t lo, uint64_t hi)
+{
+    unsigned lo_bits = 63u - (unsigned)__builtin_clzll(lo);
+    unsigned hi_bits = 63u - (unsigned)__builtin_clzll(hi);
+    unsigned k = lo_bits + (unsigned)rnd_below(state, hi_bits - lo_bits + 1);
+    uint64_t v = (UINT64_C(1) << k) + rnd_below(state, UINT64_C(1) << k);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static bool expected_error(int rc)
+{
+    if (rc == DV_EOUT_OF_BUDGET)
+        return true;
+    return run.opt.faults &&
+           (rc == DV_EDEVICE_OOM || rc == DV_EDRIVER || rc == DV_ECONTEXT_LOST || rc == DV_ESTALE);
+}
+
+static void count_error(worker *w, int kind, int rc)
+{
+    unsigned slot = code_slot(rc);
+    w->failed[kind]++;
+    w->codes[slot]++;
+    atomic_fetch_add_explicit(&w->live_errors, 1, memory_order_relaxed);
+    bool unexpected = !expected_error(rc);
+    if (unexpected)
+        w->unexpected++;
+    pthread_mutex_lock(&run.report_mu);
+    if (run.first_message[slot][0] == '\0') {
+        const dv_error_detail *d = dv_last_error();
+        snprintf(run.first_message[slot], sizeof(run.first_message[slot]), "%s: %s", op_names[kind],
+                 d->message[0] != '\0' ? d->message : dv_strerror(rc));
+    }
+    pthread_mutex_unlock(&run.report_mu);
+    if (unexpected)
+        fprintf(stderr, "\ndv-stress: thread %d: unexpected %s from %s: %s\n", w->index,
+                dv_err_name(rc), op_names[kind], dv_last_error()->message);
+}
+
+/* Time one blocking call and count it. */
+#define TIMED(w, kind, rc, call)                                                                   \
+    do {                                                                                           \
+        uint64_t t0_ = now_ns();                                                                   \
+        (rc) = (call);                                                                             \
+        hist_add(&(w)->lat[kind], now_ns() - t0_);                                                 \
+        (w)->calls[kind]++;                                                                        \
+        atomic_fetch_add_explicit(&(w)->live_ops, 1, memory_order_relaxed);                        \
+        if ((rc) != DV_OK)                                                                         \
+            count_error((w), (kind), (rc));                                                        \
+    } while (0)
+
+static void remember(block *b, note n)
+{
+    b->notes[b->nnotes % HISTORY] = n;
+    b->nnotes++;
+    b->last_stream = n.stream;
+}
+
+static dv_stream pick_stream(worker *w)
+{
+    return (dv_stream)rnd_below(&w->rng, run.streams);
+}
+
+/* A stream other than avoid, where there is one. */
+static dv_stream pick_other_stream(worker *w, dv_stream avoid)
+{
+    if (run.streams < 2 || avoid >= run.streams)
+        return pick_stream(w);
+    dv_stream s = (dv_stream)rnd_below(&w->rng, run.streams - 1);
+    return s >= avoid ? s + 1 : s;
+}
+
+/* Forget block i (its handle was released or is stale). */
+static void forget(worker *w, uint32_t i)
+{
+    w->nlive--;
+    if (i != w->nlive)
+        w->blocks[i] = w->blocks[w->nlive];
+}
+
+/*
+ * The block's handle failed with DV_ECONTEXT_LOST or DV_ESTALE: release
+ * it if it is still valid (the actor may not have rebuilt yet), else drop
+ * it; a stale release is how a client learns the handle is gone.
+ */
+static void drop(worker *w, uint32_t i)
+{
+    int rc = dv_ref_release(w->blocks[i].ref);
+    if (rc == DV_ESTALE)
+        w->stale_dropped++;
+    else if (rc != DV_OK)
+        count_error(w, OP_RELEASE, rc);
+    forget(w, i);
+}
+
+/* After a failed operation on block i: what do we still know? */
+static void after_failure(worker *w, uint32_t i, int rc, bool wrote)
+{
+    if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+        drop(w, i);
+    else if (wrote)
+        w->blocks[i].known = false; /* rewritten whole before it is used again */
+}
+
+static void describe_notes(const block *b, char *out, size_t cap)
+{
+    size_t len = 0;
+    uint32_t first = b->nnotes > HISTORY ? b->nnotes - HISTORY : 0;
+    out[0] = '\0';
+    for (uint32_t k = first; k < b->nnotes && len < cap; k++) {
+        const note *n = &b->notes[k % HISTORY];
+        const char *sep = k == first ? "" : "; ";
+        switch (n->kind) {
+        case OP_HTOD:
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "%shtod s%u [%" PRIu64 ", +%" PRIu64 ") pattern %#" PRIx64, sep,
+                                    n->stream, n->off, n->len, n->serial);
+            break;
+        case OP_MEMSET:
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "%smemset s%u [%" PRIu64 ", +%" PRIu64 ") = %#x", sep,
+                                    n->stream, n->off, n->len, n->value);
+            break;
+        case OP_DTOD:
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "%sdtod s%u [%" PRIu64 ", +%" PRIu64 ") from block %#" PRIx64
+                                    " at %" PRIu64,
+                                    sep, n->stream, n->off, n->len, n->serial, n->other_off);
+            break;
+        case OP_DTOH:
+            len += (size_t)snprintf(out + len, cap - len, "%sdtoh s%u [%" PRIu64 ", +%" PRIu64 ")",
+                                    sep, n->stream, n->off, n->len);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/*
+ * Read [off, off + len) of block i back on a random stream and compare
+ * every byte.  Returns the call's status (the block is dropped or marked
+ * unknown on failure, as for any operation).
+ */
+static int verify(worker *w, uint32_t i, uint64_t off, uint64_t len)
+{
+    block *b = &w->blocks[i];
+    dv_stream s = pick_stream(w);
+    int rc;
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, w->rbuf, b->ref, off, len, s));
+    if (rc != DV_OK) {
+        after_failure(w, i, rc, false);
+        return rc;
+    }
+    remember(b, (note){.kind = OP_DTOH, .stream = s, .off = off, .len = len});
+    if (!b->known)
+        return DV_OK;
+    expected(b, off, len, w->wbuf);
+    w->verifies++;
+    w->bytes_verified += len;
+    if (memcmp(w->rbuf, w->wbuf, len) == 0)
+        return DV_OK;
+
+    uint64_t bad = 0, first = 0, last = 0;
+    for (uint64_t k = 0; k < len; k++) {
+        if (w->rbuf[k] != w->wbuf[k]) {
+            if (bad == 0)
+                first = k;
+            last = k;
+            bad++;
+        }
+    }
+    /* Only a block whose whole life was in one context generation counts. */
+    dv_ref_info info;
+    bool same_context =
+        dv_ref_access(b->ref, &info) == DV_OK && info.context_generation == b->ctx_gen;
+    if (!same_context) {
+        w->excused_verifies++;
+        w->excused_bytes += bad;
+    } else {
+        w->bad_verifies++;
+        w->bad_bytes += bad;
+    }
+    pthread_mutex_lock(&run.report_mu);
+    if (run.nmismatch < MAX_MISMATCHES) {
+        char history[512];
+        const seg *sg = seg_at(b, off + first);
+        const char *source = "?";
+        uint64_t source_id = 0;
+        if (sg != NULL) {
+            source = sg->serial == 0 ? "memset" : "pattern";
+            source_id = sg->serial == 0 ? sg->pos : sg->serial;
+        }
+        describe_notes(b, history, sizeof(history));
+        snprintf(run.mismatch[run.nmismatch++], sizeof(run.mismatch[0]),
+                 "%sthread %d, block %#" PRIx64 " (%" PRIu64 " B, alloc stream %u, context %" PRIu64
+                 "): read [%" PRIu64 ", +%" PRIu64 ") on stream %u: %" PRIu64
+                 " bytes wrong, first at %" PRIu64 " (got %#04x want %#04x, from %s %#" PRIx64
+                 "), last at %" PRIu64 "\n      last operations: %s",
+                 same_context ? "" : "[excused: context rebuilt] ", w->index, b->id, b->size,
+                 b->alloc_stream, b->ctx_gen, off, len, s, bad, off + first, w->rbuf[first],
+                 w->wbuf[first], source, source_id, off + last, history);
+    }
+    pthread_mutex_unlock(&run.report_mu);
+    /* Its contents are unknown from here: rewrite before more checks. */
+    b->known = false;
+    return DV_OK;
+}
+
+/* Verify the whole block, then release it. */
+static void verify_and_release(worker *w, uint32_t i)
+{
+    int rc;
+    if (w->blocks[i].known) {
+        rc = verify(w, i, 0, w->blocks[i].size);
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+            return; /* dropped */
+    }
+    TIMED(w, OP_RELEASE, rc, dv_ref_release(w->blocks[i].ref));
+    /* Released or stale: either way the handle is no longer ours. */
+    forget(w, i);
+}
+
+static void do_alloc(worker *w)
+{
+    uint64_t size = rnd_log(&w->rng, MIN_BLOCK, MAX_BLOCK);
+    dv_stream s = pick_stream(w);
+    dv_ref ref;
+    int rc;
+    TIMED(w, OP_ALLOC, rc, dv_alloc(run.actor, size, s, "stress", &ref));
+    if (rc == DV_EOUT_OF_BUDGET || rc == DV_EDEVICE_OOM) {
+        /* Make room: give back one of ours, or let the others. */
+        if (w->nlive > 0) {
+            w->budget_releases++;
+            verify_and_release(w, (uint32_t)rnd_below(&w->rng, w->nlive));
+        } else {
+            sched_yield();
+        }
+        return;
+    }
+    if (rc != DV_OK)
+        return;
+    dv_ref_info info;
+    if ((rc = dv_ref_access(ref, &info)) != DV_OK) {
+        /* Rebuilt already: the handle is stale at birth. */
+        if (dv_ref_release(ref) == DV_ESTALE)
+            w->stale_dropped++;
+        return;
+    }
+    block *b = &w->blocks[w->nlive++];
+    b->ref = ref;
+    b->id = ((uint64_t)w->index << 40) | ++w->next_block;
+    b->size = size;
+    b->ctx_gen = info.context_generation;
+    b->alloc_stream = s;
+    b->last_stream = s;
+    b->known = false;
+    b->nsegs = 0;
+    b->nnotes = 0;
+}
+
+static uint64_t next_serial(worker *w)
+{
+    /* Process-wide unique: data of another thread's block never matches. */
+    return ((uint64_t)(w->index + 1) << 44) | ++w->next_serial;
+}
+
+/* Write a fresh pattern over [off, off + len) of block i (whole when not
+ * known). */
+static void do_write(worker *w, uint32_t i, bool whole)
+{
+    block *b = &w->blocks[i];
+    uint64_t off = 0, len = b->size;
+    if (!whole && b->known && b->size > 1) {
+        len = rnd_log(&w->rng, 1, b->size);
+        off = rnd_below(&w->rng, b->size - len + 1);
+    }
+    seg ins = {.start = off, .end = off + len, .serial = next_serial(w), .pos = off};
+    uint32_t n = 1;
+    if (len != b->size) {
+        n = seg_splice(b->segs, b->nsegs, off, off + len, &ins, 1, w->scratch_b);
+        if (n > MAX_SEGS) { /* too fragmented: the whole block instead */
+            w->rewrites_for_segments++;
+            off = 0;
+            len = b->size;
+            ins = (seg){.start = 0, .end = len, .serial = ins.serial, .pos = 0};
+            n = 1;
+        }
+    }
+    pattern_fill(w->wbuf, ins.serial, ins.pos, len);
+    dv_stream s = pick_other_stream(w, b->last_stream);
+    int rc;
+    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, b->ref, off, w->wbuf, len, s));
+    if (rc != DV_OK) {
+        after_failure(w, i, rc, true);
+        return;
+    }
+    if (len == b->size) {
+        b->segs[0] = ins;
+        b->nsegs = 1;
+    } else {
+        memcpy(b->segs, w->scratch_b, n * sizeof(seg));
+        b->nsegs = n;
+    }
+    b->known = true;
+    remember(b, (note){.kind = OP_HTOD, .stream = s, .off = off, .len = len, .serial = ins.serial});
+}
+
+static void do_memset(worker *w, uint32_t i)
+{
+    block *b = &w->blocks[i];
+    uint64_t len = rnd_log(&w->rng, 1, b->size);
+    uint64_t off = rnd_below(&w->rng, b->size - len + 1);
+    uint8_t value = (uint8_t)rnd(&w->rng);
+    seg ins = {.start = off, .end = off + len, .serial = 0, .pos = value};
+    uint32_t n = seg_splice(b->segs, b->nsegs, off, off + len, &ins, 1, w->scratch_b);
+    if (n > MAX_SEGS) {
+        w->rewrites_for_segments++;
+        do_write(w, i, true);
+        return;
+    }
+    dv_stream s = pick_other_stream(w, b->last_stream);
+    int rc;
+    TIMED(w, OP_MEMSET, rc, dv_memset(run.actor, b->ref, off, value, len, s));
+    if (rc != DV_OK) {
+        after_failure(w, i, rc, true);
+        return;
+    }
+    memcpy(b->segs, w->scratch_b, n * sizeof(seg));
+    b->nsegs = n;
+    remember(b, (note){.kind = OP_MEMSET, .stream = s, .off = off, .len = len, .value = value});
+}
+
+/* Copy a random range of block si onto block di, on a stream other than
+ * the one that last touched the destination. */
+static void do_dtod(worker *w, uint32_t di, uint32_t si)
+{
+    block *d = &w->blocks[di], *src = &w->blocks[si];
+    uint64_t max = d->size < src->size ? d->size : src->size;
+    uint64_t len = rnd_log(&w->rng, 1, max);
+    uint64_t soff = rnd_below(&w->rng, src->size - len + 1);
+    uint64_t doff = rnd_below(&w->rng, d->size - len + 1);
+    uint32_t nins = seg_slice(src, soff, len, doff, w->scratch_a);
+    uint32_t n = seg_splice(d->segs, d->nsegs, doff, doff + len, w->scratch_a, nins, w->scratch_b);
+    if (n > MAX_SEGS) {
+        w->rewrites_for_segments++;
+        do_write(w, di, true);
+        return;
+    }
+    dv_stream s = pick_other_stream(w, d->last_stream);
+    int rc;
+    TIMED(w, OP_DTOD, rc, dv_copy_dtod(run.actor, d->ref, doff, src->ref, soff, len, s));
+    if (rc != DV_OK) {
+        /* Drop in descending index order: forget() moves the last one. */
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE) {
+            uint32_t hi = di > si ? di : si, lo = di > si ? si : di;
+            drop(w, hi);
+            drop(w, lo);
+        } else {
+            d->known = false;
+        }
+        return;
+    }
+    memcpy(d->segs, w->scratch_b, n * sizeof(seg));
+    d->nsegs = n;
+    remember(d, (note){.kind = OP_DTOD,
+                       .stream = s,
+                       .off = doff,
+                       .len = len,
+                       .serial = src->id,
+                       .other_off = soff});
+}
+
+/* Another known block than i, or i itself when there is none. */
+static uint32_t pick_other_known(worker *w, uint32_t i)
+{
+    if (w->nlive < 2)
+        return i;
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t j = (uint32_t)rnd_below(&w->rng, w->nlive - 1);
+        j = j >= i ? j + 1 : j;
+        if (w->blocks[j].known)
+            return j;
+    }
+    return i;
+}
+
+static void step(worker *w)
+{
+    uint64_t r = rnd_below(&w->rng, 100);
+    if (w->nlive == 0 || (r < 20 && w->nlive < run.max_live)) {
+        do_alloc(w);
+        return;
+    }
+    uint32_t i = (uint32_t)rnd_below(&w->rng, w->nlive);
+    block *b = &w->blocks[i];
+    if (!b->known) {
+        do_write(w, i, true);
+    } else if (r < 32) {
+        do_write(w, i, false);
+    } else if (r < 46) {
+        do_memset(w, i);
+    } else if (r < 64) {
+        uint32_t j = pick_other_known(w, i);
+        if (j != i)
+            do_dtod(w, i, j);
+        else
+            do_memset(w, i);
+    } else if (r < 80) {
+        uint64_t len = rnd_below(&w->rng, 2) ? b->size : rnd_log(&w->rng, 1, b->size);
+        (void)verify(w, i, rnd_below(&w->rng, b->size - len + 1), len);
+    } else if (r < 98) {
+        verify_and_release(w, i);
+    } else {
+        int rc;
+        TIMED(w, OP_SYNC, rc, dv_sync(run.actor, pick_stream(w)));
+    }
+}
+
+static bool keep_going(void)
+{
+    if (run.opt.ops > 0)
+        return atomic_fetch_add_explicit(&run.steps, 1, memory_order_relaxed) < run.opt.ops &&
+               !atomic_load_explicit(&run.stop, memory_order_relaxed);
+    atomic_fetch_add_explicit(&run.steps, 1, memory_order_relaxed);
+    return !atomic_load_explicit(&run.stop, memory_order_relaxed);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    while (keep_going())
+        step(w);
+    /* Clean close: verify and release everything, then wait for every
+     * stream, so this thread's frees were handled before it leaves. */
+    while (w->nlive > 0)
+        verify_and_release(w, w->nlive - 1);
+    for (dv_stream s = 0; s < run.streams; s++) {
+        int rc;
+        TIMED(w, OP_SYNC, rc, dv_sync(run.actor, s));
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------ */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: dv-stress [--threads N] [--seconds S | --ops N] [--seed N]\n"
+            "                 [--backend cuda|sim|auto] [--budget BYTES] [--faults]\n"
+            "                 [--sim-delay US] [--streams N] [--blocks N] [--no-pool]\n"
+            "                 [--device N]\n"
+            "\n"
+            "N client threads post a random mix on one actor: allocate (256 B .. 16 MiB,\n"
+            "log-uniform, random stream), write a pattern host->device, memset a\n"
+            "sub-range, copy device->device between two of the thread's blocks on\n"
+            "another stream, read back device->host and verify every byte, release.\n"
+            "The budget is below what the working sets want, so allocations are\n"
+            "refused (DV_EOUT_OF_BUDGET): the thread releases a block and goes on.\n"
+            "The first line names the backend and device; a progress line goes to\n"
+            "stderr (every second on a terminal, else every 5 s); the report goes to\n"
+            "stdout.\n"
+            "\n"
+            "  --threads N     client threads (default: online CPUs, at least 2)\n"
+            "  --seconds S     run time (default 10)\n"
+            "  --ops N         stop after N steps of the mix over all threads (overrides\n"
+            "                  --seconds; a step is one operation, a release is a read-back\n"
+            "                  and the release)\n"
+            "  --seed N        seeds the mix and the sim's delays (default: from the clock;\n"
+            "                  printed on the first line)\n"
+            "  --backend B     cuda, sim or auto (default auto: $DV_BACKEND, else cuda when a\n"
+            "                  device answers, else sim; with --faults, sim)\n"
+            "  --budget BYTES  device budget, K/M/G suffixes, at least 16M (default 256M on\n"
+            "                  the sim, 2G on cuda)\n"
+            "  --faults        sim only: arm failed driver allocations and CUDA_ERROR_UNKNOWN\n"
+            "                  on memcpy calls every so often, and poison the context\n"
+            "                  (recoverably) at 35%% and 70%% of the run; the actor rebuilds,\n"
+            "                  clients drop stale handles and keep verifying.  The pool\n"
+            "                  retries a refused chunk, so failed allocations surface as\n"
+            "                  DV_EDEVICE_OOM mostly with --no-pool\n"
+            "  --sim-delay US  random delay before each op on the sim, up to US (default 20)\n"
+            "  --streams N     the actor's stream pool (default 4)\n"
+            "  --blocks N      live blocks per thread at most (default: 8, or more so that\n"
+            "                  all threads together average 1.25x the budget)\n"
+            "  --no-pool       allocate straight from the driver's stream-ordered allocator\n"
+            "  --device N      device ordinal (default 0)\n"
+            "  --help          this text\n"
+            "\n"
+            "Expected errors: DV_EOUT_OF_BUDGET; with --faults also DV_EDEVICE_OOM,\n"
+            "DV_EDRIVER, DV_ECONTEXT_LOST and DV_ESTALE.  A wrong byte counts only for a\n"
+            "block whose whole life was inside one context generation.\n"
+            "\n"
+            "Exit status: 0 when every byte matched, nothing leaked (bytes outstanding and\n"
+            "refs alive 0 at the end) and no unexpected error occurred; 1 on an integrity\n"
+            "failure or a leak; 2 on an unexpected error, a usage error or a device error\n"
+            "(e.g. --backend cuda without a GPU).\n");
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* 256M, 2G, 1048576, 64KiB ... (binary multiples). */
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || end == s || s[0] == '-')
+        return false;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        mul = KIB;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = MIB;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = GIB;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+        end += strlen(end);
+    if (*end != '\0' || (v != 0 && mul > UINT64_MAX / v))
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+static int parse_options(int argc, char **argv, options *o)
+{
+    static const struct option opts[] = {
+        {"threads", required_argument, NULL, 't'}, {"seconds", required_argument, NULL, 's'},
+        {"ops", required_argument, NULL, 'o'},     {"seed", required_argument, NULL, 'S'},
+        {"backend", required_argument, NULL, 'b'}, {"budget", required_argument, NULL, 'B'},
+        {"faults", no_argument, NULL, 'f'},        {"sim-delay", required_argument, NULL, 'D'},
+        {"streams", required_argument, NULL, 'n'}, {"blocks", required_argument, NULL, 'k'},
+        {"no-pool", no_argument, NULL, 'P'},       {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    bool seeded = false;
+    uint64_t v;
+    int c;
+
+    *o = (options){.threads = cpus > 2 ? (int)cpus : 2,
+                   .seconds = 10,
+                   .backend = DV_BACKEND_AUTO,
+                   .sim_delay_us = 20,
+                   .streams = 4,
+                   .pool = true};
+    int which = 0;
+    while ((c = getopt_long(argc, argv, "", opts, &which)) != -1) {
+        switch (c) {
+        case 't':
+            if (!parse_u64(optarg, &v) || v < 1 || v > 1024)
+                goto bad_value;
+            o->threads = (int)v;
+            break;
+        case 's': {
+            char *end;
+            o->seconds = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(o->seconds > 0) || o->seconds > 1e6)
+                goto bad_value;
+            break;
+        }
+        case 'o':
+            if (!parse_u64(optarg, &o->ops) || o->ops == 0)
+                goto bad_value;
+            break;
+        case 'S':
+            if (!parse_u64(optarg, &o->seed))
+                goto bad_value;
+            seeded = true;
+            break;
+        case 'b':
+            if (strcmp(optarg, "cuda") == 0)
+                o->backend = DV_BACKEND_CUDA;
+            else if (strcmp(optarg, "sim") == 0)
+                o->backend = DV_BACKEND_SIM;
+            else if (strcmp(optarg, "auto") == 0)
+                o->backend = DV_BACKEND_AUTO;
+            else
+                goto bad_value;
+            break;
+        case 'B':
+            if (!parse_bytes(optarg, &o->budget) || o->budget < MAX_BLOCK)
+                goto bad_value;
+            break;
+        case 'f':
+            o->faults = true;
+            break;
+        case 'D':
+            if (!parse_u64(optarg, &v) || v > 1000000)
+                goto bad_value;
+            o->sim_delay_us = (uint32_t)v;
+            break;
+        case 'n':
+            if (!parse_u64(optarg, &v) || v < 1 || v > 64)
+                goto bad_value;
+            o->streams = (uint32_t)v;
+            break;
+        case 'k':
+            if (!parse_u64(optarg, &v) || v < 2 || v > MAX_LIVE)
+                goto bad_value;
+            o->blocks = (uint32_t)v;
+            break;
+        case 'P':
+            o->pool = false;
+            break;
+        case 'd':
+            if (!parse_u64(optarg, &v) || v >= DV_MAX_DEVICES)
+                goto bad_value;
+            o->device = (int)v;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
+        }
+        continue;
+    bad_value:
+        fprintf(stderr, "dv-stress: bad value \"%s\" for --%s\n", optarg, opts[which].name);
+        usage(stderr);
+        return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dv-stress: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (o->faults) {
+        if (o->backend == DV_BACKEND_CUDA) {
+            fprintf(stderr, "dv-stress: --faults needs the simulated device (--backend sim)\n");
+            return 2;
+        }
+        o->backend = DV_BACKEND_SIM;
+    }
+    if (!seeded)
+        o->seed = mix64(now_ns() ^ ((uint64_t)getpid() << 32)) & 0xFFFFFFFFu;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Reporting
+ * ------------------------------------------------------------------------ */
+
+static const char *human_bytes(double b, char *buf, size_t cap)
+{
+    if (b >= (double)GIB)
+        snprintf(buf, cap, "%.2f GiB", b / (double)GIB);
+    else if (b >= (double)MIB)
+        snprintf(buf, cap, "%.1f MiB", b / (double)MIB);
+    else if (b >= (double)KIB)
+        snprintf(buf, cap, "%.1f KiB", b / (double)KIB);
+    else
+        snprintf(buf, cap, "%.0f B", b);
+    return buf;
+}
+
+static const char *human_ns(double ns, char *buf, size_t cap)
+{
+    if (ns >= 1e9)
+        snprintf(buf, cap, "%.2f s", ns / 1e9);
+    else if (ns >= 1e6)
+        snprintf(buf, cap, "%.2f ms", ns / 1e6);
+    else if (ns >= 1e3)
+        snprintf(buf, cap, "%.1f us", ns / 1e3);
+    else
+        snprintf(buf, cap, "%.0f ns", ns);
+    return buf;
+}
+
+static const char *state_name(dv_actor_state s)
+{
+    switch (s) {
+    case DV_ACTOR_RUNNING:
+        return "running";
+    case DV_ACTOR_REBUILDING:
+        return "rebuilding";
+    case DV_ACTOR_LOST:
+        return "lost";
+    case DV_ACTOR_STOPPING:
+        return "stopping";
+    case DV_ACTOR_STOPPED:
+        return "stopped";
+    default:
+        return "?";
+    }
+}
+
+static void totals(worker *ws, int n, uint64_t *ops, uint64_t *errors)
+{
+    *ops = *errors = 0;
+    for (int i = 0; i < n; i++) {
+        *ops += atomic_load_explicit(&ws[i].live_ops, memory_order_relaxed);
+        *errors += atomic_load_explicit(&ws[i].live_errors, memory_order_relaxed);
+    }
+}
+
+static void progress(worker *ws, int n, bool tty, double elapsed, double rate)
+{
+    dv_actor_stats st = {0};
+    uint64_t o, errors;
+    char b1[32];
+    totals(ws, n, &o, &errors);
+    int rc = dv_actor_stats_get(run.actor, &st);
+    fprintf(stderr,
+            "%s[%6.1f s] %9.0f ops/s  %10" PRIu64 " ops  outstanding %s%s  refs %" PRIu64
+            "  errors %" PRIu64 "%s",
+            tty ? "\r" : "", elapsed, rate, o, rc == DV_OK ? "" : "? ",
+            human_bytes((double)st.bytes_outstanding, b1, sizeof(b1)), st.refs_alive, errors,
+            tty ? "\033[K" : "\n");
+    fflush(stderr);
+}
+
+/* ------------------------------------------------------------------------
+ * Faults
+ * ------------------------------------------------------------------------ */
+
+typedef struct faults {
+    uint64_t rng;
+    uint64_t next_alloc_ns, next_inject_ns;
+    int poisons_done;
+    uint64_t armed_allocs, armed_memcpys, poisons;
+} faults;
+
+static const dv_drv_call memcpy_calls[] = {DV_CALL_MEMCPY_HTOD, DV_CALL_MEMCPY_DTOH,
+                                           DV_CALL_MEMCPY_DTOD};
+
+static void faults_tick(faults *f, uint64_t now, double fraction)
+{
+    if (now >= f->next_alloc_ns) {
+        if (dv_sim_fail_alloc_nth(run.drv, 1 + rnd_below(&f->rng, 4)) == DV_OK)
+            f->armed_allocs++;
+        f->next_alloc_ns = now + 100000000u + rnd_below(&f->rng, 200000000u);
+    }
+    if (now >= f->next_inject_ns) {
+        dv_drv_call call = memcpy_calls[rnd_below(&f->rng, 3)];
+        if (dv_sim_inject(run.drv, call, 1 + rnd_below(&f->rng, 64), DV_CU_UNKNOWN) == DV_OK)
+            f->armed_memcpys++;
+        f->next_inject_ns = now + 50000000u + rnd_below(&f->rng, 150000000u);
+    }
+    static const double poison_at[] = {0.35, 0.70};
+    if (f->poisons_done < 2 && fraction >= poison_at[f->poisons_done]) {
+        if (dv_sim_poison(run.drv, run.opt.device, DV_SIM_POISON_RECOVERABLE, 0) == DV_OK)
+            f->poisons++;
+        f->poisons_done++;
+    }
+}
+
+static void faults_disarm(void)
+{
+    (void)dv_sim_fail_alloc_nth(run.drv, 0);
+    for (size_t i = 0; i < sizeof(memcpy_calls) / sizeof(memcpy_calls[0]); i++)
+        (void)dv_sim_inject(run.drv, memcpy_calls[i], 0, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Main
+ * ------------------------------------------------------------------------ */
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    options *o = &run.opt;
+    int rc = parse_options(argc, argv, o);
+    if (rc != 0)
+        return rc;
+
+    /* Open the driver here, so the backend (and with it the default
+     * budget) is known before the actor is composed on it. */
+    dv_driver_config dcfg;
+    dv_driver *drv = NULL;
+    dv_driver_config_init(&dcfg);
+    dcfg.backend = o->backend;
+    dcfg.sim.seed = o->seed;
+    dcfg.sim.delay_max_us = o->sim_delay_us;
+    /* Room for the pool's fragmentation beyond the budget on the sim. */
+    uint64_t sim_budget = o->budget != 0 ? o->budget : 256 * MIB;
+    dcfg.sim.memory_bytes = 4 * sim_budget > GIB ? 4 * sim_budget : GIB;
+    rc = dv_driver_open(&dcfg, &drv);
+    if (rc != DV_OK) {
+        const char *why = dv_last_error()->message;
+        fprintf(stderr, "dv-stress: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
+        return 2;
+    }
+    bool sim = dv_sim_is_sim(drv);
+
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.device = o->device;
+    cfg.streams = o->streams;
+    cfg.pool = o->pool;
+    cfg.budget_bytes = o->budget != 0 ? o->budget : sim ? 256 * MIB : 2 * GIB;
+
+    run.streams = o->streams;
+    if (o->blocks != 0) {
+        run.max_live = o->blocks;
+    } else {
+        uint64_t want = (cfg.budget_bytes * 5 / 4 + (uint64_t)o->threads * MEAN_BLOCK - 1) /
+                        ((uint64_t)o->threads * MEAN_BLOCK);
+        run.max_live = want < MIN_LIVE ? MIN_LIVE : want > MAX_LIVE ? MAX_LIVE : (uint32_t)want;
+    }
+
+    rc = dv_actor_create(&cfg, &run.actor);
+    if (rc != DV_OK) {
+        const char *why = dv_last_error()->message;
+        fprintf(stderr, "dv-stress: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
+        dv_driver_close(drv);
+        return 2;
+    }
+    run.drv = dv__actor_driver(run.actor); /* drv: the faults are armed on it */
+    dv_device_info info = {0};
+    (void)dv_drv_device_info(run.drv, o->device, &info);
+    char b1[32], b2[32];
+    printf("dv-stress: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n",
+           dv_actor_backend_name(run.actor), o->device, info.name,
+           (unsigned long long)(info.total_bytes >> 20), info.cc_major, info.cc_minor);
+    if (sim && o->backend == DV_BACKEND_AUTO && getenv("DV_BACKEND") == NULL)
+        printf("dv-stress: no CUDA device answered, so this runs on the simulated device\n");
+    printf("dv-stress: %d threads x up to %u blocks (mean %s), %u streams, budget %s, %s, ",
+           o->threads, run.max_live, human_bytes((double)MEAN_BLOCK, b1, sizeof(b1)), run.streams,
+           human_bytes((double)cfg.budget_bytes, b2, sizeof(b2)), o->pool ? "pool" : "no pool");
+    if (o->ops > 0)
+        printf("%" PRIu64 " operations", o->ops);
+    else
+        printf("%.1f s", o->seconds);
+    printf(", seed %" PRIu64 "%s", o->seed, sim ? "" : "\n");
+    if (sim)
+        printf(", sim delay up to %u us, faults %s\n", o->sim_delay_us, o->faults ? "on" : "off");
+    fflush(stdout);
+
+    worker *ws = calloc((size_t)o->threads, sizeof(*ws));
+    if (ws == NULL) {
+        fprintf(stderr, "dv-stress: out of host memory\n");
+        return 2;
+    }
+    for (int i = 0; i < o->threads; i++) {
+        worker *w = &ws[i];
+        w->index = i;
+        w->rng = mix64(o->seed + (uint64_t)(i + 1) * UINT64_C(0xD1B54A32D192ED03));
+        w->wbuf = malloc(MAX_BLOCK);
+        w->rbuf = malloc(MAX_BLOCK);
+        w->blocks = calloc(run.max_live, sizeof(block));
+        if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL) {
+            fprintf(stderr, "dv-stress: out of host memory for thread %d's buffers\n", i);
+            dv_actor_destroy(run.actor);
+            dv_driver_close(drv);
+            return 2;
+        }
+    }
+
+    uint64_t t0 = now_ns();
+    int started = 0;
+    for (; started < o->threads; started++) {
+        if (pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]) != 0) {
+            fprintf(stderr, "dv-stress: cannot start thread %d\n", started);
+            atomic_store(&run.stop, true);
+            break;
+        }
+    }
+
+    /* Progress and faults, until the time or the operations are spent. */
+    bool tty = isatty(STDERR_FILENO) == 1;
+    uint64_t every = (tty ? 1000u : 5000u) * UINT64_C(1000000);
+    uint64_t next_line = t0 + every, last_ops = 0, last_t = t0;
+    faults f = {.rng = mix64(o->seed ^ UINT64_C(0xFA17))};
+    f.next_alloc_ns = f.next_inject_ns = t0;
+    for (;;) {
+        uint64_t now = now_ns();
+        double elapsed = (double)(now - t0) * 1e-9;
+        uint64_t steps = atomic_load_explicit(&run.steps, memory_order_relaxed);
+        double fraction = o->ops > 0 ? (double)steps / (double)o->ops : elapsed / o->seconds;
+        if (fraction >= 1.0 || started < o->threads)
+            break;
+        if (o->faults)
+            faults_tick(&f, now, fraction);
+        if (now >= next_line) {
+            uint64_t ops, errors;
+            totals(ws, o->threads, &ops, &errors);
+            progress(ws, o->threads, tty, elapsed,
+                     (double)(ops - last_ops) / ((double)(now - last_t) * 1e-9));
+            last_ops = ops;
+            last_t = now;
+            next_line += every;
+        }
+        sleep_ms(20);
+    }
+    atomic_store(&run.stop, true);
+    if (o->faults)
+        faults_disarm();
+    for (int i = 0; i < started; i++)
+        pthread_join(ws[i].thread, NULL);
+    double seconds = (double)(now_ns() - t0) * 1e-9;
+    if (tty)
+        fprintf(stderr, "\n");
+
+    /* Every thread released everything and synced its streams; one more
+     * sync on every stream from here, then the actor's accounting. */
+    int end_errors = 0;
+    for (dv_stream s = 0; s < run.streams; s++) {
+        int src = dv_sync(run.actor, s);
+        if (src == DV_ECONTEXT_LOST && o->faults) /* a poison noticed only now */
+            src = dv_sync(run.actor, s);
+        if (src != DV_OK) {
+            fprintf(stderr, "dv-stress: final sync of stream %u: %s\n", s,
+                    dv_last_error()->message);
+            end_errors++;
+        }
+    }
+    dv_actor_stats st = {0};
+    if ((rc = dv_actor_stats_get(run.actor, &st)) != DV_OK) {
+        fprintf(stderr, "dv-stress: stats: %s\n", dv_last_error()->message);
+        end_errors++;
+    }
+    dv_actor_health health = {0};
+    (void)dv_actor_health_get(run.actor, &health);
+
+    /* Totals. */
+    worker all = {0};
+    for (int i = 0; i < o->threads; i++) {
+        worker *w = &ws[i];
+        for (int k = 0; k < OP_KINDS; k++) {
+            all.calls[k] += w->calls[k];
+            all.failed[k] += w->failed[k];
+            hist_merge(&all.lat[k], &w->lat[k]);
+        }
+        for (int k = 0; k < NCODES; k++)
+            all.codes[k] += w->codes[k];
+        all.unexpected += w->unexpected;
+        all.verifies += w->verifies;
+        all.bytes_verified += w->bytes_verified;
+        all.bad_verifies += w->bad_verifies;
+        all.bad_bytes += w->bad_bytes;
+        all.excused_verifies += w->excused_verifies;
+        all.excused_bytes += w->excused_bytes;
+        all.stale_dropped += w->stale_dropped;
+        all.budget_releases += w->budget_releases;
+        all.rewrites_for_segments += w->rewrites_for_segments;
+    }
+    uint64_t calls = 0;
+    for (int k = 0; k < OP_KINDS; k++)
+        calls += all.calls[k];
+
+    printf("\nran %.2f s: %" PRIu64 " ops (%.0f ops/s), %s read back and compared\n", seconds,
+           calls, (double)calls / seconds, human_bytes((double)all.bytes_verified, b1, sizeof(b1)));
+    printf("\n  %-12s %12s %10s %12s %12s %12s\n", "operation", "calls", "failed", "p50", "p99",
+           "max");
+    for (int k = 0; k < OP_KINDS; k++) {
+        char p50[32], p99[32], mx[32];
+        printf("  %-12s %12" PRIu64 " %10" PRIu64 " %12s %12s %12s\n", op_names[k], all.calls[k],
+               all.failed[k], human_ns(hist_percentile(&all.lat[k], 0.50), p50, sizeof(p50)),
+               human_ns(hist_percentile(&all.lat[k], 0.99), p99, sizeof(p99)),
+               human_ns((double)all.lat[k].max, mx, sizeof(mx)));
+    }
+    printf("  (round trip of each blocking call; copy_dtod and memset return once enqueued)\n");
+
+    printf("\nerrors by code:");
+    bool any = false;
+    for (int k = 1; k < NCODES; k++) {
+        if (all.codes[k] == 0)
+            continue;
+        any = true;
+        printf("\n  %-20s %10" PRIu64 "  %s\n      first: %s", dv_err_name(-k), all.codes[k],
+               expected_error(-k) ? "expected" : "UNEXPECTED", run.first_message[k]);
+    }
+    if (all.codes[0] != 0) {
+        any = true;
+        printf("\n  %-20s %10" PRIu64 "  UNEXPECTED\n      first: %s", "(unlisted)", all.codes[0],
+               run.first_message[0]);
+    }
+    printf("%s\n", any ? "" : " none");
+    printf("  %" PRIu64 " blocks released to make room after a refused allocation\n",
+           all.budget_releases);
+    if (o->faults)
+        printf("faults: %" PRIu64 " failed allocations armed, %" PRIu64
+               " memcpy errors armed, %" PRIu64 " context poisons; %" PRIu64
+               " stale handles dropped\n",
+               f.armed_allocs, f.armed_memcpys, f.poisons, all.stale_dropped);
+
+    printf("\nintegrity: %" PRIu64 " verifications, %s compared, %" PRIu64 " failed (%" PRIu64
+           " bytes wrong)\n",
+           all.verifies, human_bytes((double)all.bytes_verified, b1, sizeof(b1)), all.bad_verifies,
+           all.bad_bytes);
+    if (all.excused_verifies != 0)
+        printf("  %" PRIu64 " more mismatched reads (%" PRIu64
+               " bytes) on blocks whose context was rebuilt under them: not counted\n",
+               all.excused_verifies, all.excused_bytes);
+    for (int i = 0; i < run.nmismatch; i++)
+        printf("  %s\n", run.mismatch[i]);
+
+    bool leak = st.bytes_outstanding != 0 || st.refs_alive != 0;
+    printf("\nend: bytes outstanding %" PRIu64 ", refs alive %" PRIu64
+           " (after every thread released everything and a sync on every stream)%s\n",
+           st.bytes_outstanding, st.refs_alive, leak ? ": LEAK" : "");
+    printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
+           " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " syncs, %" PRIu64
+           " failures, %u client rings\n",
+           st.messages, st.batches, st.allocs, st.frees, st.copies, st.memsets, st.syncs,
+           st.failures, st.client_rings);
+    printf("health: %s, context generation %" PRIu64 ", %u rebuilds", state_name(health.state),
+           health.context_generation, health.rebuilds);
+    if (health.first_fault.status != 0)
+        printf(", first fault: %s", health.first_fault.message);
+    printf("\n");
+
+    int status = 0;
+    const char *verdict = "PASS";
+    if (all.bad_verifies != 0 || leak) {
+        status = 1;
+        verdict = all.bad_verifies != 0 ? (leak ? "FAIL (integrity, leak)" : "FAIL (integrity)")
+                                        : "FAIL (leak)";
+    } else if (all.unexpected != 0 || end_errors != 0 || health.state != DV_ACTOR_RUNNING ||
+               (o->faults && f.poisons > 0 && health.rebuilds == 0)) {
+        status = 2;
+        verdict = "FAIL (unexpected errors)";
+    }
+    printf("result: %s\n", verdict);
+
+    dv_actor_destroy(run.actor);
+    dv_driver_close(drv);
+    for (int i = 0; i < o->threads; i++) {
+        free(ws[i].wbuf);
+        free(ws[i].rbuf);
+        free(ws[i].blocks);
+    }
+    free(ws);
+    return status;
+}
