@@ -94,6 +94,14 @@ void dv__actor_unlink(dv_actor *a)
     pthread_mutex_unlock(&live_mu);
 }
 
+/* The actor is the only writer of its counters: a store, not a locked
+ * add (readers on other threads load them relaxed). */
+static inline void stat_inc(atomic_uint_fast64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------------------
  * Building the device state
  * ------------------------------------------------------------------------ */
@@ -299,7 +307,7 @@ static void on_fault(dv_actor *a, int status, dv_stream s, const dv_msg *culprit
     if (a->health.first_fault.status == 0)
         a->health.first_fault = d;
     pthread_mutex_unlock(&a->health_mu);
-    atomic_fetch_add_explicit(&a->st_failures, 1, memory_order_relaxed);
+    stat_inc(&a->st_failures);
     /* Rebuild (or become LOST) before answering: a caller that sees
      * DV_ECONTEXT_LOST then finds the actor rebuilt or lost. */
     (void)rebuild(a);
@@ -497,7 +505,7 @@ static void handle_alloc(dv_actor *a, const dv_msg *m)
             (void)dv_res_deallocate(a->stack, &b);
     }
     if (rc == DV_OK) {
-        atomic_fetch_add_explicit(&a->st_allocs, 1, memory_order_relaxed);
+        stat_inc(&a->st_allocs);
         if (m->reply != NULL)
             m->reply->ref = ref;
     } else if (rc == DV_ECONTEXT_LOST) {
@@ -513,7 +521,7 @@ static void handle_free(dv_actor *a, const dv_msg *m)
         return; /* already dropped by a rebuild */
     int rc = dv_res_deallocate(a->stack, &slot->block);
     dv__ref_recycle(a->refs, slot);
-    atomic_fetch_add_explicit(&a->st_frees, 1, memory_order_relaxed);
+    stat_inc(&a->st_frees);
     if (rc == DV_ECONTEXT_LOST)
         on_fault(a, rc, m->stream, m);
 }
@@ -621,9 +629,9 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
     }
     uses_finish(a, u, nuse, s);
     if (m->type == DV_MSG_MEMSET)
-        atomic_fetch_add_explicit(&a->st_memsets, 1, memory_order_relaxed);
+        stat_inc(&a->st_memsets);
     else
-        atomic_fetch_add_explicit(&a->st_copies, 1, memory_order_relaxed);
+        stat_inc(&a->st_copies);
     sync_debug(a, s, m);
     /* The host's buffer is in use until the device is done with it. */
     if ((m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH) && m->reply != NULL) {
@@ -632,7 +640,7 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
     }
 done:
     if (rc != DV_OK)
-        atomic_fetch_add_explicit(&a->st_failures, 1, memory_order_relaxed);
+        stat_inc(&a->st_failures);
     complete(m->reply, rc);
 }
 
@@ -640,7 +648,7 @@ static void handle_sync(dv_actor *a, const dv_msg *m)
 {
     int rc = check_stream(a, m->stream, "sync");
     if (rc == DV_OK) {
-        atomic_fetch_add_explicit(&a->st_syncs, 1, memory_order_relaxed);
+        stat_inc(&a->st_syncs);
         if (m->reply == NULL)
             return;
         if ((rc = pending_push(a, m->stream, m, "sync")) == DV_OK)
@@ -765,19 +773,19 @@ static void handle_peer(dv_actor *a, const dv_msg *m)
         goto done;
     }
     uses_finish(a, &u, 1, s);
-    atomic_fetch_add_explicit(&a->st_copies, 1, memory_order_relaxed);
+    stat_inc(&a->st_copies);
     rc = pending_push(a, s, m, slot->block.tag.name);
     if (rc == DV_OK)
         return;
 done:
     if (rc != DV_OK)
-        atomic_fetch_add_explicit(&a->st_failures, 1, memory_order_relaxed);
+        stat_inc(&a->st_failures);
     complete(m->reply, rc);
 }
 
 static void handle(dv_actor *a, const dv_msg *m)
 {
-    atomic_fetch_add_explicit(&a->st_messages, 1, memory_order_relaxed);
+    stat_inc(&a->st_messages);
     int st = atomic_load_explicit(&a->state, memory_order_acquire);
     if (st == DV_ACTOR_LOST) {
         dv_error_detail d;
@@ -788,7 +796,8 @@ static void handle(dv_actor *a, const dv_msg *m)
             dv__future_complete_detail(m->reply, DV_EDEVICE_LOST, &d);
         return;
     }
-    dv_error_clear();
+    /* No dv_error_clear here: a failure always writes the detail it
+     * reports, and success never reads it. */
     switch (m->type) {
     case DV_MSG_ALLOC:
         handle_alloc(a, m);
@@ -859,7 +868,7 @@ void *dv__actor_main(void *arg)
         for (unsigned i = 0; i < n; i++)
             handle(a, &batch[i]);
         if (n > 0) {
-            atomic_fetch_add_explicit(&a->st_batches, 1, memory_order_relaxed);
+            stat_inc(&a->st_batches);
             if (atomic_load(&a->state) != DV_ACTOR_LOST)
                 flush_marks(a);
             idle = 0;

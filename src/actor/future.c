@@ -15,7 +15,7 @@
 #include "driver/port.h"
 
 #define SPINS  300 /* about 1-3 us of pause */
-#define YIELDS 16
+#define YIELDS 256 /* tens of us: a reply behind other clients comes without a futex wake */
 
 static _Atomic uint32_t *state_of(const dv_future *f)
 {
