@@ -68,6 +68,9 @@ struct dv_inbox {
     dv_inbox_mode mode;
     uint32_t capacity;
     struct ck_ec32 ec;
+    /* The actor may be about to sleep: posters bump the event count only
+     * then, so a busy actor's count line is not written per message. */
+    _Alignas(64) atomic_bool parked;
     pthread_mutex_t reg_mu;    /* registering and dropping rings */
     _Atomic(dv_ring **) rings; /* published array, read by the actor */
     atomic_uint nrings;
@@ -367,9 +370,15 @@ int dv__inbox_post(dv_inbox *in, dv_msg *msg, bool try)
         HANDOFF_RELEASE(r);
         ck_ring_enqueue_commit_spsc(&r->ring);
     }
-    /* After the commit: the actor either sees the message when it checks
-     * before parking, or sees the count move and does not sleep. */
-    ck_ec32_inc(&in->ec, &ec_mode);
+    /*
+     * Dekker with dv__inbox_park: we publish the message, then read parked;
+     * the actor sets parked, then looks at the rings.  With a full fence on
+     * both sides at least one sees the other: either the actor finds the
+     * message, or we see parked and move the count its wait compares.
+     */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&in->parked, memory_order_relaxed))
+        ck_ec32_inc(&in->ec, &ec_mode);
     return DV_OK;
 }
 
@@ -457,17 +466,22 @@ static bool any_queued(dv_inbox *in)
 void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
 {
     uint32_t snap = ck_ec32_value(&in->ec);
-    if (any_queued(in))
-        return;
-    if (timeout_ns == 0) {
-        ck_ec32_wait(&in->ec, &ec_mode, snap, NULL);
+    atomic_store_explicit(&in->parked, true, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with dv__inbox_post's */
+    if (any_queued(in)) {
+        atomic_store_explicit(&in->parked, false, memory_order_relaxed);
         return;
     }
-    struct timespec rel = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
-    struct timespec deadline;
-    if (ck_ec_deadline(&deadline, &ec_mode, &rel) != 0)
-        return;
-    ck_ec32_wait(&in->ec, &ec_mode, snap, &deadline);
+    if (timeout_ns == 0) {
+        ck_ec32_wait(&in->ec, &ec_mode, snap, NULL);
+    } else {
+        struct timespec rel = {(time_t)(timeout_ns / 1000000000u),
+                               (long)(timeout_ns % 1000000000u)};
+        struct timespec deadline;
+        if (ck_ec_deadline(&deadline, &ec_mode, &rel) == 0)
+            ck_ec32_wait(&in->ec, &ec_mode, snap, &deadline);
+    }
+    atomic_store_explicit(&in->parked, false, memory_order_relaxed);
 }
 
 void dv__inbox_kick(dv_inbox *in)

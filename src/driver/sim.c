@@ -905,7 +905,9 @@ static int sim_stream_query(dv_drv_obj *obj, bool *done)
     pthread_mutex_lock(&s->tl->mu);
     *done = s->tl->done == s->tl->enqueued;
     pthread_mutex_unlock(&s->tl->mu);
-    return DV_CU_SUCCESS;
+    /* Again after reading the position: work that faulted meanwhile is
+     * reported by the query that sees it finish, as on the real driver. */
+    return sticky_code(s->dev);
 }
 
 static int sim_event_create(dv_drv_obj *ctx, dv_drv_obj *obj)
@@ -970,7 +972,8 @@ static int sim_event_query(dv_drv_obj *obj, bool *done)
         pthread_mutex_unlock(&tl->mu);
         timeline_unref(tl);
     }
-    return DV_CU_SUCCESS;
+    /* Again after reading the position (see sim_stream_query). */
+    return sticky_code(DEV_OF(obj));
 }
 
 static int sim_event_sync(dv_drv_obj *obj)
