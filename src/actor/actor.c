@@ -282,6 +282,8 @@ static void on_fault(dv_actor *a, int status, dv_stream s, const dv_msg *culprit
 
     if (culprit != NULL) {
         const char *call = dv_last_error()->call;
+        if (culprit->type == DV_MSG_LAUNCH) /* name the kernel */
+            call = (const char *)(uintptr_t)culprit->a;
         len += (size_t)snprintf(what, sizeof(what), "%s (%s, message %u of client %u)",
                                 dv__msg_name(culprit->type), call != NULL ? call : "-",
                                 culprit->seq, culprit->producer);
@@ -557,13 +559,16 @@ static void uses_finish(dv_actor *a, use *u, int n, dv_stream s)
     }
 }
 
-static void sync_debug(dv_actor *a, dv_stream s, const dv_msg *m)
+/* Synchronous debug mode: wait for the operation just enqueued, so a
+ * fault is pinned on exactly this message.  Its status, or DV_OK. */
+static int sync_debug(dv_actor *a, dv_stream s, const dv_msg *m)
 {
     if (!a->cfg.synchronous)
-        return;
+        return DV_OK;
     int rc = dv_drv_stream_sync(a->env.streams[s]);
-    if (rc != DV_OK && rc != DV_EINVAL)
+    if (rc == DV_ECONTEXT_LOST)
         on_fault(a, rc, s, m);
+    return rc;
 }
 
 static void handle_copy(dv_actor *a, const dv_msg *m)
@@ -632,7 +637,8 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
         stat_inc(&a->st_memsets);
     else
         stat_inc(&a->st_copies);
-    sync_debug(a, s, m);
+    if ((rc = sync_debug(a, s, m)) != DV_OK)
+        goto done;
     /* The host's buffer is in use until the device is done with it. */
     if ((m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH) && m->reply != NULL) {
         if ((rc = pending_push(a, s, m, u[0].slot->block.tag.name)) == DV_OK)
@@ -714,8 +720,9 @@ static void handle_launch(dv_actor *a, const dv_msg *m)
         rc = dv_drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[m->stream],
                            params);
     if (rc == DV_OK) {
-        sync_debug(a, m->stream, m);
-        if (m->reply != NULL && (rc = pending_push(a, m->stream, m, name)) == DV_OK)
+        /* sync_debug handles a fault it finds itself. */
+        if ((rc = sync_debug(a, m->stream, m)) == DV_OK && m->reply != NULL &&
+            (rc = pending_push(a, m->stream, m, name)) == DV_OK)
             return;
     } else if (rc == DV_ECONTEXT_LOST) {
         on_fault(a, rc, m->stream, m);

@@ -227,9 +227,37 @@ static void test_regressions(void)
     dv_driver_close(drv);
 }
 
+/* Synchronous debug mode: each operation is waited for, so a fault names
+ * exactly the message that caused it, even among others in flight. */
+static void test_synchronous(void)
+{
+    dv_driver *drv = open_sim(1, true);
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_health h;
+    dv_ref x;
+    uint64_t bad[4] = {0x10, 0, 0, 0};
+
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.streams = 2;
+    cfg.synchronous = true;
+    ok(dv_actor_create(&cfg, &a) == DV_OK, "synchronous: an actor in synchronous debug mode");
+    dv_alloc(a, 4096, 1, "bystander", &x);
+    dv_memset(a, x, 0, 7, 4096, 1);
+    int rc = dv__actor_launch_builtin(a, "illegal_address", 0, bad, NULL);
+    is_status(rc, DV_ECONTEXT_LOST, "the faulting launch itself fails");
+    dv_actor_health_get(a, &h);
+    ok(strstr(h.first_fault.message, "in flight: launch (illegal_address") != NULL,
+       "the report names exactly that launch: %s", h.first_fault.message);
+    dv_actor_destroy(a);
+    dv_driver_close(drv);
+}
+
 int main(void)
 {
-    plan(40);
+    plan(43);
+    test_synchronous();
     test_regressions();
     test_explicit_reset();
     test_recoverable();

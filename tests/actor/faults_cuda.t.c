@@ -4,7 +4,9 @@
  * real illegal-address kernel makes the actor LOST (the driver refuses a
  * new context after such a fault), promptly, naming the faulting launch;
  * every call answers DV_EDEVICE_LOST at once, old handles are stale, and
- * destroy stays clean.  Skipped where no CUDA device answers.
+ * destroy stays clean.  Where the machine has a second device, its actor
+ * (same driver) is lost too: the fault is fatal to the whole process.
+ * Skipped where no CUDA device answers.
  */
 #include <time.h>
 
@@ -30,10 +32,20 @@ int main(void)
     cfg.backend = DV_BACKEND_CUDA;
     if (dv_actor_create(&cfg, &a) == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(14);
+    plan(17);
     ok(a != NULL, "an actor on the real device");
     if (a == NULL)
         return tap_done();
+    int devices = 0;
+    dv_drv_device_count(dv__actor_driver(a), &devices);
+    dv_actor *b = NULL;
+    if (devices >= 2) {
+        dv_actor_config cb;
+        dv_actor_config_init(&cb);
+        cb.driver = dv__actor_driver(a);
+        cb.device = 1;
+        dv_actor_create(&cb, &b);
+    }
 
     /* Explicit reset of a healthy device. */
     dv_alloc(a, 4096, 0, "before-reset", &x);
@@ -67,6 +79,20 @@ int main(void)
               "calls answer DV_EDEVICE_LOST");
     ok(now_s() - t0 < 0.1, "at once (%.6f s)", now_s() - t0);
     is_status(dv_ref_access(y, &info), DV_ESTALE, "handles are stale");
+    if (b != NULL) {
+        dv_actor_health_get(b, &h);
+        is_int(h.state, DV_ACTOR_LOST, "device 1's actor is LOST too");
+        is_status(dv_alloc(b, 64, 0, "other-device", &z), DV_EDEVICE_LOST,
+                  "device 1 answers DV_EDEVICE_LOST");
+        ok(dv_last_error()->driver_code == 700, "with the original fault: %s",
+           dv_last_error()->message);
+        dv_actor_destroy(b);
+    } else {
+        for (int i = 0; i < 3; i++) {
+            tap_run++;
+            printf("ok %d # SKIP other devices of the process: %d device(s)\n", tap_run, devices);
+        }
+    }
     dv_actor_destroy(a);
     ok(true, "destroy returned");
     return tap_done();
