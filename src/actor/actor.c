@@ -190,6 +190,14 @@ static void complete(dv_future *f, int status)
         dv__future_complete(f, status);
 }
 
+/* Answer an operation's message, counting a failure. */
+static void reply(dv_actor *a, const dv_msg *m, int status)
+{
+    if (status != DV_OK)
+        stat_inc(&a->st_failures);
+    complete(m->reply, status);
+}
+
 static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *what)
 {
     dv_pending_fifo *q = &a->pend[s];
@@ -645,9 +653,7 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
             return;
     }
 done:
-    if (rc != DV_OK)
-        stat_inc(&a->st_failures);
-    complete(m->reply, rc);
+    reply(a, m, rc);
 }
 
 static void handle_sync(dv_actor *a, const dv_msg *m)
@@ -785,9 +791,7 @@ static void handle_peer(dv_actor *a, const dv_msg *m)
     if (rc == DV_OK)
         return;
 done:
-    if (rc != DV_OK)
-        stat_inc(&a->st_failures);
-    complete(m->reply, rc);
+    reply(a, m, rc);
 }
 
 static void handle(dv_actor *a, const dv_msg *m)

@@ -16,18 +16,8 @@
 
 CK_RING_PROTOTYPE(msg, dv_msg)
 
-#if defined(__SANITIZE_THREAD__)
-#define DV_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DV_TSAN 1
-#endif
-#endif
-#ifdef DV_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-void __tsan_ignore_thread_begin(void);
-void __tsan_ignore_thread_end(void);
+#include "driver/tsan.h"
+
 /*
  * ck publishes in both directions with its own fences, which TSan does not
  * model, and neither side can annotate between its copy and ck's publish
@@ -37,16 +27,10 @@ void __tsan_ignore_thread_end(void);
  * only the copies of the message bytes into and out of ring slots are
  * hidden from TSan.
  */
-#define HANDOFF_RELEASE(p) __tsan_release(p)
-#define HANDOFF_ACQUIRE(p) __tsan_acquire(p)
-#define SLOT_COPY_BEGIN()  __tsan_ignore_thread_begin()
-#define SLOT_COPY_END()    __tsan_ignore_thread_end()
-#else
-#define HANDOFF_RELEASE(p) ((void)0)
-#define HANDOFF_ACQUIRE(p) ((void)0)
-#define SLOT_COPY_BEGIN()  ((void)0)
-#define SLOT_COPY_END()    ((void)0)
-#endif
+#define HANDOFF_RELEASE(p) dv_tsan_release(p)
+#define HANDOFF_ACQUIRE(p) dv_tsan_acquire(p)
+#define SLOT_COPY_BEGIN()  dv_tsan_ignore_begin()
+#define SLOT_COPY_END()    dv_tsan_ignore_end()
 
 struct dv_ring {
     ck_ring_t ring;

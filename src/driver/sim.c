@@ -39,22 +39,10 @@
 
 #include "driver/sim.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define DV_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DV_TSAN 1
-#endif
-#endif
-#ifdef DV_TSAN
-void __tsan_ignore_thread_begin(void);
-void __tsan_ignore_thread_end(void);
-#define DATA_PLANE_BEGIN() __tsan_ignore_thread_begin()
-#define DATA_PLANE_END()   __tsan_ignore_thread_end()
-#else
-#define DATA_PLANE_BEGIN() ((void)0)
-#define DATA_PLANE_END()   ((void)0)
-#endif
+#include "driver/tsan.h"
+
+#define DATA_PLANE_BEGIN() dv_tsan_ignore_begin()
+#define DATA_PLANE_END()   dv_tsan_ignore_end()
 
 #define SIM_ALIGN         256u
 #define SIM_BASE          UINT64_C(0x00007a0000000000)
