@@ -178,7 +178,12 @@ typedef struct dv_actor_config {
     uint64_t budget_bytes;                             /* 0: no budget */
     bool guard;                                        /* canaries, poison, quarantine (debug) */
     const char *log_path;                              /* CSV allocation log, NULL: none */
-    bool synchronous; /* debug: wait for every op, exact fault reports */
+    bool synchronous;  /* debug: wait for every op, exact fault reports */
+    bool direct_alloc; /* synchronous driver allocation, no cross-stream
+                        * tracking: tracked copies and launches of handles
+                        * answer DV_ESTREAM_MISUSE (tests, sanitizers) */
+    bool permissive;   /* launches may pass raw device pointers, untracked
+                        * (default strict: DV_ESTREAM_MISUSE) */
     bool shared_queue; /* one multi-producer ring for every client instead of
                         * a ring per client thread (for comparison: it stalls
                         * when clients outnumber cores) */
@@ -228,7 +233,7 @@ typedef struct dv_actor_health {
 DV_EXPORT int dv_actor_health_get(const dv_actor *actor, dv_actor_health *out);
 
 typedef struct dv_actor_stats {
-    uint64_t messages, allocs, frees, copies, memsets, syncs, failures;
+    uint64_t messages, allocs, frees, copies, memsets, syncs, launches, failures;
     uint64_t bytes_outstanding; /* the resource stack's */
     uint64_t refs_alive;
     uint64_t batches; /* drains of the inbound queues */
@@ -272,6 +277,84 @@ DV_EXPORT int dv_memset_async(dv_actor *actor, dv_ref dst, uint64_t offset, uint
  * device. */
 DV_EXPORT int dv_sync(dv_actor *actor, dv_stream stream);
 DV_EXPORT int dv_sync_async(dv_actor *actor, dv_stream stream, dv_future *f);
+
+/* ------------------------------------------------------------------------
+ * Kernels and launches
+ * ------------------------------------------------------------------------ */
+
+typedef struct dv_dim3 {
+    uint32_t x, y, z;
+} dv_dim3;
+
+/*
+ * A kernel of an actor: by name from a module image (cubin, fatbin or
+ * PTX; the simulated device resolves names in its registry), or one of
+ * devactor's own kernels (tools/kernels) when image is NULL.  The image
+ * must stay valid while the actor lives.  The module is loaded on the
+ * actor; after a context rebuild it is loaded again on first use, so a
+ * kernel handle stays valid for the actor's life (the actor owns it).
+ */
+typedef struct dv_kernel dv_kernel;
+DV_EXPORT int dv_kernel_get(dv_actor *actor, const void *image, size_t image_bytes,
+                            const char *name, dv_kernel **out);
+
+/* One kernel argument: a plain value, a handle with the access the kernel
+ * makes (and a byte offset into the block), or a raw device pointer
+ * (untracked; refused unless the actor is permissive). */
+typedef enum dv_arg_kind { DV_ARG_VALUE = 0, DV_ARG_REF, DV_ARG_PTR } dv_arg_kind;
+typedef enum dv_arg_access { DV_READ = 1, DV_WRITE = 2, DV_READ_WRITE = 3 } dv_arg_access;
+
+typedef struct dv_arg {
+    uint8_t kind;   /* dv_arg_kind */
+    uint8_t access; /* dv_arg_access, for DV_ARG_REF */
+    uint16_t size;  /* bytes of a value (1, 2, 4, 8) */
+    uint32_t reserved;
+    uint64_t offset; /* into the block, for DV_ARG_REF */
+    union {
+        uint64_t value;
+        dv_ref ref;
+        uint64_t ptr;
+    } u;
+} dv_arg;
+
+#define DV_LAUNCH_MAX_ARGS 16
+
+static inline dv_arg dv_arg_u32(uint32_t v)
+{
+    dv_arg a = {DV_ARG_VALUE, 0, 4, 0, 0, {v}};
+    return a;
+}
+static inline dv_arg dv_arg_u64(uint64_t v)
+{
+    dv_arg a = {DV_ARG_VALUE, 0, 8, 0, 0, {v}};
+    return a;
+}
+static inline dv_arg dv_arg_ref(dv_ref r, dv_arg_access access, uint64_t offset)
+{
+    dv_arg a = {DV_ARG_REF, (uint8_t)access, 8, 0, offset, {r.bits}};
+    return a;
+}
+static inline dv_arg dv_arg_ptr(uint64_t device_ptr)
+{
+    dv_arg a = {DV_ARG_PTR, 0, 8, 0, 0, {device_ptr}};
+    return a;
+}
+
+/*
+ * Launch kernel on stream.  Every handle is validated first (stale,
+ * released, another device's, an offset outside the block): on any error
+ * nothing is enqueued.  A block named twice gets the strongest access
+ * (read + write = read-write).  Then each block's use is prepared (waits
+ * on other streams' writes, and for writes on their reads), the kernel is
+ * enqueued, and each use is finished.  Returns once enqueued; the async
+ * form's args must stay valid until its future completes.
+ */
+DV_EXPORT int dv_launch(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
+                        uint32_t shared_bytes, dv_stream stream, const dv_arg *args,
+                        unsigned nargs);
+DV_EXPORT int dv_launch_async(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
+                              uint32_t shared_bytes, dv_stream stream, const dv_arg *args,
+                              unsigned nargs, dv_future *f);
 
 #ifdef __cplusplus
 }

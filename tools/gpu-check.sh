@@ -76,6 +76,10 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         run_step "memcheck dv-stress (cuda, 10 s)" $cs --tool memcheck \
             "$build/tools/dv-stress" --backend cuda --seconds 10 --threads 4
     fi
+    run_step "memcheck actor/launch_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/actor/launch_cuda.t"
+    run_step "racecheck actor/launch_cuda.t" $cs --tool racecheck "$build/tests/actor/launch_cuda.t"
+    run_step "synccheck actor/launch_cuda.t" $cs --tool synccheck "$build/tests/actor/launch_cuda.t"
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
     run_step "synccheck driver/port_cuda.t" $cs --tool synccheck "$build/tests/driver/port_cuda.t"
 else

@@ -109,11 +109,12 @@ static inline void stat_inc(atomic_uint_fast64_t *c)
 static int build_stack(dv_actor *a)
 {
     dv_resource *r = NULL, *top;
-    int rc = dv_async_resource_create(&a->env, &r);
+    int rc = a->cfg.direct_alloc ? dv_direct_resource_create(&a->env, &r)
+                                 : dv_async_resource_create(&a->env, &r);
     if (rc != DV_OK)
         return rc;
     top = r;
-    if (a->cfg.pool) {
+    if (a->cfg.pool && !a->cfg.direct_alloc) {
         dv_pool_config pcfg;
         dv_pool_config_init(&pcfg);
         if (a->cfg.pool_initial_bytes)
@@ -172,6 +173,14 @@ static void teardown(dv_actor *a)
     if (a->kernels != NULL)
         (void)dv_drv_module_unload(a->kernels);
     a->kernels = NULL;
+    /* Kernel handles stay; their modules go with the context. */
+    for (struct dv_kernel *k = a->kernel_list; k != NULL; k = k->next) {
+        if (k->module != NULL)
+            (void)dv_drv_module_unload(k->module);
+        k->module = NULL;
+        k->func = NULL;
+        k->context = 0;
+    }
     if (a->done != NULL)
         dv_tracker_destroy(a->done);
     a->done = NULL;
@@ -253,7 +262,10 @@ const char *dv__msg_name(uint8_t type)
     case DV_MSG_RESET:
         return "reset";
     case DV_MSG_LAUNCH:
+    case DV_MSG_LAUNCH_TRACKED:
         return "launch";
+    case DV_MSG_KERNEL_GET:
+        return "kernel_get";
     default:
         return "message";
     }
@@ -685,6 +697,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     out->copies = atomic_load(&a->st_copies);
     out->memsets = atomic_load(&a->st_memsets);
     out->syncs = atomic_load(&a->st_syncs);
+    out->launches = atomic_load(&a->st_launches);
     out->failures = atomic_load(&a->st_failures);
     out->batches = atomic_load(&a->st_batches);
     out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
@@ -794,6 +807,171 @@ done:
     reply(a, m, rc);
 }
 
+/* The kernel's function in the current context, loading it if needed. */
+static int kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out)
+{
+    uint64_t ctx = dv__ref_domain_context(a->refs);
+    int rc = DV_OK;
+    if (k->context != ctx || k->func == NULL) {
+        dv_drv_module *mod;
+        if (k->image == NULL) {
+            if (a->kernels == NULL) {
+                const void *image;
+                size_t bytes;
+                dv_drv_builtin_image(a->drv, &image, &bytes);
+                rc = dv_drv_module_load(a->env.ctx, image, bytes, &a->kernels);
+            }
+            mod = a->kernels;
+        } else {
+            rc = dv_drv_module_load(a->env.ctx, k->image, k->image_bytes, &k->module);
+            mod = k->module;
+        }
+        if (rc == DV_OK)
+            rc = dv_drv_func_get(mod, k->name, &k->func);
+        if (rc != DV_OK)
+            return rc;
+        k->context = ctx;
+    }
+    *out = k->func;
+    return DV_OK;
+}
+
+static void handle_kernel_get(dv_actor *a, const dv_msg *m)
+{
+    const void *image = (const void *)(uintptr_t)m->a;
+    const char *name = (const char *)(uintptr_t)m->c;
+    struct dv_kernel *k;
+    dv_drv_func *f;
+    int rc = DV_OK;
+
+    for (k = a->kernel_list; k != NULL; k = k->next)
+        if (k->image == image && strcmp(k->name, name) == 0)
+            break;
+    if (k == NULL) {
+        if (strlen(name) >= sizeof(k->name)) {
+            rc = dv__fail(DV_EINVAL, "kernel_get", "kernel_get: name \"%.40s...\" is too long",
+                          name);
+            goto out;
+        }
+        k = calloc(1, sizeof(*k));
+        if (k == NULL) {
+            rc = dv__fail(DV_ENOMEM, "kernel_get", "out of host memory");
+            goto out;
+        }
+        k->image = image;
+        k->image_bytes = m->b;
+        snprintf(k->name, sizeof(k->name), "%s", name);
+        /* Load now, so a bad image or name is reported here. */
+        if ((rc = kernel_func(a, k, &f)) != DV_OK) {
+            if (k->module != NULL)
+                (void)dv_drv_module_unload(k->module);
+            free(k);
+            goto out;
+        }
+        k->next = a->kernel_list;
+        a->kernel_list = k;
+    }
+    if (m->reply != NULL)
+        m->reply->value = (uintptr_t)k;
+out:
+    reply(a, m, rc);
+}
+
+/*
+ * The launch recorder: validate every argument (nothing is enqueued on
+ * any error), merge uses of one block (the strongest access wins),
+ * prepare all, launch, finish all.
+ */
+static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
+{
+    struct dv_kernel *k = (struct dv_kernel *)(uintptr_t)m->a;
+    const dv_arg *args = (const dv_arg *)(uintptr_t)m->b;
+    unsigned nargs = (unsigned)(m->c & 0xffffffffu);
+    uint32_t shared = (uint32_t)(m->c >> 32);
+    dv_dim3 grid = {(uint32_t)m->d, (uint32_t)(m->d >> 32), (uint32_t)(m->e & 0xffff)};
+    dv_dim3 block = {(uint32_t)((m->e >> 16) & 0xffff), (uint32_t)((m->e >> 32) & 0xffff),
+                     (uint32_t)(m->e >> 48)};
+    dv_stream s = m->stream;
+    uint64_t values[DV_LAUNCH_MAX_ARGS];
+    void *params[DV_LAUNCH_MAX_ARGS];
+    use uses[DV_LAUNCH_MAX_ARGS];
+    int nuses = 0;
+    dv_drv_func *f = NULL;
+    int rc = check_stream(a, s, "launch");
+
+    for (unsigned i = 0; rc == DV_OK && i < nargs; i++) {
+        const dv_arg *arg = &args[i];
+        params[i] = &values[i];
+        switch (arg->kind) {
+        case DV_ARG_VALUE:
+            values[i] = arg->u.value;
+            break;
+        case DV_ARG_PTR:
+            if (!a->cfg.permissive)
+                rc = dv__fail(DV_ESTREAM_MISUSE, "launch",
+                              "launch: argument %u is a raw device pointer, which a strict "
+                              "actor does not launch (it cannot fence it); pass a handle",
+                              i);
+            values[i] = arg->u.ptr;
+            break;
+        case DV_ARG_REF: {
+            if (arg->access < DV_READ || arg->access > DV_READ_WRITE) {
+                rc = dv__fail(DV_EINVAL, "launch", "launch: argument %u has access %u", i,
+                              arg->access);
+                break;
+            }
+            dv_ref_slot *slot = dv__ref_lookup(a->refs, arg->u.ref, "launch");
+            if (slot == NULL) {
+                rc = dv_last_error()->status;
+                break;
+            }
+            if (arg->offset >= slot->block.requested) {
+                rc = dv__fail(DV_EINVAL, "launch",
+                              "launch: argument %u: offset %llu is outside the block's %llu "
+                              "bytes",
+                              i, (unsigned long long)arg->offset,
+                              (unsigned long long)slot->block.requested);
+                break;
+            }
+            values[i] = slot->block.ptr + arg->offset;
+            int j = 0;
+            while (j < nuses && uses[j].slot != slot)
+                j++;
+            if (j == nuses)
+                uses[nuses++] = (use){slot, 0};
+            uses[j].access = (dv_access)(uses[j].access | arg->access);
+            break;
+        }
+        default:
+            rc = dv__fail(DV_EINVAL, "launch", "launch: argument %u has kind %u", i, arg->kind);
+        }
+    }
+    if (rc == DV_OK && nuses > 0 && !dv_res_supports_block_use_tracking(a->stack))
+        rc = dv__res_no_tracking(a->stack, "launch");
+    if (rc == DV_OK)
+        rc = kernel_func(a, k, &f);
+    if (rc != DV_OK)
+        goto done;
+    for (int i = 0; i < nuses; i++) {
+        rc = dv_res_prepare_block_use(a->stack, dv_block_id_of(&uses[i].slot->block), s,
+                                      uses[i].access);
+        if (rc != DV_OK) {
+            rc = enqueue_failed(a, rc, s, m);
+            goto done;
+        }
+    }
+    rc = dv_drv_launch(f, grid, block, shared, a->env.streams[s], nargs ? params : NULL);
+    if (rc != DV_OK) {
+        rc = enqueue_failed(a, rc, s, m);
+        goto done;
+    }
+    uses_finish(a, uses, nuses, s);
+    stat_inc(&a->st_launches);
+    rc = sync_debug(a, s, m);
+done:
+    reply(a, m, rc);
+}
+
 static void handle(dv_actor *a, const dv_msg *m)
 {
     stat_inc(&a->st_messages);
@@ -837,6 +1015,12 @@ static void handle(dv_actor *a, const dv_msg *m)
         break;
     case DV_MSG_LAUNCH:
         handle_launch(a, m);
+        break;
+    case DV_MSG_KERNEL_GET:
+        handle_kernel_get(a, m);
+        break;
+    case DV_MSG_LAUNCH_TRACKED:
+        handle_launch_tracked(a, m);
         break;
     default:
         dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);

@@ -40,6 +40,19 @@ enum dv_msg_type {
     DV_MSG_STATS,
     DV_MSG_RESET,
     DV_MSG_LAUNCH, /* a built-in kernel by name (tests and tools) */
+    DV_MSG_KERNEL_GET,
+    DV_MSG_LAUNCH_TRACKED,
+};
+
+/* A kernel handle: owned by its actor, reloaded in each new context. */
+struct dv_kernel {
+    struct dv_kernel *next;
+    const void *image; /* NULL: the built-in kernels */
+    size_t image_bytes;
+    char name[64];
+    dv_drv_module *module; /* own module (image != NULL), this context */
+    dv_drv_func *func;
+    uint64_t context; /* the context generation func belongs to; 0: none */
 };
 
 /* A device completion the actor waits for. */
@@ -70,6 +83,7 @@ struct dv_actor {
     dv_log_sink *sink;
     dv_tracker *done;       /* completion positions, one event ring per stream */
     dv_drv_module *kernels; /* built-in kernels, loaded on first launch */
+    struct dv_kernel *kernel_list; /* handles given out (dv_kernel_get) */
     dv_ref_domain *refs;
     dv_inbox *inbox;
     pthread_t thread;
@@ -87,7 +101,7 @@ struct dv_actor {
 
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
-        st_failures, st_batches;
+        st_launches, st_failures, st_batches;
 
     /* Health: written by the actor under health_mu, read by anyone. */
     pthread_mutex_t health_mu;

@@ -132,6 +132,11 @@ static void actor_free(dv_actor *a)
         free(a->pend[s].items);
     for (uint32_t i = 0; i < a->ntags; i++)
         free(a->tags[i]);
+    while (a->kernel_list != NULL) {
+        struct dv_kernel *k = a->kernel_list;
+        a->kernel_list = k->next;
+        free(k);
+    }
     free(a->tags);
     if (a->sink != NULL)
         dv_log_sink_destroy(a->sink);
@@ -444,6 +449,61 @@ int dv_sync_async(dv_actor *a, dv_stream stream, dv_future *f)
         return dv__fail(DV_EINVAL, "sync", "sync_async: NULL future");
     dv_msg m = {.type = DV_MSG_SYNC, .stream = stream};
     return call(a, &m, f, NULL);
+}
+
+int dv_kernel_get(dv_actor *a, const void *image, size_t image_bytes, const char *name,
+                  dv_kernel **out)
+{
+    if (out == NULL || name == NULL || name[0] == '\0')
+        return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: NULL out or empty name");
+    *out = NULL;
+    if (image != NULL && image_bytes == 0)
+        return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: an image of 0 bytes");
+    dv_future f;
+    dv_future_init(&f, 0);
+    dv_msg m = {
+        .type = DV_MSG_KERNEL_GET, .a = (uintptr_t)image, .b = image_bytes, .c = (uintptr_t)name};
+    int rc = dv__actor_post(a, &m, &f);
+    if (rc == DV_OK && (rc = dv_future_wait(&f)) == DV_OK)
+        *out = (dv_kernel *)(uintptr_t)f.value;
+    return rc;
+}
+
+static int launch_msg(dv_actor *a, dv_kernel *k, dv_dim3 grid, dv_dim3 block, uint32_t shared,
+                      dv_stream stream, const dv_arg *args, unsigned nargs, dv_future *f)
+{
+    if (k == NULL || (nargs > 0 && args == NULL) || nargs > DV_LAUNCH_MAX_ARGS)
+        return dv__fail(DV_EINVAL, "launch",
+                        "launch: NULL kernel or args, or %u arguments (at "
+                        "most %d)",
+                        nargs, DV_LAUNCH_MAX_ARGS);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+        grid.z > 0xffff || block.x > 1024 || block.y > 1024 || block.z > 64)
+        return dv__fail(DV_EINVAL, "launch", "launch: grid %ux%ux%u block %ux%ux%u out of range",
+                        grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    dv_msg m = {.type = DV_MSG_LAUNCH_TRACKED,
+                .stream = stream,
+                .a = (uintptr_t)k,
+                .b = (uintptr_t)args,
+                .c = nargs | ((uint64_t)shared << 32),
+                .d = grid.x | ((uint64_t)grid.y << 32),
+                .e = grid.z | ((uint64_t)block.x << 16) | ((uint64_t)block.y << 32) |
+                     ((uint64_t)block.z << 48)};
+    return call(a, &m, f, NULL);
+}
+
+int dv_launch(dv_actor *a, dv_kernel *k, dv_dim3 grid, dv_dim3 block, uint32_t shared,
+              dv_stream stream, const dv_arg *args, unsigned nargs)
+{
+    return launch_msg(a, k, grid, block, shared, stream, args, nargs, NULL);
+}
+
+int dv_launch_async(dv_actor *a, dv_kernel *k, dv_dim3 grid, dv_dim3 block, uint32_t shared,
+                    dv_stream stream, const dv_arg *args, unsigned nargs, dv_future *f)
+{
+    if (f == NULL)
+        return dv__fail(DV_EINVAL, "launch", "launch_async: NULL future");
+    return launch_msg(a, k, grid, block, shared, stream, args, nargs, f);
 }
 
 int dv__actor_launch_builtin(dv_actor *a, const char *kernel, dv_stream stream,

@@ -70,9 +70,7 @@ typedef struct dv_drv_func dv_drv_func;
 
 typedef void (*dv_host_fn)(void *arg);
 
-typedef struct dv_dim3 {
-    uint32_t x, y, z;
-} dv_dim3;
+/* dv_dim3 is public (devactor.h). */
 
 /* dv_backend is public (devactor.h). */
 
