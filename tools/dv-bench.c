@@ -14,6 +14,10 @@
  *           allocate+release pairs per second with 1, 8 and 4x-cores client
  *           threads (per-client rings and one shared ring), beside the same
  *           threads calling the driver's stream-ordered pair directly
+ *   launch  an empty kernel launched through the actor with 0, 2 and 8
+ *           tracked handles, on one stream and alternating between two
+ *           (every launch then waits on the other stream), beside a raw
+ *           cuLaunchKernel loop; clients post with futures, a window of 64
  *
  * Latencies are taken over batches of BATCH pairs (one clock read per
  * batch, so the clock's own cost is spread thin); median and p99 are over
@@ -567,10 +571,114 @@ static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double sec
         printf("  (errors: actor %s, driver %s)\n", dv_err_name(err), dv_err_name(derr));
 }
 
+/* ------------------------------------------------------------------------
+ * launch
+ * ------------------------------------------------------------------------ */
+
+#define WINDOW 64
+
+static double bench_raw_launch(dv_res_env *env, size_t n)
+{
+    dv_drv_module *mod;
+    dv_drv_func *f;
+    const void *image;
+    size_t bytes;
+    dv_drv_builtin_image(env->drv, &image, &bytes);
+    if (dv_drv_module_load(env->ctx, image, bytes, &mod) != DV_OK ||
+        dv_drv_func_get(mod, "empty", &f) != DV_OK)
+        return -1;
+    dv_dim3 one = {1, 1, 1};
+    for (int i = 0; i < 1000; i++)
+        dv_drv_launch(f, one, one, 0, env->streams[0], NULL);
+    dv_drv_stream_sync(env->streams[0]);
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n; i++)
+        dv_drv_launch(f, one, one, 0, env->streams[0], NULL);
+    double per = (double)(now_ns() - t0) / (double)n;
+    dv_drv_stream_sync(env->streams[0]);
+    dv_drv_module_unload(mod);
+    return per;
+}
+
+/* ns per launch through the actor, WINDOW launches in flight. */
+static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_ref *refs, int nrefs, bool cross,
+                                 size_t n)
+{
+    static dv_arg args[WINDOW][8];
+    static dv_future f[WINDOW];
+    dv_dim3 one = {1, 1, 1};
+    for (int w = 0; w < WINDOW; w++) {
+        for (int i = 0; i < nrefs; i++)
+            args[w][i] = dv_arg_ref(refs[i], DV_READ_WRITE, 0);
+        dv_future_init(&f[w], 0);
+        f[w].state = 1; /* done: free to reuse */
+    }
+    uint64_t t0 = 0;
+    for (size_t i = 0; i < n + 1000; i++) {
+        if (i == 1000)
+            t0 = now_ns();
+        int w = (int)(i % WINDOW);
+        if (dv_future_wait(&f[w]) != DV_OK)
+            return -1;
+        dv_future_init(&f[w], 0);
+        dv_stream s = cross ? (dv_stream)(i & 1) : 0;
+        if (dv_launch_async(a, k, one, one, 0, s, args[w], (unsigned)nrefs, &f[w]) != DV_OK)
+            return -1;
+    }
+    for (int w = 0; w < WINDOW; w++)
+        dv_future_wait(&f[w]);
+    double per = (double)(now_ns() - t0) / (double)n;
+    dv_sync(a, 0);
+    dv_sync(a, 1);
+    return per;
+}
+
+static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
+{
+    const size_t n = 20000;
+    double raw = bench_raw_launch(env, n);
+    dv_actor *a = bench_actor(drv, device, false);
+    dv_kernel *k = NULL;
+    dv_ref refs[8];
+    if (a == NULL || dv_kernel_get(a, NULL, 0, "empty", &k) != DV_OK) {
+        fprintf(stderr, "dv-bench: launch: %s\n", dv_last_error()->message);
+        dv_actor_destroy(a);
+        return;
+    }
+    for (int i = 0; i < 8; i++)
+        dv_alloc(a, 4096, 0, "launch", &refs[i]);
+    if (csv)
+        printf("section,what,refs,ns_per_launch,ratio_to_raw\n");
+    else
+        printf("\nlaunch: an empty kernel, ns of CPU per launch (ratio: over a raw "
+               "cuLaunchKernel loop)\n  %-44s %5s %12s %9s\n",
+               "what", "refs", "ns/launch", "ratio");
+    if (csv)
+        printf("launch,raw cuLaunchKernel loop,0,%.1f,1.000\n", raw);
+    else
+        printf("  %-44s %5d %12.1f %9.3f\n", "raw cuLaunchKernel loop", 0, raw, 1.0);
+    static const int counts[] = {0, 2, 8};
+    for (int c = 0; c < 3; c++) {
+        for (int cross = 0; cross < 2; cross++) {
+            if (counts[c] == 0 && cross)
+                continue;
+            double per = bench_actor_launch(a, k, refs, counts[c], cross, n);
+            const char *what = cross ? "actor, alternating two streams" : "actor, one stream";
+            if (csv)
+                printf("launch,%s,%d,%.1f,%.3f\n", what, counts[c], per, per / raw);
+            else
+                printf("  %-44s %5d %12.1f %9.3f\n", what, counts[c], per, per / raw);
+        }
+    }
+    for (int i = 0; i < 8; i++)
+        dv_ref_release(refs[i]);
+    dv_actor_destroy(a);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
-                 "                [--section alloc|random|actor|all]\n"
+                 "                [--section alloc|random|actor|launch|all]\n"
                  "                [--seconds S] [--max-size BYTES] [--csv]\n"
                  "\n"
                  "Measures devactor against direct driver calls in the same run:\n"
@@ -581,6 +689,8 @@ static void usage(FILE *out)
                  "          same ring; allocate+release pairs/s with 1, 8 and 4x-cores\n"
                  "          clients (per-client rings and one shared ring) beside 8\n"
                  "          threads calling the driver's stream-ordered pair directly\n"
+                 "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles,\n"
+                 "          one stream and two alternating, beside a raw launch loop\n"
                  "\n"
                  "  --seconds S    time per measurement (default 0.3)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"
@@ -661,6 +771,8 @@ int main(int argc, char **argv)
         bench_random(&env, max_size);
     if (strcmp(section, "all") == 0 || strcmp(section, "actor") == 0)
         bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds);
+    if (strcmp(section, "all") == 0 || strcmp(section, "launch") == 0)
+        bench_launches(drv, &env, device);
     dv_res_env_fini(&env);
     dv_driver_close(drv);
     return 0;
