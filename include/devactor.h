@@ -356,6 +356,44 @@ DV_EXPORT int dv_launch_async(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, 
                               uint32_t shared_bytes, dv_stream stream, const dv_arg *args,
                               unsigned nargs, dv_future *f);
 
+/* ------------------------------------------------------------------------
+ * Tasks: library calls on the actor's thread
+ * ------------------------------------------------------------------------ */
+
+/*
+ * What a task sees.  It runs on the actor's thread with the device's
+ * context current, after every handle argument was fenced for its access
+ * on `stream`, and before the uses are recorded: the work it enqueues on
+ * native_stream (cuBLAS, cuFFT, NCCL...) is ordered like a launch.  A task
+ * must not call blocking devactor functions of its own actor.
+ */
+typedef struct dv_task_ctx {
+    dv_actor *actor;
+    int device;
+    dv_stream stream;
+    void *native_stream; /* the CUstream (cuda); NULL on the simulated device */
+    bool simulated;      /* the sim: enqueue host work with dv_task_host_fn */
+    unsigned nargs;
+    uint64_t arg[DV_LAUNCH_MAX_ARGS]; /* each argument resolved: a handle's
+                                       * device address (plus offset), a value
+                                       * or a pointer */
+    void *internal;
+} dv_task_ctx;
+
+typedef int (*dv_task_fn)(const dv_task_ctx *ctx, void *user);
+
+/* Run fn on the actor with args validated and fenced (as dv_launch does);
+ * its return value is the call's. */
+DV_EXPORT int dv_task(dv_actor *actor, dv_task_fn fn, void *user, dv_stream stream,
+                      const dv_arg *args, unsigned nargs);
+DV_EXPORT int dv_task_async(dv_actor *actor, dv_task_fn fn, void *user, dv_stream stream,
+                            const dv_arg *args, unsigned nargs, dv_future *f);
+/* Inside a task: run fn(arg) on the host when the stream gets there. */
+DV_EXPORT int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg);
+/* Inside a task on the simulated device: host address of device memory
+ * (for host functions standing in for library kernels); NULL on cuda. */
+DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

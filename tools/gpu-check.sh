@@ -78,6 +78,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     fi
     run_step "memcheck actor/launch_cuda.t" $cs --tool memcheck --leak-check full \
         --report-api-errors no "$build/tests/actor/launch_cuda.t"
+    run_step "memcheck tasks/gemm_cuda.t" $cs --tool memcheck --report-api-errors no \
+        "$build/tests/tasks/gemm_cuda.t"
     run_step "racecheck actor/launch_cuda.t" $cs --tool racecheck "$build/tests/actor/launch_cuda.t"
     run_step "synccheck actor/launch_cuda.t" $cs --tool synccheck "$build/tests/actor/launch_cuda.t"
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"

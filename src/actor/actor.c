@@ -11,6 +11,7 @@
 
 #include "actor/actor.h"
 #include "actor/actor_internal.h"
+#include "driver/sim.h"
 
 #define BATCH    64
 #define MAX_TAGS 1024
@@ -266,6 +267,8 @@ const char *dv__msg_name(uint8_t type)
         return "launch";
     case DV_MSG_KERNEL_GET:
         return "kernel_get";
+    case DV_MSG_TASK:
+        return "task";
     default:
         return "message";
     }
@@ -878,6 +881,72 @@ out:
 }
 
 /*
+ * The recorder's first half, for launches and tasks: every argument
+ * resolved (a handle to its device address plus offset), handles checked,
+ * uses of one block merged (the strongest access wins).  On any error
+ * nothing was enqueued.
+ */
+static int resolve_args(dv_actor *a, const dv_arg *args, unsigned nargs, uint64_t *values,
+                        use *uses, int *nuses_out, const char *op)
+{
+    int nuses = 0;
+    for (unsigned i = 0; i < nargs; i++) {
+        const dv_arg *arg = &args[i];
+        switch (arg->kind) {
+        case DV_ARG_VALUE:
+            values[i] = arg->u.value;
+            break;
+        case DV_ARG_PTR:
+            if (!a->cfg.permissive)
+                return dv__fail(DV_ESTREAM_MISUSE, op,
+                                "%s: argument %u is a raw device pointer, which a strict actor "
+                                "does not accept (it cannot fence it); pass a handle",
+                                op, i);
+            values[i] = arg->u.ptr;
+            break;
+        case DV_ARG_REF: {
+            if (arg->access < DV_READ || arg->access > DV_READ_WRITE)
+                return dv__fail(DV_EINVAL, op, "%s: argument %u has access %u", op, i, arg->access);
+            dv_ref_slot *slot = dv__ref_lookup(a->refs, arg->u.ref, op);
+            if (slot == NULL)
+                return dv_last_error()->status;
+            if (arg->offset >= slot->block.requested)
+                return dv__fail(DV_EINVAL, op,
+                                "%s: argument %u: offset %llu is outside the block's %llu bytes",
+                                op, i, (unsigned long long)arg->offset,
+                                (unsigned long long)slot->block.requested);
+            values[i] = slot->block.ptr + arg->offset;
+            int j = 0;
+            while (j < nuses && uses[j].slot != slot)
+                j++;
+            if (j == nuses)
+                uses[nuses++] = (use){slot, 0};
+            uses[j].access = (dv_access)(uses[j].access | arg->access);
+            break;
+        }
+        default:
+            return dv__fail(DV_EINVAL, op, "%s: argument %u has kind %u", op, i, arg->kind);
+        }
+    }
+    if (nuses > 0 && !dv_res_supports_block_use_tracking(a->stack))
+        return dv__res_no_tracking(a->stack, op);
+    *nuses_out = nuses;
+    return DV_OK;
+}
+
+/* Prepare every use on stream s; a sticky error is a fault. */
+static int prepare_all(dv_actor *a, use *uses, int nuses, dv_stream s, const dv_msg *m)
+{
+    for (int i = 0; i < nuses; i++) {
+        int rc = dv_res_prepare_block_use(a->stack, dv_block_id_of(&uses[i].slot->block), s,
+                                          uses[i].access);
+        if (rc != DV_OK)
+            return enqueue_failed(a, rc, s, m);
+    }
+    return DV_OK;
+}
+
+/*
  * The launch recorder: validate every argument (nothing is enqueued on
  * any error), merge uses of one block (the strongest access wins),
  * prepare all, launch, finish all.
@@ -899,67 +968,16 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
     dv_drv_func *f = NULL;
     int rc = check_stream(a, s, "launch");
 
-    for (unsigned i = 0; rc == DV_OK && i < nargs; i++) {
-        const dv_arg *arg = &args[i];
+    if (rc == DV_OK)
+        rc = resolve_args(a, args, nargs, values, uses, &nuses, "launch");
+    for (unsigned i = 0; i < nargs; i++)
         params[i] = &values[i];
-        switch (arg->kind) {
-        case DV_ARG_VALUE:
-            values[i] = arg->u.value;
-            break;
-        case DV_ARG_PTR:
-            if (!a->cfg.permissive)
-                rc = dv__fail(DV_ESTREAM_MISUSE, "launch",
-                              "launch: argument %u is a raw device pointer, which a strict "
-                              "actor does not launch (it cannot fence it); pass a handle",
-                              i);
-            values[i] = arg->u.ptr;
-            break;
-        case DV_ARG_REF: {
-            if (arg->access < DV_READ || arg->access > DV_READ_WRITE) {
-                rc = dv__fail(DV_EINVAL, "launch", "launch: argument %u has access %u", i,
-                              arg->access);
-                break;
-            }
-            dv_ref_slot *slot = dv__ref_lookup(a->refs, arg->u.ref, "launch");
-            if (slot == NULL) {
-                rc = dv_last_error()->status;
-                break;
-            }
-            if (arg->offset >= slot->block.requested) {
-                rc = dv__fail(DV_EINVAL, "launch",
-                              "launch: argument %u: offset %llu is outside the block's %llu "
-                              "bytes",
-                              i, (unsigned long long)arg->offset,
-                              (unsigned long long)slot->block.requested);
-                break;
-            }
-            values[i] = slot->block.ptr + arg->offset;
-            int j = 0;
-            while (j < nuses && uses[j].slot != slot)
-                j++;
-            if (j == nuses)
-                uses[nuses++] = (use){slot, 0};
-            uses[j].access = (dv_access)(uses[j].access | arg->access);
-            break;
-        }
-        default:
-            rc = dv__fail(DV_EINVAL, "launch", "launch: argument %u has kind %u", i, arg->kind);
-        }
-    }
-    if (rc == DV_OK && nuses > 0 && !dv_res_supports_block_use_tracking(a->stack))
-        rc = dv__res_no_tracking(a->stack, "launch");
     if (rc == DV_OK)
         rc = kernel_func(a, k, &f);
     if (rc != DV_OK)
         goto done;
-    for (int i = 0; i < nuses; i++) {
-        rc = dv_res_prepare_block_use(a->stack, dv_block_id_of(&uses[i].slot->block), s,
-                                      uses[i].access);
-        if (rc != DV_OK) {
-            rc = enqueue_failed(a, rc, s, m);
-            goto done;
-        }
-    }
+    if ((rc = prepare_all(a, uses, nuses, s, m)) != DV_OK)
+        goto done;
     rc = dv_drv_launch(f, grid, block, shared, a->env.streams[s], nargs ? params : NULL);
     if (rc != DV_OK) {
         rc = enqueue_failed(a, rc, s, m);
@@ -970,6 +988,53 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
     rc = sync_debug(a, s, m);
 done:
     reply(a, m, rc);
+}
+
+/* A task: the recorder around a callback on this thread. */
+static void handle_task(dv_actor *a, const dv_msg *m)
+{
+    dv_task_fn fn = (dv_task_fn)(uintptr_t)m->a;
+    const dv_arg *args = (const dv_arg *)(uintptr_t)m->c;
+    unsigned nargs = (unsigned)m->d;
+    dv_stream s = m->stream;
+    use uses[DV_LAUNCH_MAX_ARGS];
+    int nuses = 0;
+    dv_task_ctx ctx = {.actor = a, .device = a->device, .stream = s, .nargs = nargs};
+    int rc = check_stream(a, s, "task");
+
+    if (rc == DV_OK)
+        rc = resolve_args(a, args, nargs, ctx.arg, uses, &nuses, "task");
+    if (rc == DV_OK)
+        rc = prepare_all(a, uses, nuses, s, m);
+    if (rc == DV_OK)
+        rc = dv_drv_ctx_make_current(a->env.ctx);
+    if (rc != DV_OK)
+        goto done;
+    ctx.native_stream = dv_drv_stream_native(a->env.streams[s]);
+    ctx.simulated = dv_driver_backend(a->drv) == DV_BACKEND_SIM;
+    ctx.internal = a;
+    rc = fn(&ctx, (void *)(uintptr_t)m->b);
+    /* Recorded even when the task failed: it may have enqueued work. */
+    uses_finish(a, uses, nuses, s);
+    if (rc == DV_OK)
+        rc = sync_debug(a, s, m);
+done:
+    reply(a, m, rc);
+}
+
+int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg)
+{
+    if (ctx == NULL || ctx->internal == NULL)
+        return dv__fail(DV_EINVAL, "task_host_fn", "task_host_fn: not inside a task");
+    dv_actor *a = ctx->internal;
+    return dv_drv_launch_host_fn(a->env.streams[ctx->stream], fn, arg);
+}
+
+void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)
+{
+    if (ctx == NULL || ctx->internal == NULL || !ctx->simulated)
+        return NULL;
+    return dv_sim_host_ptr(((dv_actor *)ctx->internal)->drv, ptr, bytes);
 }
 
 static void handle(dv_actor *a, const dv_msg *m)
@@ -1021,6 +1086,9 @@ static void handle(dv_actor *a, const dv_msg *m)
         break;
     case DV_MSG_LAUNCH_TRACKED:
         handle_launch_tracked(a, m);
+        break;
+    case DV_MSG_TASK:
+        handle_task(a, m);
         break;
     default:
         dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);

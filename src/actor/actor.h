@@ -42,6 +42,7 @@ enum dv_msg_type {
     DV_MSG_LAUNCH, /* a built-in kernel by name (tests and tools) */
     DV_MSG_KERNEL_GET,
     DV_MSG_LAUNCH_TRACKED,
+    DV_MSG_TASK,
 };
 
 /* A kernel handle: owned by its actor, reloaded in each new context. */

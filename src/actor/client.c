@@ -506,6 +506,37 @@ int dv_launch_async(dv_actor *a, dv_kernel *k, dv_dim3 grid, dv_dim3 block, uint
     return launch_msg(a, k, grid, block, shared, stream, args, nargs, f);
 }
 
+static int task_msg(dv_actor *a, dv_task_fn fn, void *user, dv_stream stream, const dv_arg *args,
+                    unsigned nargs, dv_future *f)
+{
+    if (fn == NULL || (nargs > 0 && args == NULL) || nargs > DV_LAUNCH_MAX_ARGS)
+        return dv__fail(DV_EINVAL, "task",
+                        "task: NULL function or args, or %u arguments (at "
+                        "most %d)",
+                        nargs, DV_LAUNCH_MAX_ARGS);
+    dv_msg m = {.type = DV_MSG_TASK,
+                .stream = stream,
+                .a = (uintptr_t)fn,
+                .b = (uintptr_t)user,
+                .c = (uintptr_t)args,
+                .d = nargs};
+    return call(a, &m, f, NULL);
+}
+
+int dv_task(dv_actor *a, dv_task_fn fn, void *user, dv_stream stream, const dv_arg *args,
+            unsigned nargs)
+{
+    return task_msg(a, fn, user, stream, args, nargs, NULL);
+}
+
+int dv_task_async(dv_actor *a, dv_task_fn fn, void *user, dv_stream stream, const dv_arg *args,
+                  unsigned nargs, dv_future *f)
+{
+    if (f == NULL)
+        return dv__fail(DV_EINVAL, "task", "task_async: NULL future");
+    return task_msg(a, fn, user, stream, args, nargs, f);
+}
+
 int dv__actor_launch_builtin(dv_actor *a, const char *kernel, dv_stream stream,
                              const uint64_t args[4], dv_future *f)
 {

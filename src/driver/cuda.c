@@ -864,6 +864,16 @@ static int cu_launch(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t sha
                                                   block.z, shared_bytes, s->s, params, NULL);
 }
 
+static void *cu_native_stream(dv_drv_obj *stream)
+{
+    return ((struct cu_stream *)stream)->s;
+}
+
+static int cu_make_current(dv_drv_obj *ctx)
+{
+    return (int)cu_enter(ctx);
+}
+
 static int cu_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
 {
     struct cu_stream *s = (struct cu_stream *)stream;
@@ -927,6 +937,8 @@ const dv_driver_ops dv__cuda_ops = {
 
     .launch = cu_launch,
     .host_fn = cu_host_fn,
+    .native_stream = cu_native_stream,
+    .make_current = cu_make_current,
 
     .error_name = cu_error_name,
     .error_string = cu_error_string,

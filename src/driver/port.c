@@ -803,6 +803,21 @@ int dv_drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
                       OPS(stream)->host_fn(OBJ(stream), fn, arg));
 }
 
+void *dv_drv_stream_native(dv_drv_stream *stream)
+{
+    if (!obj_alive(stream, DV_DRV_STREAM) || OPS(stream)->native_stream == NULL)
+        return NULL;
+    return OPS(stream)->native_stream(OBJ(stream));
+}
+
+int dv_drv_ctx_make_current(dv_drv_ctx *ctx)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "ctx_make_current");
+    if (OPS(ctx)->make_current == NULL)
+        return DV_OK;
+    return drv_result(OBJ(ctx)->drv, DV_CALL_CTX_RETAIN, OPS(ctx)->make_current(OBJ(ctx)));
+}
+
 const char *dv_drv_error_name(const dv_driver *drv, int code)
 {
     const char *name = NULL;

@@ -257,6 +257,13 @@ int dv_drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t share
 /* fn runs once the stream reaches this point; it must not call the port. */
 int dv_drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg);
 
+/* The backend's own handle of a stream (a CUstream), NULL on the sim or
+ * for a dead handle; for library calls (cuBLAS, cuFFT, NCCL) in tasks. */
+void *dv_drv_stream_native(dv_drv_stream *stream);
+/* Make ctx current on the calling thread (the CUDA context a library call
+ * runs in); a no-op on the sim. */
+int dv_drv_ctx_make_current(dv_drv_ctx *ctx);
+
 /* Name and description of a raw driver code (never NULL). */
 const char *dv_drv_error_name(const dv_driver *drv, int code);
 const char *dv_drv_error_string(const dv_driver *drv, int code);
@@ -397,6 +404,11 @@ typedef struct dv_driver_ops {
     int (*launch)(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
                   dv_drv_obj *stream, void **params);
     int (*host_fn)(dv_drv_obj *stream, dv_host_fn fn, void *arg);
+    /* For library calls made on the owning thread (tasks): the backend's
+     * own stream handle (CUstream; NULL on the sim), and making a context
+     * current on the calling thread (a no-op on the sim). */
+    void *(*native_stream)(dv_drv_obj *stream);
+    int (*make_current)(dv_drv_obj *ctx);
 
     /* NULL: the port's own table of names is used. */
     const char *(*error_name)(const dv_driver *drv, int code);
@@ -407,7 +419,7 @@ typedef struct dv_driver_ops {
 struct dv_driver {
     const dv_driver_ops *ops;
     uint64_t serial; /* unique for the process, never reused */
-    void *impl; /* backend state */
+    void *impl;      /* backend state */
     /* Object pool and live list (port.c), guarded by obj_lock. */
     void *obj_lock;
     dv_drv_obj *free_list[DV_DRV__KINDS];

@@ -1355,6 +1355,13 @@ dv_dim3 dv_sim_kblock(const dv_sim_kctx *k)
  * Fault and delay controls (sim.h)
  * ------------------------------------------------------------------------ */
 
+void *dv_sim_host_ptr(dv_driver *drv, dv_dptr dptr, uint64_t bytes)
+{
+    if (!dv_sim_is_sim(drv))
+        return NULL;
+    return arena_range(SD(drv), dptr, bytes);
+}
+
 bool dv_sim_is_sim(const dv_driver *drv)
 {
     return drv != NULL && drv->ops == &dv__sim_ops;
@@ -1488,6 +1495,8 @@ const dv_driver_ops dv__sim_ops = {
     .builtin_image = sim_builtin_image,
     .launch = sim_launch,
     .host_fn = sim_host_fn,
+    .native_stream = NULL,
+    .make_current = NULL,
     .error_name = NULL,
     .error_string = NULL,
 };

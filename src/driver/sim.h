@@ -55,6 +55,10 @@ void *dv_sim_kmem(dv_sim_kctx *k, dv_dptr dptr, uint64_t bytes);
 dv_dim3 dv_sim_kgrid(const dv_sim_kctx *k);
 dv_dim3 dv_sim_kblock(const dv_sim_kctx *k);
 
+/* Host address of [dptr, dptr + bytes) of a sim driver's device memory,
+ * or NULL (host functions of tasks compute on it in stream order). */
+void *dv_sim_host_ptr(dv_driver *drv, dv_dptr dptr, uint64_t bytes);
+
 /* Is this a sim driver? */
 bool dv_sim_is_sim(const dv_driver *drv);
 
