@@ -6,6 +6,7 @@
  * (BASIC_ON_CUDA), skipped where no device answers.
  */
 #include "devactor.h"
+#include "support/data.h"
 #include "tap.h"
 
 #ifndef BASIC_ON_CUDA
@@ -25,14 +26,6 @@ static dv_actor *make(uint32_t streams)
     cfg.sim_delay_max_us = 50;
     cfg.budget_bytes = 64 << 20;
     return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
-}
-
-static bool all(const uint32_t *p, size_t n, uint32_t v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != v)
-            return false;
-    return true;
 }
 
 int main(void)
@@ -90,7 +83,7 @@ int main(void)
               "copy_dtoh_async posts");
     is_status(dv_future_wait(&f[1]), DV_OK, "... and completes");
     ok(dv_future_done(&f[0]) && f[0].status == DV_OK, "the memset's future completed first");
-    ok(all(back, N, 0x11111111u), "the async read saw the async memset from another stream");
+    ok(all_u32(back, N, 0x11111111u), "the async read saw the async memset from another stream");
     is_status(dv_alloc_async(a, 1024, 0, "async", &f[2]), DV_OK, "alloc_async posts");
     is_status(dv_future_wait(&f[2]), DV_OK, "... and completes with a handle");
     is_status(dv_ref_release(f[2].ref), DV_OK, "release it");

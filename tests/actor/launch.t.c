@@ -12,6 +12,7 @@
  *   - a kernel handle keeps working after a context rebuild.
  */
 #include "devactor.h"
+#include "support/data.h"
 #include "tap.h"
 
 #ifndef LAUNCH_ON_CUDA
@@ -35,22 +36,6 @@ static dv_actor *make(bool permissive, bool direct)
     cfg.permissive = permissive;
     cfg.direct_alloc = direct;
     return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
-}
-
-static uint64_t host_checksum(const uint32_t *p, uint64_t n)
-{
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < n; i++)
-        sum += (((uint64_t)p[i] << 32) | (uint32_t)i) * UINT64_C(0x9E3779B97F4A7C15);
-    return sum;
-}
-
-static bool all(const uint32_t *p, size_t n, uint32_t v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != v)
-            return false;
-    return true;
 }
 
 int main(void)
@@ -88,7 +73,7 @@ int main(void)
     is_status(dv_launch(a, fill, grid, blk, 0, 1, fy, 3), DV_OK, "fill y = 2 on stream 1");
     is_status(dv_launch(a, add, grid, blk, 0, 2, az, 4), DV_OK, "z = x + y on stream 2");
     dv_copy_dtoh(a, back, z, 0, 4 * n, 0);
-    ok(all(back, N, 42), "z is 42 everywhere: stream 2 waited for streams 0 and 1");
+    ok(all_u32(back, N, 42), "z is 42 everywhere: stream 2 waited for streams 0 and 1");
 
     /* -- many rounds across streams -------------------------------------- */
     int wrong = 0;
@@ -99,7 +84,7 @@ int main(void)
         dv_launch(a, fill, grid, blk, 0, r % 3, w, 3);       /* x = r */
         dv_launch(a, add, grid, blk, 0, (r + 1) % 3, rd, 4); /* y = x + x */
         dv_copy_dtoh(a, back, y, 0, 4 * n, (r + 2) % 3);
-        wrong += !all(back, N, 2 * r);
+        wrong += !all_u32(back, N, 2 * r);
     }
     is_int(wrong, 0, "30 rounds of write on one stream, read on another: always right");
 
@@ -108,7 +93,7 @@ int main(void)
                         dv_arg_ref(x, DV_READ, 0), dv_arg_u64(n)};
     is_status(dv_launch(a, add, grid, blk, 0, 1, inplace, 4), DV_OK, "x = x + x (one READ_WRITE)");
     dv_copy_dtoh(a, back, x, 0, 4 * n, 2);
-    ok(all(back, N, 60), "x doubled in place (60)");
+    ok(all_u32(back, N, 60), "x doubled in place (60)");
 
     /* -- a checksum against the host ------------------------------------- */
     for (int i = 0; i < N; i++)
@@ -137,7 +122,7 @@ int main(void)
     is_status(dv_launch(a, fill, (dv_dim3){0, 1, 1}, blk, 0, 0, fy, 3), DV_EINVAL, "a zero grid");
     dv_copy_dtoh(a, back, y, 0, 4 * n, 0);
     dv_actor_stats_get(a, &st1);
-    ok(st1.launches == st0.launches && all(back, N, 60),
+    ok(st1.launches == st0.launches && all_u32(back, N, 60),
        "none of them was enqueued: y still holds 60, no launch counted");
 
     /* -- another device's handle ----------------------------------------- */
@@ -162,7 +147,7 @@ int main(void)
     is_status(dv_launch(a, fill, grid, blk, 0, 1, fw, 3), DV_OK,
               "the kernel handle from before the reset launches");
     dv_copy_dtoh(a, back, w, 0, 4 * n, 2);
-    ok(all(back, N, 9), "... and its result is right");
+    ok(all_u32(back, N, 9), "... and its result is right");
     dv_ref_release(w);
     dv_actor_destroy(a);
 
@@ -178,7 +163,7 @@ int main(void)
     is_status(dv_launch(p, pf, grid, blk, 0, 0, pr, 3), DV_OK,
               "a permissive actor launches a raw pointer, untracked");
     dv_copy_dtoh(p, back, q, 0, 4 * n, 0); /* same stream: ordered */
-    ok(all(back, N, 5), "... and the kernel ran");
+    ok(all_u32(back, N, 5), "... and the kernel ran");
     dv_ref_release(q);
     dv_actor_destroy(p);
 

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "driver/port.h"
+#include "support/data.h"
 #include "tap.h"
 
 #define PORT_CONFORMANCE_TESTS 132
@@ -20,22 +21,6 @@ static TAP_UNUSED void skip(const char *why)
     tap_run++;
     printf("ok %d # SKIP %s\n", tap_run, why);
     fflush(stdout);
-}
-
-static uint64_t host_checksum(const uint32_t *p, uint64_t n)
-{
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < n; i++)
-        sum += (((uint64_t)p[i] << 32) | (uint32_t)i) * UINT64_C(0x9E3779B97F4A7C15);
-    return sum;
-}
-
-static bool all_u32(const uint32_t *p, uint64_t n, uint32_t v)
-{
-    for (uint64_t i = 0; i < n; i++)
-        if (p[i] != v)
-            return false;
-    return true;
 }
 
 static bool all_u8(const uint8_t *p, uint64_t n, uint8_t v)
