@@ -47,6 +47,16 @@ bool dv__driver_lost(const dv_driver *drv, dv_error_detail *fault)
     return false;
 }
 
+void dv__lost_detail(const dv_actor *a, dv_error_detail *out)
+{
+    if (!dv__driver_lost(a->drv, out)) {
+        memset(out, 0, sizeof(*out));
+        snprintf(out->message, sizeof(out->message), "device %d is lost for this process",
+                 a->device);
+    }
+    out->status = DV_EDEVICE_LOST;
+}
+
 void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault)
 {
     pthread_mutex_lock(&live_mu);
@@ -721,23 +731,26 @@ static void handle_reset(dv_actor *a, const dv_msg *m)
     complete(m->reply, rc);
 }
 
+static int kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
+                               struct dv_kernel **out);
+static int kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out);
+
 /* A built-in kernel with up to four 8-byte arguments, untracked (tests
  * and tools; tracked launches are a layer of their own). */
 static void handle_launch(dv_actor *a, const dv_msg *m)
 {
     const char *name = (const char *)(uintptr_t)m->a;
+    struct dv_kernel *k;
     dv_drv_func *f = NULL;
     uint64_t args[4] = {m->b, m->c, m->d, m->e};
     void *params[4] = {&args[0], &args[1], &args[2], &args[3]};
     int rc = check_stream(a, m->stream, "launch");
-    if (rc == DV_OK && a->kernels == NULL) {
-        const void *image;
-        size_t bytes;
-        dv_drv_builtin_image(a->drv, &image, &bytes);
-        rc = dv_drv_module_load(a->env.ctx, image, bytes, &a->kernels);
-    }
+    /* Through a kernel handle: the function is looked up once per context,
+     * not once per launch. */
     if (rc == DV_OK)
-        rc = dv_drv_func_get(a->kernels, name, &f);
+        rc = kernel_find_or_load(a, NULL, 0, name, &k);
+    if (rc == DV_OK)
+        rc = kernel_func(a, k, &f);
     if (rc == DV_OK)
         rc = dv_drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[m->stream],
                            params);
@@ -839,44 +852,48 @@ static int kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out)
     return DV_OK;
 }
 
-static void handle_kernel_get(dv_actor *a, const dv_msg *m)
+/* The actor's handle for (image, name), made and loaded on first use. */
+static int kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
+                               struct dv_kernel **out)
 {
-    const void *image = (const void *)(uintptr_t)m->a;
-    const char *name = (const char *)(uintptr_t)m->c;
     struct dv_kernel *k;
     dv_drv_func *f;
-    int rc = DV_OK;
+    int rc;
 
-    for (k = a->kernel_list; k != NULL; k = k->next)
-        if (k->image == image && strcmp(k->name, name) == 0)
-            break;
-    if (k == NULL) {
-        if (strlen(name) >= sizeof(k->name)) {
-            rc = dv__fail(DV_EINVAL, "kernel_get", "kernel_get: name \"%.40s...\" is too long",
-                          name);
-            goto out;
+    for (k = a->kernel_list; k != NULL; k = k->next) {
+        if (k->image == image && strcmp(k->name, name) == 0) {
+            *out = k;
+            return DV_OK;
         }
-        k = calloc(1, sizeof(*k));
-        if (k == NULL) {
-            rc = dv__fail(DV_ENOMEM, "kernel_get", "out of host memory");
-            goto out;
-        }
-        k->image = image;
-        k->image_bytes = m->b;
-        snprintf(k->name, sizeof(k->name), "%s", name);
-        /* Load now, so a bad image or name is reported here. */
-        if ((rc = kernel_func(a, k, &f)) != DV_OK) {
-            if (k->module != NULL)
-                (void)dv_drv_module_unload(k->module);
-            free(k);
-            goto out;
-        }
-        k->next = a->kernel_list;
-        a->kernel_list = k;
     }
-    if (m->reply != NULL)
+    if (strlen(name) >= sizeof(k->name))
+        return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: name \"%.40s...\" is too long", name);
+    k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return dv__fail(DV_ENOMEM, "kernel_get", "out of host memory");
+    k->image = image;
+    k->image_bytes = image_bytes;
+    snprintf(k->name, sizeof(k->name), "%s", name);
+    /* Load now, so a bad image or name is reported here. */
+    if ((rc = kernel_func(a, k, &f)) != DV_OK) {
+        if (k->module != NULL)
+            (void)dv_drv_module_unload(k->module);
+        free(k);
+        return rc;
+    }
+    k->next = a->kernel_list;
+    a->kernel_list = k;
+    *out = k;
+    return DV_OK;
+}
+
+static void handle_kernel_get(dv_actor *a, const dv_msg *m)
+{
+    struct dv_kernel *k;
+    int rc = kernel_find_or_load(a, (const void *)(uintptr_t)m->a, m->b,
+                                 (const char *)(uintptr_t)m->c, &k);
+    if (rc == DV_OK && m->reply != NULL)
         m->reply->value = (uintptr_t)k;
-out:
     reply(a, m, rc);
 }
 
@@ -1043,9 +1060,7 @@ static void handle(dv_actor *a, const dv_msg *m)
     int st = atomic_load_explicit(&a->state, memory_order_acquire);
     if (st == DV_ACTOR_LOST) {
         dv_error_detail d;
-        if (!dv__driver_lost(a->drv, &d))
-            d = *dv_last_error();
-        d.status = DV_EDEVICE_LOST;
+        dv__lost_detail(a, &d);
         if (m->reply != NULL)
             dv__future_complete_detail(m->reply, DV_EDEVICE_LOST, &d);
         return;
@@ -1110,8 +1125,8 @@ static void shutdown_state(dv_actor *a)
             fail_pending(a, DV_ECONTEXT_LOST, &d);
         }
     } else {
-        dv_error_detail d = *dv_last_error();
-        d.status = DV_EDEVICE_LOST;
+        dv_error_detail d;
+        dv__lost_detail(a, &d);
         fail_pending(a, DV_EDEVICE_LOST, &d);
     }
     dv__ref_invalidate_all(a->refs, NULL, NULL);
@@ -1139,7 +1154,7 @@ void *dv__actor_main(void *arg)
         if (a->npending > 0) {
             if (atomic_load(&a->state) == DV_ACTOR_LOST) {
                 dv_error_detail d;
-                dv__driver_lost(a->drv, &d);
+                dv__lost_detail(a, &d);
                 fail_pending(a, DV_EDEVICE_LOST, &d);
             } else {
                 poll_completions(a);

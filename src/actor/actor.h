@@ -82,8 +82,8 @@ struct dv_actor {
     dv_res_env env;
     dv_resource *stack;
     dv_log_sink *sink;
-    dv_tracker *done;       /* completion positions, one event ring per stream */
-    dv_drv_module *kernels; /* built-in kernels, loaded on first launch */
+    dv_tracker *done;              /* completion positions, one event ring per stream */
+    dv_drv_module *kernels;        /* built-in kernels, loaded on first launch */
     struct dv_kernel *kernel_list; /* handles given out (dv_kernel_get) */
     dv_ref_domain *refs;
     dv_inbox *inbox;
@@ -115,5 +115,8 @@ struct dv_actor {
 void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault);
 /* Is this driver lost?  Fills *fault when it is. */
 bool dv__driver_lost(const dv_driver *drv, dv_error_detail *fault);
+/* What a lost actor answers: DV_EDEVICE_LOST with the driver's first fault
+ * (or, where it was not recorded, a message saying the device is lost). */
+void dv__lost_detail(const dv_actor *a, dv_error_detail *out);
 
 #endif /* DV_ACTOR_ACTOR_H */

@@ -30,11 +30,7 @@ void dv_actor_config_init(dv_actor_config *cfg)
 
 static int lost_answer(const dv_actor *a)
 {
-    dv_error_detail d;
-    if (!dv__driver_lost(a->drv, &d))
-        return dv__fail(DV_EDEVICE_LOST, "post", "device %d is lost for this process", a->device);
-    d.status = DV_EDEVICE_LOST;
-    *dv__detail() = d;
+    dv__lost_detail(a, dv__detail());
     return DV_EDEVICE_LOST;
 }
 
