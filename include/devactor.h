@@ -187,6 +187,8 @@ typedef struct dv_actor_config {
     bool shared_queue; /* one multi-producer ring for every client instead of
                         * a ring per client thread (for comparison: it stalls
                         * when clients outnumber cores) */
+    bool check_order;  /* debug: the stream-order checker (also turned on for
+                        * every actor by the environment, DV_CHECK_ORDER=1) */
     /* The simulated device (when the sim backend runs). */
     int sim_devices;           /* 0: 1 */
     uint64_t sim_memory_bytes; /* 0: 1 GiB */
@@ -237,6 +239,7 @@ typedef struct dv_actor_stats {
     uint64_t bytes_outstanding; /* the resource stack's */
     uint64_t refs_alive;
     uint64_t batches; /* drains of the inbound queues */
+    uint64_t hazards; /* ordering violations the checker found */
     uint32_t client_rings;
 } dv_actor_stats;
 /* A snapshot, taken by the actor in its order (a message): it waits for
@@ -339,6 +342,14 @@ static inline dv_arg dv_arg_ptr(uint64_t device_ptr)
     dv_arg a = {DV_ARG_PTR, 0, 8, 0, 0, {device_ptr}};
     return a;
 }
+/* A raw pointer with the access the kernel makes: nothing fences it, but
+ * the stream-order checker checks it (a raw pointer without an access
+ * counts as read-write there). */
+static inline dv_arg dv_arg_ptr_access(uint64_t device_ptr, dv_arg_access access)
+{
+    dv_arg a = {DV_ARG_PTR, (uint8_t)access, 8, 0, 0, {device_ptr}};
+    return a;
+}
 
 /*
  * Launch kernel on stream.  Every handle is validated first (stale,
@@ -388,11 +399,44 @@ DV_EXPORT int dv_task(dv_actor *actor, dv_task_fn fn, void *user, dv_stream stre
                       const dv_arg *args, unsigned nargs);
 DV_EXPORT int dv_task_async(dv_actor *actor, dv_task_fn fn, void *user, dv_stream stream,
                             const dv_arg *args, unsigned nargs, dv_future *f);
+/*
+ * Inside a task: launch kernel on the task's stream.  Handles are resolved
+ * (device address plus offset) but not fenced again: the task's own
+ * arguments were.  Raw pointers pass on a strict actor too.  With the
+ * checker on, every access is checked like a launch's: a hazard answers
+ * DV_EHAZARD, enqueues nothing, and the task's call answers DV_EHAZARD.
+ */
+DV_EXPORT int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid,
+                             dv_dim3 block, uint32_t shared_bytes, const dv_arg *args,
+                             unsigned nargs);
 /* Inside a task: run fn(arg) on the host when the stream gets there. */
 DV_EXPORT int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg);
 /* Inside a task on the simulated device: host address of device memory
  * (for host functions standing in for library kernels); NULL on cuda. */
 DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes);
+
+/* ------------------------------------------------------------------------
+ * The stream-order checker (debug; dv_actor_config.check_order or
+ * DV_CHECK_ORDER=1)
+ *
+ * It keeps a vector clock per stream and for the host (ticked by every
+ * checked operation, copied by event records, merged by stream waits and
+ * by every completion the host sees) and checks each access the actor
+ * makes or is told of (tracked handles, raw pointers, task launches, the
+ * host buffers of copies) against the block's last write and outstanding
+ * reads, and each free and reuse of memory against every earlier access.
+ * A violation answers DV_EHAZARD naming both operations (kind, stream,
+ * tag, sequence number on its stream), enqueues nothing, and is counted in
+ * dv_actor_stats.hazards.  A free that races is still made (and counted).
+ * ------------------------------------------------------------------------ */
+
+/* The host is about to read (DV_READ) or write (DV_WRITE) a host buffer:
+ * DV_EHAZARD when a copy to or from it may still run (one the actor has
+ * not seen complete).  DV_OK at once when the checker is off. */
+DV_EXPORT int dv_check_host_access(dv_actor *actor, const void *ptr, uint64_t bytes,
+                                   dv_arg_access access);
+/* The latest hazard's detail (status 0 when there was none). */
+DV_EXPORT int dv_actor_last_hazard(dv_actor *actor, dv_error_detail *out);
 
 #ifdef __cplusplus
 }

@@ -66,6 +66,19 @@ static TAP_UNUSED TAP_PRINTF(1, 2) void skip_all(const char *fmt, ...)
     exit(0);
 }
 
+/* Stop the whole program: something the rest depends on failed. */
+static TAP_UNUSED TAP_PRINTF(1, 2) void bail_out(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("Bail out! ", stdout);
+    vprintf(fmt, ap);
+    fputs("\n", stdout);
+    va_end(ap);
+    fflush(stdout);
+    exit(1);
+}
+
 static bool tap_vok(bool cond, const char *fmt, va_list ap)
 {
     tap_run++;

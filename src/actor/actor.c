@@ -169,7 +169,15 @@ int dv__actor_build(dv_actor *a)
         goto fail_env;
     if ((rc = dv_tracker_create(&a->env, &a->done)) != DV_OK)
         goto fail_stack;
+    /* Reuse is checked where devactor's pool hands memory out again; the
+     * driver orders its own. */
+    if (a->cfg.check_order &&
+        (rc = dv_checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, &a->chk)) != DV_OK)
+        goto fail_done;
     return DV_OK;
+fail_done:
+    dv_tracker_destroy(a->done);
+    a->done = NULL;
 fail_stack:
     dv_res_destroy_stack(a->stack);
     a->stack = NULL;
@@ -198,6 +206,8 @@ static void teardown(dv_actor *a)
     if (a->stack != NULL)
         dv_res_destroy_stack(a->stack); /* frees the blocks still live */
     a->stack = NULL;
+    dv_checker_destroy(a->chk);
+    a->chk = NULL;
 }
 
 /* ------------------------------------------------------------------------
@@ -279,6 +289,8 @@ const char *dv__msg_name(uint8_t type)
         return "kernel_get";
     case DV_MSG_TASK:
         return "task";
+    case DV_MSG_HOST_ACCESS:
+        return "host access";
     default:
         return "message";
     }
@@ -435,6 +447,8 @@ static int rebuild(dv_actor *a)
         rc = build_stack(a);
     if (rc == DV_OK)
         rc = dv_tracker_create(&a->env, &a->done);
+    if (rc == DV_OK && a->cfg.check_order)
+        rc = dv_checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, &a->chk);
     if (rc != DV_OK) {
         dv_error_detail cause = *dv_last_error();
         become_lost(a, &cause);
@@ -528,6 +542,22 @@ static int enqueue_failed(dv_actor *a, int rc, dv_stream s, const dv_msg *m)
     return rc;
 }
 
+/* ------------------------------------------------------------------------
+ * The stream-order checker's side of the handlers
+ * ------------------------------------------------------------------------ */
+
+/* A checker verdict: a hazard is counted and kept as the latest. */
+static int checked(dv_actor *a, int rc)
+{
+    if (rc == DV_EHAZARD) {
+        stat_inc(&a->st_hazards);
+        pthread_mutex_lock(&a->health_mu);
+        a->last_hazard = *dv_last_error();
+        pthread_mutex_unlock(&a->health_mu);
+    }
+    return rc;
+}
+
 static void handle_alloc(dv_actor *a, const dv_msg *m)
 {
     dv_block b;
@@ -541,6 +571,10 @@ static void handle_alloc(dv_actor *a, const dv_msg *m)
     }
     if (rc == DV_OK) {
         stat_inc(&a->st_allocs);
+        /* A hazard here is the allocator's own: counted, the block kept. */
+        if (a->chk != NULL)
+            (void)checked(a, dv_checker_alloc(a->chk, b.ptr, b.bytes, m->stream, tag,
+                                              m->producer, m->seq));
         if (m->reply != NULL)
             m->reply->ref = ref;
     } else if (rc == DV_ECONTEXT_LOST) {
@@ -555,6 +589,13 @@ static void handle_free(dv_actor *a, const dv_msg *m)
     if (slot == NULL)
         return; /* already dropped by a rebuild */
     int rc = dv_res_deallocate(a->stack, &slot->block);
+    /* After the resource fenced the free: a use it could not see races. */
+    if (rc == DV_OK && a->chk != NULL) {
+        dv_error_detail keep = *dv_last_error();
+        if (checked(a, dv_checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
+                                       m->producer, m->seq)) == DV_OK)
+            *dv__detail() = keep;
+    }
     dv__ref_recycle(a->refs, slot);
     stat_inc(&a->st_frees);
     if (rc == DV_ECONTEXT_LOST)
@@ -641,6 +682,24 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
         rc = enqueue_failed(a, nuse, s, m); /* a sticky error while fencing */
         goto done;
     }
+    dv_chk_op chk_op;
+    if (a->chk != NULL) {
+        static const uint8_t kinds[] = {[DV_MSG_HTOD] = DV_CHK_HTOD,
+                                        [DV_MSG_DTOH] = DV_CHK_DTOH,
+                                        [DV_MSG_DTOD] = DV_CHK_DTOD,
+                                        [DV_MSG_MEMSET] = DV_CHK_MEMSET};
+        uint64_t bytes = m->type == DV_MSG_DTOD ? m->e : m->d;
+        dv_chk_op_init(&chk_op, kinds[m->type], s, NULL, m->producer, m->seq);
+        dv_chk_op_add(&chk_op, u[0].slot->block.ptr + m->b, bytes,
+                      m->type == DV_MSG_DTOH ? DV_READ : DV_WRITE, false);
+        if (m->type == DV_MSG_DTOD)
+            dv_chk_op_add(&chk_op, (n == 2 ? u[1].slot : u[0].slot)->block.ptr + m->d, bytes,
+                          DV_READ, false);
+        if (m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH)
+            dv_chk_op_add(&chk_op, m->c, bytes, m->type == DV_MSG_HTOD ? DV_READ : DV_WRITE, true);
+        if ((rc = checked(a, dv_checker_check(a->chk, &chk_op))) != DV_OK)
+            goto done;
+    }
     dv_drv_stream *st = a->env.streams[s];
     switch (m->type) {
     case DV_MSG_HTOD:
@@ -666,6 +725,8 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
         goto done;
     }
     uses_finish(a, u, nuse, s);
+    if (a->chk != NULL)
+        dv_checker_commit(a->chk, &chk_op);
     if (m->type == DV_MSG_MEMSET)
         stat_inc(&a->st_memsets);
     else
@@ -713,6 +774,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     out->launches = atomic_load(&a->st_launches);
     out->failures = atomic_load(&a->st_failures);
     out->batches = atomic_load(&a->st_batches);
+    out->hazards = atomic_load(&a->st_hazards);
     out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
     out->refs_alive = dv__ref_held(a->refs);
     out->client_rings = dv__inbox_rings(a->inbox);
@@ -904,7 +966,7 @@ static void handle_kernel_get(dv_actor *a, const dv_msg *m)
  * nothing was enqueued.
  */
 static int resolve_args(dv_actor *a, const dv_arg *args, unsigned nargs, uint64_t *values,
-                        use *uses, int *nuses_out, const char *op)
+                        use *uses, int *nuses_out, bool allow_raw, const char *op)
 {
     int nuses = 0;
     for (unsigned i = 0; i < nargs; i++) {
@@ -914,7 +976,7 @@ static int resolve_args(dv_actor *a, const dv_arg *args, unsigned nargs, uint64_
             values[i] = arg->u.value;
             break;
         case DV_ARG_PTR:
-            if (!a->cfg.permissive)
+            if (!allow_raw)
                 return dv__fail(DV_ESTREAM_MISUSE, op,
                                 "%s: argument %u is a raw device pointer, which a strict actor "
                                 "does not accept (it cannot fence it); pass a handle",
@@ -949,6 +1011,24 @@ static int resolve_args(dv_actor *a, const dv_arg *args, unsigned nargs, uint64_
         return dv__res_no_tracking(a->stack, op);
     *nuses_out = nuses;
     return DV_OK;
+}
+
+/*
+ * The checker's view of a launch or task: each handle's block with its
+ * merged access, each raw pointer with the access it was given (read-write
+ * when none).  DV_OK or DV_EHAZARD (counted); *op is then committed.
+ */
+static int check_args(dv_actor *a, dv_chk_op *op, dv_chk_kind kind, const char *name,
+                      const dv_arg *args, unsigned nargs, const use *uses, int nuses,
+                      dv_stream s, const dv_msg *m)
+{
+    dv_chk_op_init(op, kind, s, name, m->producer, m->seq);
+    for (int i = 0; i < nuses; i++)
+        dv_chk_op_add(op, uses[i].slot->block.ptr, 0, (uint8_t)uses[i].access, false);
+    for (unsigned i = 0; i < nargs; i++)
+        if (args[i].kind == DV_ARG_PTR)
+            dv_chk_op_add(op, args[i].u.ptr, 0, args[i].access, false);
+    return checked(a, dv_checker_check(a->chk, op));
 }
 
 /* Prepare every use on stream s; a sticky error is a fault. */
@@ -986,7 +1066,7 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
     int rc = check_stream(a, s, "launch");
 
     if (rc == DV_OK)
-        rc = resolve_args(a, args, nargs, values, uses, &nuses, "launch");
+        rc = resolve_args(a, args, nargs, values, uses, &nuses, a->cfg.permissive, "launch");
     for (unsigned i = 0; i < nargs; i++)
         params[i] = &values[i];
     if (rc == DV_OK)
@@ -995,12 +1075,18 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
         goto done;
     if ((rc = prepare_all(a, uses, nuses, s, m)) != DV_OK)
         goto done;
+    dv_chk_op op;
+    if (a->chk != NULL &&
+        (rc = check_args(a, &op, DV_CHK_LAUNCH, k->name, args, nargs, uses, nuses, s, m)) != DV_OK)
+        goto done;
     rc = dv_drv_launch(f, grid, block, shared, a->env.streams[s], nargs ? params : NULL);
     if (rc != DV_OK) {
         rc = enqueue_failed(a, rc, s, m);
         goto done;
     }
     uses_finish(a, uses, nuses, s);
+    if (a->chk != NULL)
+        dv_checker_commit(a->chk, &op);
     stat_inc(&a->st_launches);
     rc = sync_debug(a, s, m);
 done:
@@ -1020,23 +1106,89 @@ static void handle_task(dv_actor *a, const dv_msg *m)
     int rc = check_stream(a, s, "task");
 
     if (rc == DV_OK)
-        rc = resolve_args(a, args, nargs, ctx.arg, uses, &nuses, "task");
+        rc = resolve_args(a, args, nargs, ctx.arg, uses, &nuses, a->cfg.permissive, "task");
     if (rc == DV_OK)
         rc = prepare_all(a, uses, nuses, s, m);
     if (rc == DV_OK)
         rc = dv_drv_ctx_make_current(a->env.ctx);
     if (rc != DV_OK)
         goto done;
+    if (a->chk != NULL) {
+        /* The declared accesses, at the task's place on the stream; what
+         * it launches through dv_task_launch is checked on its own. */
+        dv_chk_op op;
+        if ((rc = check_args(a, &op, DV_CHK_TASK, NULL, args, nargs, uses, nuses, s, m)) != DV_OK)
+            goto done;
+        dv_checker_commit(a->chk, &op);
+    }
     ctx.native_stream = dv_drv_stream_native(a->env.streams[s]);
     ctx.simulated = dv_driver_backend(a->drv) == DV_BACKEND_SIM;
     ctx.internal = a;
+    a->task_msg = m;
+    a->task_hazard = false;
     rc = fn(&ctx, (void *)(uintptr_t)m->b);
+    a->task_msg = NULL;
+    if (a->task_hazard && rc != DV_EHAZARD) {
+        /* The task went on after a refused launch: it answers the hazard. */
+        pthread_mutex_lock(&a->health_mu);
+        *dv__detail() = a->last_hazard;
+        pthread_mutex_unlock(&a->health_mu);
+        rc = DV_EHAZARD;
+    }
     /* Recorded even when the task failed: it may have enqueued work. */
     uses_finish(a, uses, nuses, s);
     if (rc == DV_OK)
         rc = sync_debug(a, s, m);
 done:
     reply(a, m, rc);
+}
+
+int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
+                   uint32_t shared_bytes, const dv_arg *args, unsigned nargs)
+{
+    static const char op_name[] = "task_launch";
+    if (ctx == NULL || ctx->internal == NULL || ((dv_actor *)ctx->internal)->task_msg == NULL)
+        return dv__fail(DV_EINVAL, op_name, "task_launch: not inside a task");
+    dv_actor *a = ctx->internal;
+    const dv_msg *m = a->task_msg;
+    if (kernel == NULL || (nargs > 0 && args == NULL) || nargs > DV_LAUNCH_MAX_ARGS)
+        return dv__fail(DV_EINVAL, op_name, "task_launch: %s",
+                        kernel == NULL ? "kernel is NULL" : "bad argument list");
+    struct dv_kernel *k = a->kernel_list;
+    while (k != NULL && k != kernel)
+        k = k->next;
+    if (k == NULL)
+        return dv__fail(DV_EINVAL, op_name, "task_launch: the kernel is not this actor's");
+
+    uint64_t values[DV_LAUNCH_MAX_ARGS];
+    void *params[DV_LAUNCH_MAX_ARGS];
+    use uses[DV_LAUNCH_MAX_ARGS];
+    int nuses = 0;
+    dv_drv_func *f = NULL;
+    /* Resolved, not fenced: raw pointers pass (the task is trusted with
+     * them), handles become addresses. */
+    int rc = resolve_args(a, args, nargs, values, uses, &nuses, true, op_name);
+    for (unsigned i = 0; i < nargs; i++)
+        params[i] = &values[i];
+    if (rc == DV_OK)
+        rc = kernel_func(a, k, &f);
+    if (rc != DV_OK)
+        return rc;
+    dv_chk_op op;
+    if (a->chk != NULL &&
+        (rc = check_args(a, &op, DV_CHK_TASK_LAUNCH, k->name, args, nargs, uses, nuses,
+                         ctx->stream, m)) != DV_OK) {
+        a->task_hazard = true;
+        return rc;
+    }
+    rc = dv_drv_launch(f, grid, block, shared_bytes, a->env.streams[ctx->stream],
+                       nargs ? params : NULL);
+    if (rc != DV_OK)
+        return rc; /* a sticky error surfaces at the task's completion */
+    if (a->chk != NULL)
+        dv_checker_commit(a->chk, &op);
+    stat_inc(&a->st_launches);
+    return DV_OK;
 }
 
 int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg)
@@ -1104,6 +1256,13 @@ static void handle(dv_actor *a, const dv_msg *m)
         break;
     case DV_MSG_TASK:
         handle_task(a, m);
+        break;
+    case DV_MSG_HOST_ACCESS:
+        /* a = host address, b = bytes, access */
+        complete(m->reply, a->chk == NULL ? DV_OK
+                                          : checked(a, dv_checker_host_access(
+                                                           a->chk, m->a, m->b, m->access,
+                                                           m->producer, m->seq)));
         break;
     default:
         dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);

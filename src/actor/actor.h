@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "actor/checker.h"
 #include "actor/future.h"
 #include "actor/queue.h"
 #include "gpuref/gpuref.h"
@@ -43,6 +44,7 @@ enum dv_msg_type {
     DV_MSG_KERNEL_GET,
     DV_MSG_LAUNCH_TRACKED,
     DV_MSG_TASK,
+    DV_MSG_HOST_ACCESS, /* the checker: a host access of a host buffer */
 };
 
 /* A kernel handle: owned by its actor, reloaded in each new context. */
@@ -83,6 +85,9 @@ struct dv_actor {
     dv_resource *stack;
     dv_log_sink *sink;
     dv_tracker *done;              /* completion positions, one event ring per stream */
+    dv_checker *chk;               /* the stream-order checker, or NULL */
+    const dv_msg *task_msg;        /* the task running now, or NULL */
+    bool task_hazard;              /* it made an access the checker refused */
     dv_drv_module *kernels;        /* built-in kernels, loaded on first launch */
     struct dv_kernel *kernel_list; /* handles given out (dv_kernel_get) */
     dv_ref_domain *refs;
@@ -102,11 +107,12 @@ struct dv_actor {
 
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
-        st_launches, st_failures, st_batches;
+        st_launches, st_failures, st_batches, st_hazards;
 
     /* Health: written by the actor under health_mu, read by anyone. */
     pthread_mutex_t health_mu;
     dv_actor_health health;
+    dv_error_detail last_hazard; /* under health_mu */
 
     struct dv_actor *next_live; /* the process's list of actors */
 };

@@ -171,6 +171,9 @@ static int actor_start(const dv_actor_config *cfg, dv_driver *shared, bool regis
         return dv__fail(DV_ENOMEM, "actor_create", "out of host memory");
     a->cfg = *cfg;
     a->cfg.log_path = NULL; /* the caller's string; opened now */
+    const char *check = getenv("DV_CHECK_ORDER");
+    if (check != NULL && strcmp(check, "1") == 0)
+        a->cfg.check_order = true;
     a->id = atomic_fetch_add(&next_actor_id, 1);
     a->device = cfg->device;
     a->registered = registered;
@@ -531,6 +534,34 @@ int dv_task_async(dv_actor *a, dv_task_fn fn, void *user, dv_stream stream, cons
     if (f == NULL)
         return dv__fail(DV_EINVAL, "task", "task_async: NULL future");
     return task_msg(a, fn, user, stream, args, nargs, f);
+}
+
+int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_access access)
+{
+    if (a == NULL || ptr == NULL || bytes == 0 || access < DV_READ || access > DV_READ_WRITE)
+        return dv__fail(DV_EINVAL, "check_host_access",
+                        "check_host_access: %s",
+                        a == NULL     ? "NULL actor"
+                        : ptr == NULL ? "NULL buffer"
+                        : bytes == 0  ? "zero bytes"
+                                      : "access is not DV_READ, DV_WRITE or DV_READ_WRITE");
+    if (!a->cfg.check_order)
+        return DV_OK;
+    dv_msg m = {.type = DV_MSG_HOST_ACCESS,
+                .access = (uint8_t)access,
+                .a = (uintptr_t)ptr,
+                .b = bytes};
+    return call(a, &m, NULL, NULL);
+}
+
+int dv_actor_last_hazard(dv_actor *a, dv_error_detail *out)
+{
+    if (a == NULL || out == NULL)
+        return dv__fail(DV_EINVAL, "actor_last_hazard", "actor_last_hazard: NULL argument");
+    pthread_mutex_lock(&a->health_mu);
+    *out = a->last_hazard;
+    pthread_mutex_unlock(&a->health_mu);
+    return DV_OK;
 }
 
 int dv__actor_launch_builtin(dv_actor *a, const char *kernel, dv_stream stream,

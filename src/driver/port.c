@@ -481,18 +481,50 @@ int dv_drv_stream_destroy(dv_drv_stream *stream)
     return destroy_obj(stream, DV_DRV_STREAM, DV_CALL_STREAM_DESTROY, OPS(stream)->stream_destroy);
 }
 
+/* The observer of an object's context, or NULL. */
+static inline const dv_drv_observer *observer_of(const void *obj)
+{
+    return (const dv_drv_observer *)((const dv_drv_obj *)obj)->ctx->shadow;
+}
+
+void dv_drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer)
+{
+    if (obj_alive(ctx, DV_DRV_CTX))
+        OBJ(ctx)->shadow = (void *)observer;
+}
+
+void dv_driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits)
+{
+    *records = atomic_load_explicit(&drv->event_records, memory_order_relaxed);
+    *waits = atomic_load_explicit(&drv->stream_waits, memory_order_relaxed);
+}
+
+void **dv_drv_shadow(void *event_or_stream)
+{
+    return &((dv_drv_obj *)event_or_stream)->shadow;
+}
+
 int dv_drv_stream_sync(dv_drv_stream *stream)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "stream_sync");
-    return drv_result(OBJ(stream)->drv, DV_CALL_STREAM_SYNC, OPS(stream)->stream_sync(OBJ(stream)));
+    int rc =
+        drv_result(OBJ(stream)->drv, DV_CALL_STREAM_SYNC, OPS(stream)->stream_sync(OBJ(stream)));
+    const dv_drv_observer *obs = observer_of(stream);
+    if (rc == DV_OK && obs != NULL)
+        obs->stream_done(obs->self, stream);
+    return rc;
 }
 
 int dv_drv_stream_query(dv_drv_stream *stream, bool *done)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "stream_query");
     CHECK_PTR(done, "done", "stream_query");
-    return drv_result(OBJ(stream)->drv, DV_CALL_STREAM_QUERY,
-                      OPS(stream)->stream_query(OBJ(stream), done));
+    int rc = drv_result(OBJ(stream)->drv, DV_CALL_STREAM_QUERY,
+                        OPS(stream)->stream_query(OBJ(stream), done));
+    const dv_drv_observer *obs = observer_of(stream);
+    if (rc == DV_OK && *done && obs != NULL)
+        obs->stream_done(obs->self, stream);
+    return rc;
 }
 
 int dv_drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event)
@@ -505,6 +537,9 @@ int dv_drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event)
 int dv_drv_event_destroy(dv_drv_event *event)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_destroy");
+    const dv_drv_observer *obs = observer_of(event);
+    if (obs != NULL)
+        obs->event_destroy(obs->self, event);
     return destroy_obj(event, DV_DRV_EVENT, DV_CALL_EVENT_DESTROY, OPS(event)->event_destroy);
 }
 
@@ -517,22 +552,35 @@ int dv_drv_event_record(dv_drv_event *event, dv_drv_stream *stream)
                         "event_record: event (device %d) and stream (device %d) belong to "
                         "different contexts",
                         OBJ(event)->device, OBJ(stream)->device);
-    return drv_result(OBJ(event)->drv, DV_CALL_EVENT_RECORD,
-                      OPS(event)->event_record(OBJ(event), OBJ(stream)));
+    int rc = drv_result(OBJ(event)->drv, DV_CALL_EVENT_RECORD,
+                        OPS(event)->event_record(OBJ(event), OBJ(stream)));
+    const dv_drv_observer *obs = observer_of(stream);
+    atomic_fetch_add_explicit(&OBJ(event)->drv->event_records, 1, memory_order_relaxed);
+    if (rc == DV_OK && obs != NULL)
+        obs->record(obs->self, event, stream);
+    return rc;
 }
 
 int dv_drv_event_query(dv_drv_event *event, bool *done)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_query");
     CHECK_PTR(done, "done", "event_query");
-    return drv_result(OBJ(event)->drv, DV_CALL_EVENT_QUERY,
-                      OPS(event)->event_query(OBJ(event), done));
+    int rc = drv_result(OBJ(event)->drv, DV_CALL_EVENT_QUERY,
+                        OPS(event)->event_query(OBJ(event), done));
+    const dv_drv_observer *obs = observer_of(event);
+    if (rc == DV_OK && *done && obs != NULL)
+        obs->event_done(obs->self, event);
+    return rc;
 }
 
 int dv_drv_event_sync(dv_drv_event *event)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_sync");
-    return drv_result(OBJ(event)->drv, DV_CALL_EVENT_SYNC, OPS(event)->event_sync(OBJ(event)));
+    int rc = drv_result(OBJ(event)->drv, DV_CALL_EVENT_SYNC, OPS(event)->event_sync(OBJ(event)));
+    const dv_drv_observer *obs = observer_of(event);
+    if (rc == DV_OK && obs != NULL)
+        obs->event_done(obs->self, event);
+    return rc;
 }
 
 int dv_drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
@@ -542,8 +590,13 @@ int dv_drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
     if (OBJ(stream)->drv != OBJ(event)->drv)
         return dv__fail(DV_EINVAL, "stream_wait_event",
                         "stream_wait_event: event belongs to another driver");
-    return drv_result(OBJ(stream)->drv, DV_CALL_STREAM_WAIT_EVENT,
-                      OPS(stream)->stream_wait_event(OBJ(stream), OBJ(event)));
+    int rc = drv_result(OBJ(stream)->drv, DV_CALL_STREAM_WAIT_EVENT,
+                        OPS(stream)->stream_wait_event(OBJ(stream), OBJ(event)));
+    const dv_drv_observer *obs = observer_of(stream);
+    atomic_fetch_add_explicit(&OBJ(stream)->drv->stream_waits, 1, memory_order_relaxed);
+    if (rc == DV_OK && obs != NULL)
+        obs->wait(obs->self, stream, event);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------

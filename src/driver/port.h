@@ -264,6 +264,29 @@ void *dv_drv_stream_native(dv_drv_stream *stream);
  * runs in); a no-op on the sim. */
 int dv_drv_ctx_make_current(dv_drv_ctx *ctx);
 
+/*
+ * An observer of a context's ordering operations (the stream-order
+ * checker).  Each hook runs on the calling thread after the operation
+ * succeeded: an event recorded on a stream, a stream made to wait on an
+ * event, an event or a stream the host saw complete (a query that answered
+ * done, or a sync), an event about to be destroyed.  Observers keep their
+ * data in dv_drv_shadow() of events and streams (NULL when created).
+ */
+typedef struct dv_drv_observer {
+    void *self;
+    void (*record)(void *self, dv_drv_event *event, dv_drv_stream *stream);
+    void (*wait)(void *self, dv_drv_stream *stream, dv_drv_event *event);
+    void (*event_done)(void *self, dv_drv_event *event);
+    void (*stream_done)(void *self, dv_drv_stream *stream);
+    void (*event_destroy)(void *self, dv_drv_event *event);
+} dv_drv_observer;
+/* Set (or, with NULL, clear) the observer of ctx; it must outlive its use. */
+void dv_drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer);
+/* Event records and stream waits made through the port so far. */
+void dv_driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits);
+/* The observer's slot in an event or stream object. */
+void **dv_drv_shadow(void *event_or_stream);
+
 /* Name and description of a raw driver code (never NULL). */
 const char *dv_drv_error_name(const dv_driver *drv, int code);
 const char *dv_drv_error_string(const dv_driver *drv, int code);
@@ -342,6 +365,7 @@ typedef struct dv_drv_obj {
     struct dv_drv_obj *live_next, *live_prev; /* driver's list of live objects */
     struct dv_drv_obj *free_next;             /* pool free list */
     size_t size;                              /* bytes of the whole backend object */
+    void *shadow; /* a context's observer; an event's or stream's observer data */
 } dv_drv_obj;
 
 typedef struct dv_driver_ops {
@@ -424,6 +448,8 @@ struct dv_driver {
     void *obj_lock;
     dv_drv_obj *free_list[DV_DRV__KINDS];
     dv_drv_obj live_head;
+    /* Ordering calls made through the port (tests check batching). */
+    _Atomic uint64_t event_records, stream_waits;
 };
 
 extern const dv_driver_ops dv__sim_ops;
