@@ -590,16 +590,8 @@ static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double sec
 
 #define WINDOW 64
 
-static double bench_raw_launch(dv_res_env *env, size_t n)
+static double bench_raw_launch(dv_res_env *env, dv_drv_func *f, size_t n)
 {
-    dv_drv_module *mod;
-    dv_drv_func *f;
-    const void *image;
-    size_t bytes;
-    dv_drv_builtin_image(env->drv, &image, &bytes);
-    if (dv_drv_module_load(env->ctx, image, bytes, &mod) != DV_OK ||
-        dv_drv_func_get(mod, "empty", &f) != DV_OK)
-        return -1;
     dv_dim3 one = {1, 1, 1};
     for (int i = 0; i < 1000; i++)
         dv_drv_launch(f, one, one, 0, env->streams[0], NULL);
@@ -609,7 +601,6 @@ static double bench_raw_launch(dv_res_env *env, size_t n)
         dv_drv_launch(f, one, one, 0, env->streams[0], NULL);
     double per = (double)(now_ns() - t0) / (double)n;
     dv_drv_stream_sync(env->streams[0]);
-    dv_drv_module_unload(mod);
     return per;
 }
 
@@ -646,46 +637,89 @@ static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_ref *refs, int nr
     return per;
 }
 
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define LAUNCH_REPS 9
+#define LAUNCH_ROWS 5
+
+/*
+ * Each repetition measures the raw loop and then every actor row, so a
+ * row's ratio is taken against the raw loop of its own repetition; the
+ * table gives medians over LAUNCH_REPS repetitions.
+ */
 static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
 {
-    const size_t n = 20000;
-    double raw = bench_raw_launch(env, n);
+    static const int counts[LAUNCH_ROWS] = {0, 2, 2, 8, 8};
+    static const bool crosses[LAUNCH_ROWS] = {false, false, true, false, true};
+    const size_t n = 10000;
+    double raw[LAUNCH_REPS], per[LAUNCH_ROWS][LAUNCH_REPS], ratio[LAUNCH_ROWS][LAUNCH_REPS];
+    dv_drv_module *mod = NULL;
+    dv_drv_func *f;
+    const void *image;
+    size_t bytes;
+    dv_drv_builtin_image(env->drv, &image, &bytes);
     dv_actor *a = bench_actor(drv, device, false);
     dv_kernel *k = NULL;
     dv_ref refs[8];
-    if (a == NULL || dv_kernel_get(a, NULL, 0, "empty", &k) != DV_OK) {
+    if (a == NULL || dv_kernel_get(a, NULL, 0, "empty", &k) != DV_OK ||
+        dv_drv_module_load(env->ctx, image, bytes, &mod) != DV_OK ||
+        dv_drv_func_get(mod, "empty", &f) != DV_OK) {
         fprintf(stderr, "dv-bench: launch: %s\n", dv_last_error()->message);
         dv_actor_destroy(a);
         return;
     }
     for (int i = 0; i < 8; i++)
         dv_alloc(a, 4096, 0, "launch", &refs[i]);
-    if (csv)
-        printf("section,what,refs,ns_per_launch,ratio_to_raw\n");
-    else
-        printf("\nlaunch: an empty kernel, ns of CPU per launch (ratio: over a raw "
-               "cuLaunchKernel loop)\n  %-44s %5s %12s %9s\n",
-               "what", "refs", "ns/launch", "ratio");
-    if (csv)
-        printf("launch,raw cuLaunchKernel loop,0,%.1f,1.000\n", raw);
-    else
-        printf("  %-44s %5d %12.1f %9.3f\n", "raw cuLaunchKernel loop", 0, raw, 1.0);
-    static const int counts[] = {0, 2, 8};
-    for (int c = 0; c < 3; c++) {
-        for (int cross = 0; cross < 2; cross++) {
-            if (counts[c] == 0 && cross)
-                continue;
-            double per = bench_actor_launch(a, k, refs, counts[c], cross, n);
-            const char *what = cross ? "actor, alternating two streams" : "actor, one stream";
-            if (csv)
-                printf("launch,%s,%d,%.1f,%.3f\n", what, counts[c], per, per / raw);
-            else
-                printf("  %-44s %5d %12.1f %9.3f\n", what, counts[c], per, per / raw);
+    for (int r = 0; r < LAUNCH_REPS; r++) {
+        raw[r] = bench_raw_launch(env, f, n);
+        for (int c = 0; c < LAUNCH_ROWS; c++) {
+            per[c][r] = bench_actor_launch(a, k, refs, counts[c], crosses[c], n);
+            ratio[c][r] = per[c][r] / raw[r];
         }
+        if (!csv)
+            fprintf(stderr, "\rlaunch: repetition %d of %d", r + 1, LAUNCH_REPS);
+    }
+    if (!csv)
+        fprintf(stderr, "\r%40s\r", "");
+    double raw_med = median_of(raw, LAUNCH_REPS);
+    if (csv)
+        printf("section,what,refs,ns_per_launch_median,ratio_to_raw_median,ratio_min,ratio_max\n");
+    else
+        printf("\nlaunch: an empty kernel, ns of CPU per launch, medians of %d repetitions of "
+               "%zu launches\n(ratio: over the raw cuLaunchKernel loop of the same repetition)\n"
+               "  %-36s %5s %12s %9s %17s\n",
+               LAUNCH_REPS, n, "what", "refs", "ns/launch", "ratio", "ratio min-max");
+    if (csv)
+        printf("launch,raw cuLaunchKernel loop,0,%.1f,1.000,1.000,1.000\n", raw_med);
+    else
+        printf("  %-36s %5d %12.1f %9.3f\n", "raw cuLaunchKernel loop", 0, raw_med, 1.0);
+    for (int c = 0; c < LAUNCH_ROWS; c++) {
+        double lo = ratio[c][0], hi = ratio[c][0];
+        for (int r = 1; r < LAUNCH_REPS; r++) {
+            lo = ratio[c][r] < lo ? ratio[c][r] : lo;
+            hi = ratio[c][r] > hi ? ratio[c][r] : hi;
+        }
+        double pm = median_of(per[c], LAUNCH_REPS), rm = median_of(ratio[c], LAUNCH_REPS);
+        const char *what = crosses[c] ? "actor, alternating two streams" : "actor, one stream";
+        if (csv)
+            printf("launch,%s,%d,%.1f,%.3f,%.3f,%.3f\n", what, counts[c], pm, rm, lo, hi);
+        else
+            printf("  %-36s %5d %12.1f %9.3f %8.3f-%.3f\n", what, counts[c], pm, rm, lo, hi);
     }
     for (int i = 0; i < 8; i++)
         dv_ref_release(refs[i]);
     dv_actor_destroy(a);
+    dv_drv_module_unload(mod);
 }
 
 static void usage(FILE *out)
