@@ -8,18 +8,38 @@
  * allocate (sizes log-uniform 256 B .. 16 MiB, a random alloc stream),
  * write a pattern host->device (the whole block or a sub-range), memset a
  * sub-range, copy device->device from another of the thread's blocks,
- * read back device->host and verify, verify-and-release, or sync a stream.
- * Every operation names a random stream, so the library's cross-stream
- * fences are what keeps the data right; a missing one shows up as a
- * mismatch (the sim delays every op by a seeded random time).
+ * launch a kernel (fill_u32 over a block or a sub-range, add_u32 of two
+ * u32-constant ranges, checksum of a range compared with the host's), run
+ * a task that copies one block to another, read back device->host and
+ * verify, verify-and-release, or sync a stream.  Every operation names a
+ * random stream, and launches and tasks declare their accesses through
+ * handles, so the library's cross-stream fences are what keeps the data
+ * right; a missing one shows up as a mismatch (the sim delays every op by
+ * a seeded random time).
  *
  * Expected contents are not shadowed in host memory: a block's contents
- * are a short sorted list of segments, each either a constant byte (a
- * memset) or a slice of a pattern.  A pattern is a pure function of a
- * serial (unique per write, process-wide) and a byte position, so a copy
- * just moves segment slices from one list to another, and any byte can be
- * recomputed.  When an operation would need more segments than a block
- * keeps, the block is rewritten whole instead.
+ * are a short sorted list of segments, each a constant byte (a memset), a
+ * constant u32 word (a fill or an add), or a slice of a pattern.  A
+ * pattern is a pure function of a serial (unique per write, process-wide)
+ * and a byte position, and a u32 constant is a pattern of period 4, so a
+ * copy just moves segment slices from one list to another, and any byte
+ * can be recomputed.  When an operation would need more segments than a
+ * block keeps, the block is rewritten whole instead.  An add needs both
+ * inputs to be one u32 word over the range (a fill, an add or a memset),
+ * so that its result is a u32 constant too; where no such inputs are at
+ * hand it is a fill instead.
+ *
+ * A checksum launch sums a range into the thread's 8-byte result block
+ * (zeroed by a memset first), which is read back and compared with the
+ * sum of the expected words: a mismatch is an integrity failure like a
+ * wrong byte.  A task copies on the actor's stream: on the sim a host
+ * function that the stream runs in order (its arguments in one of the
+ * thread's fixed slots, free again once it ran), on cuda
+ * cuMemcpyDtoDAsync on the task's native stream.
+ *
+ * The stream-order checker is on (dv_actor_config.check_order) unless
+ * --no-check-order: any hazard it counts fails the run, and the summary
+ * gives the throughput so that its overhead can be compared.
  *
  * The budget sits below what the working sets want: each thread keeps up
  * to max(8, enough that all threads together average 1.25x the budget)
@@ -27,16 +47,19 @@
  * of its blocks (verifying it first) and goes on.
  *
  * Faults (--faults, sim only): the main thread arms failed driver
- * allocations and CUDA_ERROR_UNKNOWN on memcpy calls every so often, and
- * poisons the context (recoverably) at 35 % and 70 % of the run.  After a
- * poison, work in flight fails with DV_ECONTEXT_LOST, the actor rebuilds
- * and every older handle is stale: clients drop such handles and go on.
- * A verification counts against integrity only for a block whose whole
- * life was inside one context generation.
+ * allocations and CUDA_ERROR_UNKNOWN on memcpy calls, kernel launches and
+ * task host functions every so often, and poisons the context
+ * (recoverably) at 35 % and 70 % of the run.  After a poison, work in
+ * flight (launches and tasks too) fails with DV_ECONTEXT_LOST, the actor
+ * rebuilds and every older handle is stale: clients drop such handles and
+ * go on.  A verification or a checksum counts against integrity only for
+ * blocks whose whole life was inside one context generation.
  *
  * Nothing is allocated in the hot loop: each thread has one 16 MiB host
- * buffer pair, its block table and its latency histograms from the start.
+ * buffer pair, its block table, its task slots and its latency histograms
+ * from the start.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -63,6 +86,7 @@
 #define MAX_SEGS       24u /* segments a block's expected contents may take */
 #define HISTORY        6u  /* last operations kept per block, for reports */
 #define MAX_MISMATCHES 8   /* described in the report */
+#define TASK_SLOTS     32u /* host-function copies a thread may have in flight (sim) */
 /* Mean of the size distribution: 16 octaves [2^k, 2^(k+1)), uniform in each. */
 #define MEAN_BLOCK ((3 * (MAX_BLOCK - MIN_BLOCK)) / 32)
 
@@ -70,9 +94,23 @@
  * Operations, latencies, errors
  * ------------------------------------------------------------------------ */
 
-enum op_kind { OP_ALLOC, OP_HTOD, OP_MEMSET, OP_DTOD, OP_DTOH, OP_RELEASE, OP_SYNC, OP_KINDS };
-static const char *const op_names[OP_KINDS] = {"alloc",     "copy_htod",   "memset", "copy_dtod",
-                                               "copy_dtoh", "ref_release", "sync"};
+enum op_kind {
+    OP_ALLOC,
+    OP_HTOD,
+    OP_MEMSET,
+    OP_DTOD,
+    OP_DTOH,
+    OP_RELEASE,
+    OP_SYNC,
+    OP_FILL,
+    OP_ADD,
+    OP_CHECKSUM,
+    OP_TASK,
+    OP_KINDS
+};
+static const char *const op_names[OP_KINDS] = {"alloc",     "copy_htod",   "memset",   "copy_dtod",
+                                               "copy_dtoh", "ref_release", "sync",     "fill_u32",
+                                               "add_u32",   "checksum",    "task_copy"};
 
 /* Log-linear histogram: exact below 16 ns, then 8 buckets per power of two
  * (12.5 % wide), up to 2^42 ns. */
@@ -128,8 +166,9 @@ static double hist_percentile(const hist *h, double p)
         want = 1;
     for (unsigned i = 0; i < HIST_BUCKETS; i++) {
         seen += h->n[i];
+        /* A bucket's middle may lie above the largest value seen. */
         if (seen >= want)
-            return hist_value(i);
+            return hist_value(i) < (double)h->max ? hist_value(i) : (double)h->max;
     }
     return (double)h->max;
 }
@@ -154,8 +193,22 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* A serial with this bit is a u32 constant: its low 32 bits are the word,
+ * and pattern position p holds byte p & 3 of it (a fill writes the word at
+ * 4-aligned positions equal to its block offsets). */
+#define U32_CONSTANT (UINT64_C(1) << 63)
+
+static bool is_u32_constant(uint64_t serial)
+{
+    return (serial & U32_CONSTANT) != 0;
+}
+
 static uint64_t pattern_word(uint64_t serial, uint64_t word)
 {
+    if (is_u32_constant(serial)) {
+        uint64_t v = (uint32_t)serial;
+        return v | (v << 32);
+    }
     return mix64(serial * UINT64_C(0x9E3779B97F4A7C15) + word);
 }
 
@@ -183,8 +236,9 @@ static void pattern_fill(uint8_t *dst, uint64_t serial, uint64_t pos, uint64_t l
 }
 
 /*
- * [start, end) of a block holds either the constant `value` (serial 0) or
- * the bytes pos .. pos + (end - start) of pattern `serial`.
+ * [start, end) of a block holds either the constant byte `pos` (serial 0)
+ * or the bytes pos .. pos + (end - start) of pattern `serial` (a u32
+ * constant where serial has U32_CONSTANT).
  */
 typedef struct seg {
     uint64_t start, end;
@@ -196,9 +250,11 @@ typedef struct note {
     uint8_t kind;
     uint8_t value; /* memset */
     dv_stream stream;
+    uint32_t word; /* fill: the value; add: the sum */
     uint64_t off, len;
-    uint64_t serial; /* htod: the pattern; dtod: the other block's id */
+    uint64_t serial; /* htod: the pattern; dtod, task, add: the (first) other block's id */
     uint64_t other_off;
+    uint64_t other2, other2_off; /* add: the second input */
 } note;
 
 typedef struct block {
@@ -221,9 +277,11 @@ static void seg_push(seg *out, uint32_t *n, seg s)
         return;
     if (*n > 0) {
         seg *last = &out[*n - 1];
-        bool joins =
-            last->end == s.start && last->serial == s.serial &&
-            (s.serial == 0 ? last->pos == s.pos : last->pos + (last->end - last->start) == s.pos);
+        uint64_t next_pos = last->pos + (last->end - last->start);
+        bool joins = last->end == s.start && last->serial == s.serial &&
+                     (s.serial == 0               ? last->pos == s.pos
+                      : is_u32_constant(s.serial) ? ((next_pos - s.pos) & 3) == 0
+                                                  : next_pos == s.pos);
         if (joins) {
             last->end = s.end;
             return;
@@ -295,6 +353,37 @@ static void expected(const block *b, uint64_t off, uint64_t len, uint8_t *out)
     }
 }
 
+/*
+ * The u32 word that s holds at every 4-aligned block offset, when it is a
+ * constant (byte or word); false for a pattern.
+ */
+static bool seg_word(const seg *s, uint32_t *out)
+{
+    if (s->serial == 0) {
+        *out = (uint32_t)(uint8_t)s->pos * 0x01010101u;
+        return true;
+    }
+    if (!is_u32_constant(s->serial))
+        return false;
+    /* Byte k of the word at aligned x is byte (pos - start + k) & 3 of v. */
+    uint32_t v = (uint32_t)s->serial;
+    unsigned r = (unsigned)((s->pos - s->start) & 3) * 8;
+    *out = r == 0 ? v : (v >> r) | (v << (32 - r));
+    return true;
+}
+
+/* The checksum kernel's sum (tools/kernels/kernels.cu) of n words. */
+static uint64_t host_checksum(const uint8_t *p, uint64_t n)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        sum += (((uint64_t)v << 32) | (uint32_t)i) * UINT64_C(0x9E3779B97F4A7C15);
+    }
+    return sum;
+}
+
 static const seg *seg_at(const block *b, uint64_t off)
 {
     for (uint32_t i = 0; i < b->nsegs; i++)
@@ -319,8 +408,19 @@ typedef struct options {
     uint32_t streams;
     uint32_t blocks; /* per thread; 0: automatic */
     bool pool;
+    bool check_order;
     int device;
 } options;
+
+/* A task's copy on the sim: the host function's arguments, in one of the
+ * thread's slots from the post until the stream ran it (busy). */
+typedef struct task_slot {
+    atomic_bool busy;
+    bool enqueued; /* set by the task on the actor, read after it returned */
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+} task_slot;
 
 typedef struct worker {
     int index;
@@ -332,6 +432,9 @@ typedef struct worker {
     uint64_t next_block;
     uint64_t next_serial;
     seg scratch_a[MAX_SEGS + 1], scratch_b[2 * MAX_SEGS + 2];
+    task_slot slots[TASK_SLOTS];
+    dv_ref result; /* 8 bytes for checksums; DV_REF_NULL until needed */
+    uint64_t result_ctx_gen;
 
     /* Read by the progress line while running. */
     atomic_uint_fast64_t live_ops, live_errors;
@@ -344,9 +447,16 @@ typedef struct worker {
     uint64_t verifies, bytes_verified;
     uint64_t bad_verifies, bad_bytes;         /* integrity failures */
     uint64_t excused_verifies, excused_bytes; /* context rebuilt under the block */
+    uint64_t checksums, bytes_summed;
+    uint64_t bad_checksums, excused_checksums;
     uint64_t stale_dropped, budget_releases;
     uint64_t rewrites_for_segments;
+    uint64_t adds_without_inputs; /* no u32-constant inputs: a fill instead */
+    uint64_t tasks_without_slot;  /* every task slot in flight: a copy_dtod instead */
 } worker;
+
+/* cuMemcpyDtoDAsync_v2, for tasks on cuda (loaded at start). */
+typedef int (*cu_memcpy_dtod_async_fn)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
 
 static struct run {
     options opt;
@@ -354,6 +464,10 @@ static struct run {
     dv_driver *drv;
     uint32_t streams;
     uint32_t max_live;
+    bool sim;
+    dv_kernel *fill, *add, *checksum; /* NULL where the backend has none */
+    bool tasks;                       /* a way to copy inside a task */
+    cu_memcpy_dtod_async_fn cu_memcpy_dtod_async;
     atomic_bool stop;
     atomic_uint_fast64_t steps; /* operations begun, over all threads */
 
@@ -476,6 +590,24 @@ static void drop(worker *w, uint32_t i)
     forget(w, i);
 }
 
+/* Drop blocks idx[0 .. n) (an index may repeat), highest index first:
+ * forget() moves the last block into the hole. */
+static void drop_all(worker *w, uint32_t *idx, unsigned n)
+{
+    for (unsigned a = 0; a < n; a++) {
+        for (unsigned b = a + 1; b < n; b++) {
+            if (idx[b] > idx[a]) {
+                uint32_t t = idx[a];
+                idx[a] = idx[b];
+                idx[b] = t;
+            }
+        }
+    }
+    for (unsigned k = 0; k < n; k++)
+        if (k == 0 || idx[k] != idx[k - 1])
+            drop(w, idx[k]);
+}
+
 /* After a failed operation on block i: what do we still know? */
 static void after_failure(worker *w, uint32_t i, int rc, bool wrote)
 {
@@ -513,6 +645,29 @@ static void describe_notes(const block *b, char *out, size_t cap)
         case OP_DTOH:
             len += (size_t)snprintf(out + len, cap - len, "%sdtoh s%u [%" PRIu64 ", +%" PRIu64 ")",
                                     sep, n->stream, n->off, n->len);
+            break;
+        case OP_FILL:
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "%sfill_u32 s%u [%" PRIu64 ", +%" PRIu64 ") = %#x", sep,
+                                    n->stream, n->off, n->len, n->word);
+            break;
+        case OP_ADD:
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "%sadd_u32 s%u [%" PRIu64 ", +%" PRIu64 ") = block %#" PRIx64
+                                    " at %" PRIu64 " + block %#" PRIx64 " at %" PRIu64 " = %#x",
+                                    sep, n->stream, n->off, n->len, n->serial, n->other_off,
+                                    n->other2, n->other2_off, n->word);
+            break;
+        case OP_CHECKSUM:
+            len +=
+                (size_t)snprintf(out + len, cap - len, "%schecksum s%u [%" PRIu64 ", +%" PRIu64 ")",
+                                 sep, n->stream, n->off, n->len);
+            break;
+        case OP_TASK:
+            len += (size_t)snprintf(out + len, cap - len,
+                                    "%stask_copy s%u [%" PRIu64 ", +%" PRIu64
+                                    ") from block %#" PRIx64 " at %" PRIu64,
+                                    sep, n->stream, n->off, n->len, n->serial, n->other_off);
             break;
         default:
             break;
@@ -571,8 +726,12 @@ static int verify(worker *w, uint32_t i, uint64_t off, uint64_t len)
         const char *source = "?";
         uint64_t source_id = 0;
         if (sg != NULL) {
-            source = sg->serial == 0 ? "memset" : "pattern";
-            source_id = sg->serial == 0 ? sg->pos : sg->serial;
+            source = sg->serial == 0               ? "memset"
+                     : is_u32_constant(sg->serial) ? "u32 constant"
+                                                   : "pattern";
+            source_id = sg->serial == 0               ? sg->pos
+                        : is_u32_constant(sg->serial) ? (uint32_t)sg->serial
+                                                      : sg->serial;
         }
         describe_notes(b, history, sizeof(history));
         snprintf(run.mismatch[run.nmismatch++], sizeof(run.mismatch[0]),
@@ -734,14 +893,10 @@ static void do_dtod(worker *w, uint32_t di, uint32_t si)
     int rc;
     TIMED(w, OP_DTOD, rc, dv_copy_dtod(run.actor, d->ref, doff, src->ref, soff, len, s));
     if (rc != DV_OK) {
-        /* Drop in descending index order: forget() moves the last one. */
-        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE) {
-            uint32_t hi = di > si ? di : si, lo = di > si ? si : di;
-            drop(w, hi);
-            drop(w, lo);
-        } else {
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+            drop_all(w, (uint32_t[]){di, si}, 2);
+        else
             d->known = false;
-        }
         return;
     }
     memcpy(d->segs, w->scratch_b, n * sizeof(seg));
@@ -768,6 +923,386 @@ static uint32_t pick_other_known(worker *w, uint32_t i)
     return i;
 }
 
+/* ------------------------------------------------------------------------
+ * Launches and tasks
+ * ------------------------------------------------------------------------ */
+
+static const dv_dim3 threads_per_block = {256, 1, 1};
+
+/* The kernels loop grid-stride: enough blocks of 256 for n, at most 1024. */
+static dv_dim3 grid_for(uint64_t n)
+{
+    uint64_t blocks = (n + 255) / 256;
+    return (dv_dim3){blocks == 0 ? 1 : blocks > 1024 ? 1024 : (uint32_t)blocks, 1, 1};
+}
+
+/* Launch on stream: blocking, or (every other time) posted and waited on. */
+static int launch(worker *w, dv_kernel *k, uint64_t n, dv_stream s, const dv_arg *args,
+                  unsigned nargs)
+{
+    if (rnd_below(&w->rng, 2) == 0)
+        return dv_launch(run.actor, k, grid_for(n), threads_per_block, 0, s, args, nargs);
+    dv_future f;
+    dv_future_init(&f, 0);
+    int rc = dv_launch_async(run.actor, k, grid_for(n), threads_per_block, 0, s, args, nargs, &f);
+    return rc == DV_OK ? dv_future_wait(&f) : rc;
+}
+
+/* fill_u32 over block i: all its whole words, or a 4-aligned sub-range. */
+static void do_fill(worker *w, uint32_t i)
+{
+    block *b = &w->blocks[i];
+    uint64_t words = b->size / 4, n = words, off = 0;
+    if (rnd_below(&w->rng, 2) == 0) {
+        n = rnd_log(&w->rng, 1, words);
+        off = 4 * rnd_below(&w->rng, words - n + 1);
+    }
+    uint32_t value = (uint32_t)rnd(&w->rng);
+    seg ins = {.start = off, .end = off + 4 * n, .serial = U32_CONSTANT | value, .pos = off};
+    uint32_t nsegs = seg_splice(b->segs, b->nsegs, ins.start, ins.end, &ins, 1, w->scratch_b);
+    if (nsegs > MAX_SEGS) {
+        w->rewrites_for_segments++;
+        do_write(w, i, true);
+        return;
+    }
+    dv_stream s = pick_other_stream(w, b->last_stream);
+    dv_arg args[] = {dv_arg_ref(b->ref, DV_WRITE, off), dv_arg_u32(value), dv_arg_u64(n)};
+    int rc;
+    TIMED(w, OP_FILL, rc, launch(w, run.fill, n, s, args, 3));
+    if (rc != DV_OK) {
+        after_failure(w, i, rc, true);
+        return;
+    }
+    memcpy(b->segs, w->scratch_b, nsegs * sizeof(seg));
+    b->nsegs = nsegs;
+    remember(b, (note){.kind = OP_FILL, .stream = s, .off = off, .len = 4 * n, .word = value});
+}
+
+/* A 4-aligned range of one of the thread's blocks that holds one u32 word
+ * throughout: the aligned inside of a memset, fill or add segment. */
+typedef struct u32_range {
+    uint32_t index;
+    uint64_t lo, hi;
+    uint32_t word;
+} u32_range;
+
+static bool pick_u32_range(worker *w, u32_range *out)
+{
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t i = (uint32_t)rnd_below(&w->rng, w->nlive);
+        const block *b = &w->blocks[i];
+        if (!b->known || b->nsegs == 0)
+            continue;
+        uint32_t first = (uint32_t)rnd_below(&w->rng, b->nsegs);
+        for (uint32_t k = 0; k < b->nsegs; k++) {
+            const seg *sg = &b->segs[(first + k) % b->nsegs];
+            uint64_t lo = (sg->start + 3) & ~UINT64_C(3), hi = sg->end & ~UINT64_C(3);
+            uint32_t word;
+            if (hi > lo && seg_word(sg, &word)) {
+                *out = (u32_range){.index = i, .lo = lo, .hi = hi, .word = word};
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Two ranges of len bytes of one block: the same or apart (a kernel that
+ * writes one while reading the other, shifted, races with itself). */
+static bool same_or_apart(uint64_t x, uint64_t y, uint64_t len)
+{
+    return x == y || x + len <= y || y + len <= x;
+}
+
+/*
+ * add_u32: a range of block ci = a + b, where a and b are u32-constant
+ * ranges of the thread's blocks (ci's own among them maybe, read in
+ * place), so the result is the constant a + b.  A fill where there are
+ * no such inputs.
+ */
+static void do_add(worker *w, uint32_t ci)
+{
+    block *c = &w->blocks[ci];
+    u32_range a, b;
+    if (!pick_u32_range(w, &a) || !pick_u32_range(w, &b)) {
+        w->adds_without_inputs++;
+        do_fill(w, ci);
+        return;
+    }
+    uint64_t maxn = (a.hi - a.lo) / 4;
+    if ((b.hi - b.lo) / 4 < maxn)
+        maxn = (b.hi - b.lo) / 4;
+    if (c->size / 4 < maxn)
+        maxn = c->size / 4;
+    uint64_t n = rnd_log(&w->rng, 1, maxn), len = 4 * n;
+    uint64_t aoff = a.lo + 4 * rnd_below(&w->rng, (a.hi - a.lo) / 4 - n + 1);
+    uint64_t boff = b.lo + 4 * rnd_below(&w->rng, (b.hi - b.lo) / 4 - n + 1);
+    uint64_t coff = a.index == ci   ? aoff
+                    : b.index == ci ? boff
+                                    : 4 * rnd_below(&w->rng, c->size / 4 - n + 1);
+    if ((a.index == ci && !same_or_apart(coff, aoff, len)) ||
+        (b.index == ci && !same_or_apart(coff, boff, len))) {
+        w->adds_without_inputs++;
+        do_fill(w, ci);
+        return;
+    }
+    uint32_t sum = a.word + b.word;
+    seg ins = {.start = coff, .end = coff + len, .serial = U32_CONSTANT | sum, .pos = coff};
+    uint32_t nsegs = seg_splice(c->segs, c->nsegs, ins.start, ins.end, &ins, 1, w->scratch_b);
+    if (nsegs > MAX_SEGS) {
+        w->rewrites_for_segments++;
+        do_write(w, ci, true);
+        return;
+    }
+    dv_stream s = pick_other_stream(w, c->last_stream);
+    dv_arg args[] = {dv_arg_ref(c->ref, DV_WRITE, coff),
+                     dv_arg_ref(w->blocks[a.index].ref, DV_READ, aoff),
+                     dv_arg_ref(w->blocks[b.index].ref, DV_READ, boff), dv_arg_u64(n)};
+    int rc;
+    TIMED(w, OP_ADD, rc, launch(w, run.add, n, s, args, 4));
+    if (rc != DV_OK) {
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+            drop_all(w, (uint32_t[]){ci, a.index, b.index}, 3);
+        else
+            c->known = false;
+        return;
+    }
+    memcpy(c->segs, w->scratch_b, nsegs * sizeof(seg));
+    c->nsegs = nsegs;
+    remember(c, (note){.kind = OP_ADD,
+                       .stream = s,
+                       .off = coff,
+                       .len = len,
+                       .word = sum,
+                       .serial = w->blocks[a.index].id,
+                       .other_off = aoff,
+                       .other2 = w->blocks[b.index].id,
+                       .other2_off = boff});
+}
+
+/* The thread's 8-byte checksum result, allocated on first use (and again
+ * after a rebuild made it stale).  On a refused allocation a block is
+ * released to make room, so the caller's block indexes are no longer
+ * valid when this says false. */
+static bool have_result(worker *w)
+{
+    if (w->result.bits != 0)
+        return true;
+    dv_ref ref;
+    dv_ref_info info;
+    int rc;
+    TIMED(w, OP_ALLOC, rc, dv_alloc(run.actor, 8, pick_stream(w), "stress-checksum", &ref));
+    if (rc == DV_EOUT_OF_BUDGET || rc == DV_EDEVICE_OOM) {
+        if (w->nlive > 0) {
+            w->budget_releases++;
+            verify_and_release(w, (uint32_t)rnd_below(&w->rng, w->nlive));
+        }
+        return false;
+    }
+    if (rc != DV_OK)
+        return false;
+    if (dv_ref_access(ref, &info) != DV_OK) {
+        if (dv_ref_release(ref) == DV_ESTALE)
+            w->stale_dropped++;
+        return false;
+    }
+    w->result = ref;
+    w->result_ctx_gen = info.context_generation;
+    return true;
+}
+
+static void drop_result(worker *w)
+{
+    int rc = dv_ref_release(w->result);
+    if (rc == DV_ESTALE)
+        w->stale_dropped++;
+    else if (rc != DV_OK)
+        count_error(w, OP_RELEASE, rc);
+    w->result = DV_REF_NULL;
+}
+
+/*
+ * checksum of block i's whole words or a 4-aligned sub-range into the
+ * result block (zeroed first, each step on its own random stream), read
+ * back and compared with the sum of the expected words.
+ */
+static void do_checksum(worker *w, uint32_t i)
+{
+    if (!have_result(w))
+        return;
+    block *b = &w->blocks[i];
+    uint64_t words = b->size / 4, n = words, off = 0;
+    if (rnd_below(&w->rng, 2) == 0) {
+        n = rnd_log(&w->rng, 1, words);
+        off = 4 * rnd_below(&w->rng, words - n + 1);
+    }
+    uint64_t len = 4 * n;
+    dv_stream zero_stream = pick_stream(w), s = pick_other_stream(w, b->last_stream);
+    int rc;
+    TIMED(w, OP_MEMSET, rc, dv_memset(run.actor, w->result, 0, 0, 8, zero_stream));
+    if (rc != DV_OK) {
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+            drop_result(w);
+        return;
+    }
+    dv_arg args[] = {dv_arg_ref(b->ref, DV_READ, off), dv_arg_u64(n),
+                     dv_arg_ref(w->result, DV_READ_WRITE, 0)};
+    TIMED(w, OP_CHECKSUM, rc, launch(w, run.checksum, n, s, args, 3));
+    if (rc != DV_OK) {
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE) {
+            drop_result(w);
+            drop(w, i);
+        }
+        return;
+    }
+    remember(b, (note){.kind = OP_CHECKSUM, .stream = s, .off = off, .len = len});
+    uint64_t got = 0;
+    dv_stream read_stream = pick_stream(w);
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, &got, w->result, 0, 8, read_stream));
+    if (rc != DV_OK) {
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+            drop_result(w);
+        return;
+    }
+    expected(b, off, len, w->wbuf);
+    uint64_t want = host_checksum(w->wbuf, n);
+    w->checksums++;
+    w->bytes_summed += len;
+    if (got == want)
+        return;
+
+    /* Only blocks whose whole life was in one context generation count. */
+    dv_ref_info info, rinfo;
+    bool same_context =
+        dv_ref_access(b->ref, &info) == DV_OK && info.context_generation == b->ctx_gen &&
+        dv_ref_access(w->result, &rinfo) == DV_OK && rinfo.context_generation == w->result_ctx_gen;
+    if (same_context)
+        w->bad_checksums++;
+    else
+        w->excused_checksums++;
+    pthread_mutex_lock(&run.report_mu);
+    if (run.nmismatch < MAX_MISMATCHES) {
+        char history[512];
+        describe_notes(b, history, sizeof(history));
+        snprintf(run.mismatch[run.nmismatch++], sizeof(run.mismatch[0]),
+                 "%sthread %d, block %#" PRIx64 " (%" PRIu64 " B, alloc stream %u, context %" PRIu64
+                 "): checksum of [%" PRIu64 ", +%" PRIu64 ") on stream %u (zeroed on %u, read on "
+                 "%u): got %#018" PRIx64 " want %#018" PRIx64 "\n      last operations: %s",
+                 same_context ? "" : "[excused: context rebuilt] ", w->index, b->id, b->size,
+                 b->alloc_stream, b->ctx_gen, off, len, s, zero_stream, read_stream, got, want,
+                 history);
+    }
+    pthread_mutex_unlock(&run.report_mu);
+    b->known = false;
+}
+
+static void host_copy(void *arg)
+{
+    task_slot *slot = arg;
+    memmove(slot->dst, slot->src, slot->bytes);
+    /* Pairs with the acquire in free_slot(): the thread may reuse it. */
+    atomic_store_explicit(&slot->busy, false, memory_order_release);
+}
+
+typedef struct task_call {
+    task_slot *slot; /* sim */
+    uint64_t bytes;
+} task_call;
+
+/* On the actor: copy argument 1 to argument 0 in the task's stream order. */
+static int copy_task(const dv_task_ctx *ctx, void *user)
+{
+    task_call *call = user;
+    if (!ctx->simulated) {
+        int cu =
+            run.cu_memcpy_dtod_async(ctx->arg[0], ctx->arg[1], call->bytes, ctx->native_stream);
+        return cu == 0 ? DV_OK : DV_EDRIVER;
+    }
+    task_slot *slot = call->slot;
+    slot->dst = dv_task_sim_memory(ctx, ctx->arg[0], call->bytes);
+    slot->src = dv_task_sim_memory(ctx, ctx->arg[1], call->bytes);
+    slot->bytes = call->bytes;
+    if (slot->dst == NULL || slot->src == NULL)
+        return DV_EINVAL;
+    int rc = dv_task_host_fn(ctx, host_copy, slot);
+    slot->enqueued = rc == DV_OK;
+    return rc;
+}
+
+/* A slot whose host function ran (or never was posted), or NULL. */
+static task_slot *free_slot(worker *w)
+{
+    for (unsigned k = 0; k < TASK_SLOTS; k++) {
+        task_slot *slot = &w->slots[k];
+        /* Pairs with the release in host_copy(): its memmove is done. */
+        if (!atomic_load_explicit(&slot->busy, memory_order_acquire)) {
+            atomic_store_explicit(&slot->busy, true, memory_order_relaxed);
+            slot->enqueued = false;
+            return slot;
+        }
+    }
+    return NULL;
+}
+
+/* Run the copy task: blocking, or (every other time) posted and waited on. */
+static int task(worker *w, task_call *call, dv_stream s, const dv_arg *args, unsigned nargs)
+{
+    if (rnd_below(&w->rng, 2) == 0)
+        return dv_task(run.actor, copy_task, call, s, args, nargs);
+    dv_future f;
+    dv_future_init(&f, 0);
+    int rc = dv_task_async(run.actor, copy_task, call, s, args, nargs, &f);
+    return rc == DV_OK ? dv_future_wait(&f) : rc;
+}
+
+/* A task that copies a random range of block si onto block di (READ of
+ * the source, WRITE of the destination), on a stream other than the one
+ * that last touched the destination.  A copy_dtod when every slot is in
+ * flight. */
+static void do_task(worker *w, uint32_t di, uint32_t si)
+{
+    block *d = &w->blocks[di], *src = &w->blocks[si];
+    uint64_t max = d->size < src->size ? d->size : src->size;
+    uint64_t len = rnd_log(&w->rng, 1, max);
+    uint64_t soff = rnd_below(&w->rng, src->size - len + 1);
+    uint64_t doff = rnd_below(&w->rng, d->size - len + 1);
+    uint32_t nins = seg_slice(src, soff, len, doff, w->scratch_a);
+    uint32_t n = seg_splice(d->segs, d->nsegs, doff, doff + len, w->scratch_a, nins, w->scratch_b);
+    if (n > MAX_SEGS) {
+        w->rewrites_for_segments++;
+        do_write(w, di, true);
+        return;
+    }
+    task_call call = {.slot = NULL, .bytes = len};
+    if (run.sim && (call.slot = free_slot(w)) == NULL) {
+        w->tasks_without_slot++;
+        do_dtod(w, di, si);
+        return;
+    }
+    dv_stream s = pick_other_stream(w, d->last_stream);
+    dv_arg args[] = {dv_arg_ref(d->ref, DV_WRITE, doff), dv_arg_ref(src->ref, DV_READ, soff)};
+    int rc;
+    TIMED(w, OP_TASK, rc, task(w, &call, s, args, 2));
+    /* Not posted to the stream: nothing will free the slot but us. */
+    if (call.slot != NULL && !call.slot->enqueued)
+        atomic_store_explicit(&call.slot->busy, false, memory_order_relaxed);
+    if (rc != DV_OK) {
+        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
+            drop_all(w, (uint32_t[]){di, si}, 2);
+        else
+            d->known = false;
+        return;
+    }
+    memcpy(d->segs, w->scratch_b, n * sizeof(seg));
+    d->nsegs = n;
+    remember(d, (note){.kind = OP_TASK,
+                       .stream = s,
+                       .off = doff,
+                       .len = len,
+                       .serial = src->id,
+                       .other_off = soff});
+}
+
 static void step(worker *w)
 {
     uint64_t r = rnd_below(&w->rng, 100);
@@ -779,17 +1314,40 @@ static void step(worker *w)
     block *b = &w->blocks[i];
     if (!b->known) {
         do_write(w, i, true);
-    } else if (r < 32) {
+    } else if (r < 28) {
         do_write(w, i, false);
-    } else if (r < 46) {
+    } else if (r < 36) {
         do_memset(w, i);
-    } else if (r < 64) {
+    } else if (r < 46) {
         uint32_t j = pick_other_known(w, i);
         if (j != i)
             do_dtod(w, i, j);
         else
             do_memset(w, i);
-    } else if (r < 80) {
+    } else if (r < 53) {
+        if (run.fill != NULL)
+            do_fill(w, i);
+        else
+            do_memset(w, i);
+    } else if (r < 59) {
+        if (run.add != NULL && run.fill != NULL)
+            do_add(w, i);
+        else
+            do_memset(w, i);
+    } else if (r < 64) {
+        if (run.checksum != NULL)
+            do_checksum(w, i);
+        else
+            (void)verify(w, i, 0, b->size);
+    } else if (r < 70) {
+        uint32_t j = pick_other_known(w, i);
+        if (j == i)
+            do_memset(w, i);
+        else if (run.tasks)
+            do_task(w, i, j);
+        else
+            do_dtod(w, i, j);
+    } else if (r < 82) {
         uint64_t len = rnd_below(&w->rng, 2) ? b->size : rnd_log(&w->rng, 1, b->size);
         (void)verify(w, i, rnd_below(&w->rng, b->size - len + 1), len);
     } else if (r < 98) {
@@ -818,6 +1376,11 @@ static void *worker_main(void *arg)
      * stream, so this thread's frees were handled before it leaves. */
     while (w->nlive > 0)
         verify_and_release(w, w->nlive - 1);
+    if (w->result.bits != 0) {
+        int rc;
+        TIMED(w, OP_RELEASE, rc, dv_ref_release(w->result));
+        w->result = DV_REF_NULL;
+    }
     for (dv_stream s = 0; s < run.streams; s++) {
         int rc;
         TIMED(w, OP_SYNC, rc, dv_sync(run.actor, s));
@@ -835,12 +1398,17 @@ static void usage(FILE *out)
             "usage: dv-stress [--threads N] [--seconds S | --ops N] [--seed N]\n"
             "                 [--backend cuda|sim|auto] [--budget BYTES] [--faults]\n"
             "                 [--sim-delay US] [--streams N] [--blocks N] [--no-pool]\n"
-            "                 [--device N]\n"
+            "                 [--no-check-order] [--device N]\n"
             "\n"
             "N client threads post a random mix on one actor: allocate (256 B .. 16 MiB,\n"
             "log-uniform, random stream), write a pattern host->device, memset a\n"
             "sub-range, copy device->device between two of the thread's blocks on\n"
-            "another stream, read back device->host and verify every byte, release.\n"
+            "another stream, launch fill_u32 (a block or a 4-aligned sub-range), add_u32\n"
+            "(of two ranges that each hold one u32 word) and checksum (compared with\n"
+            "the host's sum of the expected words), run a task that copies one block to\n"
+            "another (a host function on the sim, cuMemcpyDtoDAsync on cuda), read back\n"
+            "device->host and verify every byte, release.  Launches and tasks declare\n"
+            "their accesses through handles, so the library's fences keep data right.\n"
             "The budget is below what the working sets want, so allocations are\n"
             "refused (DV_EOUT_OF_BUDGET): the thread releases a block and goes on.\n"
             "The first line names the backend and device; a progress line goes to\n"
@@ -859,7 +1427,8 @@ static void usage(FILE *out)
             "  --budget BYTES  device budget, K/M/G suffixes, at least 16M (default 256M on\n"
             "                  the sim, 2G on cuda)\n"
             "  --faults        sim only: arm failed driver allocations and CUDA_ERROR_UNKNOWN\n"
-            "                  on memcpy calls every so often, and poison the context\n"
+            "                  on memcpy calls, kernel launches and task host functions\n"
+            "                  every so often, and poison the context\n"
             "                  (recoverably) at 35%% and 70%% of the run; the actor rebuilds,\n"
             "                  clients drop stale handles and keep verifying.  The pool\n"
             "                  retries a refused chunk, so failed allocations surface as\n"
@@ -869,6 +1438,9 @@ static void usage(FILE *out)
             "  --blocks N      live blocks per thread at most (default: 8, or more so that\n"
             "                  all threads together average 1.25x the budget)\n"
             "  --no-pool       allocate straight from the driver's stream-ordered allocator\n"
+            "  --no-check-order  run without the stream-order checker (on by default; the\n"
+            "                  summary's throughput shows its overhead; DV_CHECK_ORDER=1\n"
+            "                  in the environment turns it on regardless)\n"
             "  --device N      device ordinal (default 0)\n"
             "  --help          this text\n"
             "\n"
@@ -876,9 +1448,10 @@ static void usage(FILE *out)
             "DV_EDRIVER, DV_ECONTEXT_LOST and DV_ESTALE.  A wrong byte counts only for a\n"
             "block whose whole life was inside one context generation.\n"
             "\n"
-            "Exit status: 0 when every byte matched, nothing leaked (bytes outstanding and\n"
-            "refs alive 0 at the end) and no unexpected error occurred; 1 on an integrity\n"
-            "failure or a leak; 2 on an unexpected error, a usage error or a device error\n"
+            "Exit status: 0 when every byte and every checksum matched, the stream-order\n"
+            "checker found no hazard, nothing leaked (bytes outstanding and refs alive 0\n"
+            "at the end) and no unexpected error occurred; 1 on an integrity failure, a\n"
+            "hazard or a leak; 2 on an unexpected error, a usage error or a device error\n"
             "(e.g. --backend cuda without a GPU).\n");
 }
 
@@ -938,7 +1511,8 @@ static int parse_options(int argc, char **argv, options *o)
         {"faults", no_argument, NULL, 'f'},        {"sim-delay", required_argument, NULL, 'D'},
         {"streams", required_argument, NULL, 'n'}, {"blocks", required_argument, NULL, 'k'},
         {"no-pool", no_argument, NULL, 'P'},       {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},          {"no-check-order", no_argument, NULL, 'C'},
+        {NULL, 0, NULL, 0}};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool seeded = false;
     uint64_t v;
@@ -949,7 +1523,8 @@ static int parse_options(int argc, char **argv, options *o)
                    .backend = DV_BACKEND_AUTO,
                    .sim_delay_us = 20,
                    .streams = 4,
-                   .pool = true};
+                   .pool = true,
+                   .check_order = true};
     int which = 0;
     while ((c = getopt_long(argc, argv, "", opts, &which)) != -1) {
         switch (c) {
@@ -1008,6 +1583,9 @@ static int parse_options(int argc, char **argv, options *o)
             break;
         case 'P':
             o->pool = false;
+            break;
+        case 'C':
+            o->check_order = false;
             break;
         case 'd':
             if (!parse_u64(optarg, &v) || v >= DV_MAX_DEVICES)
@@ -1125,11 +1703,12 @@ typedef struct faults {
     uint64_t rng;
     uint64_t next_alloc_ns, next_inject_ns;
     int poisons_done;
-    uint64_t armed_allocs, armed_memcpys, poisons;
+    uint64_t armed_allocs, armed_calls, poisons;
 } faults;
 
-static const dv_drv_call memcpy_calls[] = {DV_CALL_MEMCPY_HTOD, DV_CALL_MEMCPY_DTOH,
-                                           DV_CALL_MEMCPY_DTOD};
+static const dv_drv_call injected_calls[] = {DV_CALL_MEMCPY_HTOD, DV_CALL_MEMCPY_DTOH,
+                                             DV_CALL_MEMCPY_DTOD, DV_CALL_LAUNCH, DV_CALL_HOST_FN};
+#define NINJECTED (sizeof(injected_calls) / sizeof(injected_calls[0]))
 
 static void faults_tick(faults *f, uint64_t now, double fraction)
 {
@@ -1139,9 +1718,9 @@ static void faults_tick(faults *f, uint64_t now, double fraction)
         f->next_alloc_ns = now + 100000000u + rnd_below(&f->rng, 200000000u);
     }
     if (now >= f->next_inject_ns) {
-        dv_drv_call call = memcpy_calls[rnd_below(&f->rng, 3)];
+        dv_drv_call call = injected_calls[rnd_below(&f->rng, NINJECTED)];
         if (dv_sim_inject(run.drv, call, 1 + rnd_below(&f->rng, 64), DV_CU_UNKNOWN) == DV_OK)
-            f->armed_memcpys++;
+            f->armed_calls++;
         f->next_inject_ns = now + 50000000u + rnd_below(&f->rng, 150000000u);
     }
     static const double poison_at[] = {0.35, 0.70};
@@ -1155,8 +1734,8 @@ static void faults_tick(faults *f, uint64_t now, double fraction)
 static void faults_disarm(void)
 {
     (void)dv_sim_fail_alloc_nth(run.drv, 0);
-    for (size_t i = 0; i < sizeof(memcpy_calls) / sizeof(memcpy_calls[0]); i++)
-        (void)dv_sim_inject(run.drv, memcpy_calls[i], 0, 0);
+    for (size_t i = 0; i < NINJECTED; i++)
+        (void)dv_sim_inject(run.drv, injected_calls[i], 0, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -1168,6 +1747,28 @@ static void sleep_ms(unsigned ms)
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+/* The built-in kernels (launches are left out where the backend has
+ * none) and a way to copy inside a task: why tasks are left out, or NULL. */
+static const char *setup_kernels_and_tasks(void **libcuda)
+{
+    if (dv_kernel_get(run.actor, NULL, 0, "fill_u32", &run.fill) != DV_OK ||
+        dv_kernel_get(run.actor, NULL, 0, "add_u32", &run.add) != DV_OK ||
+        dv_kernel_get(run.actor, NULL, 0, "checksum", &run.checksum) != DV_OK) {
+        fprintf(stderr, "dv-stress: no built-in kernels (%s): launches are left out\n",
+                dv_last_error()->message);
+        run.fill = run.add = run.checksum = NULL;
+    }
+    if (run.sim) {
+        run.tasks = true;
+        return NULL;
+    }
+    *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (*libcuda != NULL)
+        run.cu_memcpy_dtod_async = (cu_memcpy_dtod_async_fn)dlsym(*libcuda, "cuMemcpyDtoDAsync_v2");
+    run.tasks = run.cu_memcpy_dtod_async != NULL;
+    return run.tasks ? NULL : "none (no cuMemcpyDtoDAsync_v2 in libcuda.so.1)";
 }
 
 int main(int argc, char **argv)
@@ -1203,6 +1804,7 @@ int main(int argc, char **argv)
     cfg.streams = o->streams;
     cfg.pool = o->pool;
     cfg.budget_bytes = o->budget != 0 ? o->budget : sim ? 256 * MIB : 2 * GIB;
+    cfg.check_order = o->check_order;
 
     run.streams = o->streams;
     if (o->blocks != 0) {
@@ -1221,6 +1823,9 @@ int main(int argc, char **argv)
         return 2;
     }
     run.drv = dv__actor_driver(run.actor); /* drv: the faults are armed on it */
+    run.sim = sim;
+    void *libcuda = NULL;
+    const char *no_tasks = setup_kernels_and_tasks(&libcuda);
     dv_device_info info = {0};
     (void)dv_drv_device_info(run.drv, o->device, &info);
     char b1[32], b2[32];
@@ -1239,6 +1844,14 @@ int main(int argc, char **argv)
     printf(", seed %" PRIu64 "%s", o->seed, sim ? "" : "\n");
     if (sim)
         printf(", sim delay up to %u us, faults %s\n", o->sim_delay_us, o->faults ? "on" : "off");
+    const char *env_order = getenv("DV_CHECK_ORDER");
+    bool env_checker = env_order != NULL && strcmp(env_order, "1") == 0;
+    const char *checker = o->check_order ? "on"
+                          : env_checker  ? "on (DV_CHECK_ORDER=1 in the environment)"
+                                         : "off (--no-check-order)";
+    printf("dv-stress: stream-order checker %s; launches: %s; tasks: %s\n", checker,
+           run.fill != NULL ? "fill_u32, add_u32, checksum" : "none (no built-in kernels)",
+           run.tasks ? (sim ? "copy by host function" : "copy by cuMemcpyDtoDAsync") : no_tasks);
     fflush(stdout);
 
     worker *ws = calloc((size_t)o->threads, sizeof(*ws));
@@ -1253,6 +1866,8 @@ int main(int argc, char **argv)
         w->wbuf = malloc(MAX_BLOCK);
         w->rbuf = malloc(MAX_BLOCK);
         w->blocks = calloc(run.max_live, sizeof(block));
+        for (unsigned k = 0; k < TASK_SLOTS; k++)
+            atomic_init(&w->slots[k].busy, false);
         if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL) {
             fprintf(stderr, "dv-stress: out of host memory for thread %d's buffers\n", i);
             dv_actor_destroy(run.actor);
@@ -1345,6 +1960,12 @@ int main(int argc, char **argv)
         all.bad_bytes += w->bad_bytes;
         all.excused_verifies += w->excused_verifies;
         all.excused_bytes += w->excused_bytes;
+        all.checksums += w->checksums;
+        all.bytes_summed += w->bytes_summed;
+        all.bad_checksums += w->bad_checksums;
+        all.excused_checksums += w->excused_checksums;
+        all.adds_without_inputs += w->adds_without_inputs;
+        all.tasks_without_slot += w->tasks_without_slot;
         all.stale_dropped += w->stale_dropped;
         all.budget_releases += w->budget_releases;
         all.rewrites_for_segments += w->rewrites_for_segments;
@@ -1353,8 +1974,11 @@ int main(int argc, char **argv)
     for (int k = 0; k < OP_KINDS; k++)
         calls += all.calls[k];
 
-    printf("\nran %.2f s: %" PRIu64 " ops (%.0f ops/s), %s read back and compared\n", seconds,
-           calls, (double)calls / seconds, human_bytes((double)all.bytes_verified, b1, sizeof(b1)));
+    printf("\nran %.2f s: %" PRIu64 " ops (%.0f ops/s), %s read back and compared, %s summed by "
+           "checksums\n",
+           seconds, calls, (double)calls / seconds,
+           human_bytes((double)all.bytes_verified, b1, sizeof(b1)),
+           human_bytes((double)all.bytes_summed, b2, sizeof(b2)));
     printf("\n  %-12s %12s %10s %12s %12s %12s\n", "operation", "calls", "failed", "p50", "p99",
            "max");
     for (int k = 0; k < OP_KINDS; k++) {
@@ -1364,7 +1988,12 @@ int main(int argc, char **argv)
                human_ns(hist_percentile(&all.lat[k], 0.99), p99, sizeof(p99)),
                human_ns((double)all.lat[k].max, mx, sizeof(mx)));
     }
-    printf("  (round trip of each blocking call; copy_dtod and memset return once enqueued)\n");
+    printf("  (round trip of each call; copy_dtod, memset, launches and tasks return once "
+           "enqueued)\n");
+    if (all.adds_without_inputs != 0 || all.tasks_without_slot != 0)
+        printf("  %" PRIu64 " adds were fills (no u32-constant inputs at hand), %" PRIu64
+               " tasks were copy_dtod (every task slot in flight)\n",
+               all.adds_without_inputs, all.tasks_without_slot);
 
     printf("\nerrors by code:");
     bool any = false;
@@ -1385,18 +2014,20 @@ int main(int argc, char **argv)
            all.budget_releases);
     if (o->faults)
         printf("faults: %" PRIu64 " failed allocations armed, %" PRIu64
-               " memcpy errors armed, %" PRIu64 " context poisons; %" PRIu64
+               " memcpy/launch/host-function errors armed, %" PRIu64 " context poisons; %" PRIu64
                " stale handles dropped\n",
-               f.armed_allocs, f.armed_memcpys, f.poisons, all.stale_dropped);
+               f.armed_allocs, f.armed_calls, f.poisons, all.stale_dropped);
 
     printf("\nintegrity: %" PRIu64 " verifications, %s compared, %" PRIu64 " failed (%" PRIu64
-           " bytes wrong)\n",
+           " bytes wrong); %" PRIu64 " checksums over %s, %" PRIu64 " failed\n",
            all.verifies, human_bytes((double)all.bytes_verified, b1, sizeof(b1)), all.bad_verifies,
-           all.bad_bytes);
-    if (all.excused_verifies != 0)
-        printf("  %" PRIu64 " more mismatched reads (%" PRIu64
-               " bytes) on blocks whose context was rebuilt under them: not counted\n",
-               all.excused_verifies, all.excused_bytes);
+           all.bad_bytes, all.checksums, human_bytes((double)all.bytes_summed, b2, sizeof(b2)),
+           all.bad_checksums);
+    if (all.excused_verifies != 0 || all.excused_checksums != 0)
+        printf("  %" PRIu64 " more mismatched reads (%" PRIu64 " bytes) and %" PRIu64
+               " mismatched checksums on blocks whose context was rebuilt under them: not "
+               "counted\n",
+               all.excused_verifies, all.excused_bytes, all.excused_checksums);
     for (int i = 0; i < run.nmismatch; i++)
         printf("  %s\n", run.mismatch[i]);
 
@@ -1405,10 +2036,15 @@ int main(int argc, char **argv)
            " (after every thread released everything and a sync on every stream)%s\n",
            st.bytes_outstanding, st.refs_alive, leak ? ": LEAK" : "");
     printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
-           " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " syncs, %" PRIu64
-           " failures, %u client rings\n",
-           st.messages, st.batches, st.allocs, st.frees, st.copies, st.memsets, st.syncs,
-           st.failures, st.client_rings);
+           " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " launches, %" PRIu64
+           " syncs, %" PRIu64 " failures, %u client rings\n",
+           st.messages, st.batches, st.allocs, st.frees, st.copies, st.memsets, st.launches,
+           st.syncs, st.failures, st.client_rings);
+    printf("stream-order checker: %s, %" PRIu64 " hazards%s\n", checker, st.hazards,
+           st.hazards != 0 ? ": FAIL" : "");
+    printf("throughput: %.0f ops/s (%" PRIu64 " ops in %.2f s, %d threads, checker %s)\n",
+           (double)calls / seconds, calls, seconds, o->threads,
+           o->check_order || env_checker ? "on" : "off");
     printf("health: %s, context generation %" PRIu64 ", %u rebuilds", state_name(health.state),
            health.context_generation, health.rebuilds);
     if (health.first_fault.status != 0)
@@ -1416,20 +2052,24 @@ int main(int argc, char **argv)
     printf("\n");
 
     int status = 0;
-    const char *verdict = "PASS";
-    if (all.bad_verifies != 0 || leak) {
+    char verdict[64] = "PASS";
+    bool integrity = all.bad_verifies != 0 || all.bad_checksums != 0;
+    if (integrity || st.hazards != 0 || leak) {
         status = 1;
-        verdict = all.bad_verifies != 0 ? (leak ? "FAIL (integrity, leak)" : "FAIL (integrity)")
-                                        : "FAIL (leak)";
+        snprintf(verdict, sizeof(verdict), "FAIL (%s%s%s%s%s)", integrity ? "integrity" : "",
+                 integrity && st.hazards != 0 ? ", " : "", st.hazards != 0 ? "hazards" : "",
+                 (integrity || st.hazards != 0) && leak ? ", " : "", leak ? "leak" : "");
     } else if (all.unexpected != 0 || end_errors != 0 || health.state != DV_ACTOR_RUNNING ||
                (o->faults && f.poisons > 0 && health.rebuilds == 0)) {
         status = 2;
-        verdict = "FAIL (unexpected errors)";
+        snprintf(verdict, sizeof(verdict), "FAIL (unexpected errors)");
     }
     printf("result: %s\n", verdict);
 
     dv_actor_destroy(run.actor);
     dv_driver_close(drv);
+    if (libcuda != NULL)
+        dlclose(libcuda);
     for (int i = 0; i < o->threads; i++) {
         free(ws[i].wbuf);
         free(ws[i].rbuf);
