@@ -1137,8 +1137,13 @@ static void handle_task(dv_actor *a, const dv_msg *m)
     }
     /* Recorded even when the task failed: it may have enqueued work. */
     uses_finish(a, uses, nuses, s);
-    if (rc == DV_OK)
+    if (rc == DV_ECONTEXT_LOST) {
+        /* A sticky error met inside the task: a fault like a launch's. */
+        on_fault(a, rc, s, m);
+        rc = dv_last_error()->status ? dv_last_error()->status : rc;
+    } else if (rc == DV_OK) {
         rc = sync_debug(a, s, m);
+    }
 done:
     reply(a, m, rc);
 }
