@@ -649,7 +649,7 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-#define LAUNCH_REPS 9
+#define LAUNCH_REPS 15
 #define LAUNCH_ROWS 5
 
 /*
@@ -661,7 +661,7 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
 {
     static const int counts[LAUNCH_ROWS] = {0, 2, 2, 8, 8};
     static const bool crosses[LAUNCH_ROWS] = {false, false, true, false, true};
-    const size_t n = 10000;
+    const size_t n = 20000;
     double raw[LAUNCH_REPS], per[LAUNCH_ROWS][LAUNCH_REPS], ratio[LAUNCH_ROWS][LAUNCH_REPS];
     dv_drv_module *mod = NULL;
     dv_drv_func *f;

@@ -12,12 +12,15 @@
 #
 # Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
 # compute-sanitizer (memcheck over the device-port and resource conformance
-# suites, the guard's tests and the demo; racecheck and synccheck over the
-# device-port suite; memcheck over the actor's basic tests and a short
-# dv-stress run) where compute-sanitizer is installed, then dv-stress for
-# GPU_CHECK_STRESS_SECONDS (60; its report goes to OUT_DIR/dv-stress.txt),
-# then dv-bench (its table goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0
-# skips it).
+# suites, the guard's tests, the demo, the actor's basic, launch and
+# checker tests, the GEMM task and a short dv-stress run; racecheck and
+# synccheck over the device-port suite, the launch tests and the GEMM task)
+# where compute-sanitizer is installed, then dv-stress with the
+# stream-order checker for GPU_CHECK_STRESS_SECONDS (60; its report goes to
+# OUT_DIR/dv-stress.txt), then two runs of GPU_CHECK_OVERHEAD_SECONDS (20;
+# 0 skips them) with one seed, with and without the checker, for its cost
+# (dv-stress-check.txt, dv-stress-nocheck.txt), then dv-bench (its table
+# goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0 skips it).
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
@@ -82,6 +85,10 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         "$build/tests/tasks/gemm_cuda.t"
     run_step "racecheck actor/launch_cuda.t" $cs --tool racecheck "$build/tests/actor/launch_cuda.t"
     run_step "synccheck actor/launch_cuda.t" $cs --tool synccheck "$build/tests/actor/launch_cuda.t"
+    run_step "memcheck actor/checker_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/actor/checker_cuda.t"
+    run_step "racecheck tasks/gemm_cuda.t" $cs --tool racecheck "$build/tests/tasks/gemm_cuda.t"
+    run_step "synccheck tasks/gemm_cuda.t" $cs --tool synccheck "$build/tests/tasks/gemm_cuda.t"
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
     run_step "synccheck driver/port_cuda.t" $cs --tool synccheck "$build/tests/driver/port_cuda.t"
 else
@@ -91,7 +98,13 @@ fi
 if [ -x "$build/tools/dv-stress" ]; then
     mkdir -p "$out"
     secs=${GPU_CHECK_STRESS_SECONDS:-60}
-    run_step "stress dv-stress (cuda, $secs s)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $secs | tee '$out/dv-stress.txt'"
+    run_step "stress dv-stress (cuda, $secs s, checker on)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $secs | tee '$out/dv-stress.txt'"
+    # The checker's cost: the same run without it, for the throughput line.
+    osecs=${GPU_CHECK_OVERHEAD_SECONDS:-20}
+    if [ "$osecs" != 0 ]; then
+        run_step "stress dv-stress (cuda, $osecs s, checker on)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $osecs --seed 7 | tee '$out/dv-stress-check.txt'"
+        run_step "stress dv-stress (cuda, $osecs s, checker off)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $osecs --seed 7 --no-check-order | tee '$out/dv-stress-nocheck.txt'"
+    fi
 fi
 
 if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ -x "$build/tools/dv-bench" ]; then
