@@ -153,6 +153,7 @@ typedef struct dv_future {
     int status;
     dv_ref ref;     /* dv_alloc's handle */
     uint64_t value; /* an operation's other result */
+    uint64_t order; /* the library's: what the actor had seen complete */
     dv_error_detail detail;
 } dv_future;
 #define DV_FUTURE_TRY 1u

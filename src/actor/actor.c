@@ -214,10 +214,14 @@ static void teardown(dv_actor *a)
  * Completions
  * ------------------------------------------------------------------------ */
 
-static void complete(dv_future *f, int status)
+static void complete(dv_actor *a, dv_future *f, int status)
 {
-    if (f != NULL)
-        dv__future_complete(f, status);
+    if (f == NULL)
+        return;
+    /* The checker's host clock as of now: the waiter learns it. */
+    if (a->chk != NULL)
+        f->order = ((uint64_t)(uint16_t)a->id << DV_ORDER_EPOCH_BITS) | dv_checker_epoch(a->chk);
+    dv__future_complete(f, status);
 }
 
 /* Answer an operation's message, counting a failure. */
@@ -225,7 +229,7 @@ static void reply(dv_actor *a, const dv_msg *m, int status)
 {
     if (status != DV_OK)
         stat_inc(&a->st_failures);
-    complete(m->reply, status);
+    complete(a, m->reply, status);
 }
 
 static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *what)
@@ -379,7 +383,7 @@ static void poll_completions(dv_actor *a)
             }
             if (!reached)
                 break;
-            complete(p->reply, DV_OK);
+            complete(a, p->reply, DV_OK);
             q->head = (q->head + 1) % q->cap;
             q->count--;
             a->npending--;
@@ -474,7 +478,7 @@ static int drain_device(dv_actor *a)
     for (uint32_t s = 0; s < a->env.nstreams; s++) {
         dv_pending_fifo *q = &a->pend[s];
         while (q->count > 0) {
-            complete(q->items[q->head].reply, DV_OK);
+            complete(a, q->items[q->head].reply, DV_OK);
             q->head = (q->head + 1) % q->cap;
             q->count--;
         }
@@ -580,7 +584,7 @@ static void handle_alloc(dv_actor *a, const dv_msg *m)
     } else if (rc == DV_ECONTEXT_LOST) {
         on_fault(a, rc, m->stream, m);
     }
-    complete(m->reply, rc);
+    complete(a, m->reply, rc);
 }
 
 static void handle_free(dv_actor *a, const dv_msg *m)
@@ -690,6 +694,8 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
                                         [DV_MSG_MEMSET] = DV_CHK_MEMSET};
         uint64_t bytes = m->type == DV_MSG_DTOD ? m->e : m->d;
         dv_chk_op_init(&chk_op, kinds[m->type], s, NULL, m->producer, m->seq);
+        if (m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH)
+            chk_op.host_epoch = m->e; /* what the poster knew complete */
         dv_chk_op_add(&chk_op, u[0].slot->block.ptr + m->b, bytes,
                       m->type == DV_MSG_DTOH ? DV_READ : DV_WRITE, false);
         if (m->type == DV_MSG_DTOD)
@@ -752,7 +758,7 @@ static void handle_sync(dv_actor *a, const dv_msg *m)
         if ((rc = pending_push(a, m->stream, m, "sync")) == DV_OK)
             return;
     }
-    complete(m->reply, rc);
+    complete(a, m->reply, rc);
 }
 
 static void handle_stats(dv_actor *a, const dv_msg *m)
@@ -778,7 +784,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
     out->refs_alive = dv__ref_held(a->refs);
     out->client_rings = dv__inbox_rings(a->inbox);
-    complete(m->reply, DV_OK);
+    complete(a, m->reply, DV_OK);
 }
 
 static void handle_reset(dv_actor *a, const dv_msg *m)
@@ -786,11 +792,11 @@ static void handle_reset(dv_actor *a, const dv_msg *m)
     int rc = drain_device(a);
     if (rc != DV_OK) {
         on_fault(a, rc, 0, m);
-        complete(m->reply, dv_last_error()->status ? dv_last_error()->status : rc);
+        complete(a, m->reply, dv_last_error()->status ? dv_last_error()->status : rc);
         return;
     }
     rc = rebuild(a);
-    complete(m->reply, rc);
+    complete(a, m->reply, rc);
 }
 
 static int kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
@@ -824,7 +830,7 @@ static void handle_launch(dv_actor *a, const dv_msg *m)
     } else if (rc == DV_ECONTEXT_LOST) {
         on_fault(a, rc, m->stream, m);
     }
-    complete(m->reply, rc);
+    complete(a, m->reply, rc);
 }
 
 /*
@@ -1263,15 +1269,15 @@ static void handle(dv_actor *a, const dv_msg *m)
         handle_task(a, m);
         break;
     case DV_MSG_HOST_ACCESS:
-        /* a = host address, b = bytes, access */
-        complete(m->reply, a->chk == NULL ? DV_OK
-                                          : checked(a, dv_checker_host_access(
-                                                           a->chk, m->a, m->b, m->access,
-                                                           m->producer, m->seq)));
+        /* a = host address, b = bytes, c = what the poster knew, access */
+        complete(a, m->reply,
+                 a->chk == NULL ? DV_OK
+                                : checked(a, dv_checker_host_access(a->chk, m->a, m->b, m->access,
+                                                                    m->c, m->producer, m->seq)));
         break;
     default:
         dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);
-        complete(m->reply, DV_EINVAL);
+        complete(a, m->reply, DV_EINVAL);
     }
 }
 

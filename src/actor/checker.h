@@ -68,7 +68,8 @@ typedef struct dv_chk_op {
     const char *name;  /* a kernel's name, or NULL */
     uint32_t producer; /* the message (client ring and sequence) */
     uint32_t msg;
-    uint64_t seq; /* set by dv_checker_check: the stamp on its stream */
+    uint64_t seq;        /* set by dv_checker_check: the stamp on its stream */
+    uint64_t host_epoch; /* what the posting thread knew complete (see below) */
     unsigned n;
     struct {
         uint64_t ptr;
@@ -102,9 +103,21 @@ int dv_checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t strea
  * is not ordered before the free (the free is made all the same). */
 int dv_checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
                     uint32_t msg);
-/* The host reads or writes [ptr, ptr + bytes) of its own memory. */
+/*
+ * What a client thread knows.  The actor's own view of completions is not
+ * a client's: a client knows what the actor had seen when it completed a
+ * future the client then waited on.  dv_checker_epoch numbers the host
+ * clock as of now (a new epoch when it moved); the actor stores it in
+ * every future it completes, the waiting thread keeps the latest, and
+ * sends it with its host accesses and copies.  A host buffer's use is
+ * checked against that epoch's clock, so a client that never waited is
+ * told of its race even when the device happened to be done.
+ */
+uint64_t dv_checker_epoch(dv_checker *c);
+/* The host reads or writes [ptr, ptr + bytes) of its own memory, knowing
+ * what the actor had seen complete at epoch. */
 int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                           uint32_t producer, uint32_t msg);
+                           uint64_t epoch, uint32_t producer, uint32_t msg);
 
 /* Hazards found so far. */
 uint64_t dv_checker_hazards(const dv_checker *c);

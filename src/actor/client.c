@@ -364,8 +364,14 @@ static int host_op(dv_actor *a, uint8_t type, dv_ref ref, uint64_t off, const vo
 {
     if (host == NULL)
         return dv__fail(DV_EINVAL, dv__msg_name(type), "%s: NULL host buffer", dv__msg_name(type));
-    dv_msg m = {
-        .type = type, .stream = stream, .a = ref.bits, .b = off, .c = (uintptr_t)host, .d = bytes};
+    /* e: what this thread knows the device finished (the checker's). */
+    dv_msg m = {.type = type,
+                .stream = stream,
+                .a = ref.bits,
+                .b = off,
+                .c = (uintptr_t)host,
+                .d = bytes,
+                .e = a->cfg.check_order ? dv__order_known((uint16_t)a->id) : 0};
     return call(a, &m, f, NULL);
 }
 
@@ -550,7 +556,8 @@ int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_ac
     dv_msg m = {.type = DV_MSG_HOST_ACCESS,
                 .access = (uint8_t)access,
                 .a = (uintptr_t)ptr,
-                .b = bytes};
+                .b = bytes,
+                .c = dv__order_known((uint16_t)a->id)};
     return call(a, &m, NULL, NULL);
 }
 

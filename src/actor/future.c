@@ -29,9 +29,33 @@ void dv_future_init(dv_future *f, uint32_t flags)
     atomic_init(state_of(f), DV_FUTURE_PENDING);
 }
 
+/* A few actors' epochs per thread; an actor pushed out is forgotten (its
+ * host accesses then look unordered: reported, never missed). */
+#define ORDER_SLOTS 8
+static _Thread_local uint64_t order_known[ORDER_SLOTS];
+
+void dv__order_note(uint64_t order)
+{
+    if (order == 0)
+        return;
+    uint64_t tag = order >> DV_ORDER_EPOCH_BITS;
+    uint64_t *slot = &order_known[tag % ORDER_SLOTS];
+    if (*slot >> DV_ORDER_EPOCH_BITS != tag || *slot < order)
+        *slot = order;
+}
+
+uint64_t dv__order_known(uint16_t tag)
+{
+    uint64_t v = order_known[tag % ORDER_SLOTS];
+    return v >> DV_ORDER_EPOCH_BITS == tag ? v & ((UINT64_C(1) << DV_ORDER_EPOCH_BITS) - 1) : 0;
+}
+
 bool dv_future_done(const dv_future *f)
 {
-    return atomic_load_explicit(state_of(f), memory_order_acquire) == DV_FUTURE_DONE;
+    if (atomic_load_explicit(state_of(f), memory_order_acquire) != DV_FUTURE_DONE)
+        return false;
+    dv__order_note(f->order);
+    return true;
 }
 
 static void publish(dv_future *f)
@@ -86,6 +110,7 @@ int dv_future_wait(dv_future *f)
             break;
     }
 done:
+    dv__order_note(f->order);
     if (f->status != DV_OK)
         *dv__detail() = f->detail;
     return f->status;

@@ -16,4 +16,15 @@ void dv__future_complete(dv_future *f, int status);
 /* Complete with a detail given explicitly (fault reports). */
 void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail *detail);
 
+/*
+ * What the calling thread knows the device finished, for the stream-order
+ * checker: f->order is (actor tag << 48 | epoch of the checker's host
+ * clock when the actor completed f).  A thread that waited on f (or saw
+ * it done) knows at least that epoch of that actor.
+ */
+#define DV_ORDER_EPOCH_BITS 48
+void dv__order_note(uint64_t order);
+/* The latest epoch of actor tag this thread knows (0: none). */
+uint64_t dv__order_known(uint16_t tag);
+
 #endif

@@ -19,7 +19,10 @@
  * ring slot and re-recorded: a cuStreamWaitEvent captures the event's state
  * when it is called, so re-recording later never changes a queued wait.
  * dv_tracker_flush records one event on a stream that has unrecorded
- * epochs: the actor calls it once per batch so later waits find it.
+ * epochs.  The actor flushes its completion tracker once per batch; the
+ * resources' trackers record only when a wait needs it, so a batch of
+ * launches on one stream costs no record, and a wait may capture more of
+ * the signaling stream than the use it orders (correct, sometimes later).
  *
  * A wait matrix remembers, for each (waiter, signaler) pair, the epoch the
  * waiter already waits for: a second wait on an older or equal position is

@@ -1,0 +1,24 @@
+/*
+ * A tracked memset of a block is queued on stream 0; a kernel reads the
+ * block through a raw pointer on stream 1.  The recorder fences the
+ * handle's uses only, so the raw read does not wait for the memset.
+ */
+#define HZ_WHAT                                                                                    \
+    "read through a raw pointer on stream 1 while a tracked memset of the block is queued on "     \
+    "stream 0"
+#include "hazards/hazard.h"
+
+static bool hz_plant(hz *h)
+{
+    dv_ref a = hz_alloc(h, 0, "a"), b = hz_alloc(h, 1, "b");
+    hz_fill(h, a, 1, 0);
+    hz_fill(h, b, 0, 1);
+    hz_sync_all(h);
+    hz_spin(h, 0);
+    hz_rc(h, dv_memset(h->a, a, 0, 0x22, HZ_BYTES, 0), "memset");
+    hz_copy_raw(h, hz_ptr(b), hz_ptr(a), 1);
+    bool corrupt = !hz_is(h, b, 0x22222222u);
+    hz_rc(h, dv_ref_release(a), "release");
+    hz_rc(h, dv_ref_release(b), "release");
+    return corrupt;
+}

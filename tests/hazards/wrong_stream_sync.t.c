@@ -1,0 +1,29 @@
+/*
+ * The host syncs stream 1, then reads the buffer of a device->host copy
+ * it posted on stream 0.  The sync orders the host after stream 1's work
+ * only; the copy is still queued, so the host reads what the buffer held
+ * before.
+ */
+#define HZ_WHAT                                                                                    \
+    "the host syncs stream 1 and reads the buffer of a device->host copy posted on stream 0"
+#include "hazards/hazard.h"
+
+static uint32_t buf[HZ_N];
+
+static bool hz_plant(hz *h)
+{
+    dv_ref a = hz_alloc(h, 0, "a");
+    hz_fill(h, a, 5, 0);
+    hz_sync_all(h);
+    memset(buf, 0, sizeof(buf));
+    dv_future f;
+    dv_future_init(&f, 0);
+    hz_spin(h, 0);
+    hz_rc(h, dv_copy_dtoh_async(h->a, buf, a, 0, HZ_BYTES, 0, &f), "copy device->host");
+    hz_rc(h, dv_sync(h->a, 1), "sync stream 1"); /* the wrong stream */
+    hz_rc(h, dv_check_host_access(h->a, buf, HZ_BYTES, DV_READ), "host read");
+    bool corrupt = !hz_words_are(buf, 5);
+    hz_rc(h, dv_future_wait(&f), "wait copy device->host");
+    hz_rc(h, dv_ref_release(a), "release");
+    return corrupt;
+}
