@@ -431,9 +431,14 @@ DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * dv_actor_stats.hazards.  A free that races is still made (and counted).
  * ------------------------------------------------------------------------ */
 
-/* The host is about to read (DV_READ) or write (DV_WRITE) a host buffer:
- * DV_EHAZARD when a copy to or from it may still run (one the actor has
- * not seen complete).  DV_OK at once when the checker is off. */
+/*
+ * The host is about to read (DV_READ) or write (DV_WRITE) a host buffer:
+ * DV_EHAZARD when a copy to or from it is not known, to this thread, to be
+ * complete.  A thread knows what it waited for: a copy's future, or a sync
+ * of the copy's stream (per stream: a sync of another stream does not
+ * count, even where that stream waited on the copy's).  The same rule
+ * checks the host side of copies.  DV_OK at once when the checker is off.
+ */
 DV_EXPORT int dv_check_host_access(dv_actor *actor, const void *ptr, uint64_t bytes,
                                    dv_arg_access access);
 /* The latest hazard's detail (status 0 when there was none). */

@@ -216,12 +216,9 @@ static void teardown(dv_actor *a)
 
 static void complete(dv_actor *a, dv_future *f, int status)
 {
-    if (f == NULL)
-        return;
-    /* The checker's host clock as of now: the waiter learns it. */
-    if (a->chk != NULL)
-        f->order = ((uint64_t)(uint16_t)a->id << DV_ORDER_EPOCH_BITS) | dv_checker_epoch(a->chk);
-    dv__future_complete(f, status);
+    (void)a;
+    if (f != NULL)
+        dv__future_complete(f, status);
 }
 
 /* Answer an operation's message, counting a failure. */
@@ -230,6 +227,14 @@ static void reply(dv_actor *a, const dv_msg *m, int status)
     if (status != DV_OK)
         stat_inc(&a->st_failures);
     complete(a, m->reply, status);
+}
+
+/* The device finished p: its waiter learns how far stream s got. */
+static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
+{
+    if (p->reply != NULL && p->chk_seq != 0)
+        p->reply->order = dv__order_make(a->id, s, p->chk_seq);
+    complete(a, p->reply, DV_OK);
 }
 
 static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *what)
@@ -254,6 +259,7 @@ static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *w
         .producer = m->producer,
         .seq = m->seq,
         .what = what,
+        .chk_seq = a->chk != NULL ? dv_checker_stream_seq(a->chk, s) : 0,
     };
     q->count++;
     q->marked = true;
@@ -383,7 +389,7 @@ static void poll_completions(dv_actor *a)
             }
             if (!reached)
                 break;
-            complete(a, p->reply, DV_OK);
+            complete_pending(a, s, p);
             q->head = (q->head + 1) % q->cap;
             q->count--;
             a->npending--;
@@ -478,7 +484,7 @@ static int drain_device(dv_actor *a)
     for (uint32_t s = 0; s < a->env.nstreams; s++) {
         dv_pending_fifo *q = &a->pend[s];
         while (q->count > 0) {
-            complete(a, q->items[q->head].reply, DV_OK);
+            complete_pending(a, s, &q->items[q->head]);
             q->head = (q->head + 1) % q->cap;
             q->count--;
         }
@@ -695,7 +701,7 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
         uint64_t bytes = m->type == DV_MSG_DTOD ? m->e : m->d;
         dv_chk_op_init(&chk_op, kinds[m->type], s, NULL, m->producer, m->seq);
         if (m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH)
-            chk_op.host_epoch = m->e; /* what the poster knew complete */
+            chk_op.host_known = (const dv_known *)(uintptr_t)m->e; /* the poster's */
         dv_chk_op_add(&chk_op, u[0].slot->block.ptr + m->b, bytes,
                       m->type == DV_MSG_DTOH ? DV_READ : DV_WRITE, false);
         if (m->type == DV_MSG_DTOD)
@@ -1272,8 +1278,10 @@ static void handle(dv_actor *a, const dv_msg *m)
         /* a = host address, b = bytes, c = what the poster knew, access */
         complete(a, m->reply,
                  a->chk == NULL ? DV_OK
-                                : checked(a, dv_checker_host_access(a->chk, m->a, m->b, m->access,
-                                                                    m->c, m->producer, m->seq)));
+                                : checked(a, dv_checker_host_access(
+                                                 a->chk, m->a, m->b, m->access,
+                                                 (const dv_known *)(uintptr_t)m->c, m->producer,
+                                                 m->seq)));
         break;
     default:
         dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);

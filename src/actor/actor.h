@@ -65,6 +65,7 @@ typedef struct dv_pending {
     uint8_t type;
     uint32_t producer, seq;
     const char *what; /* tag or kernel name, for fault reports */
+    uint64_t chk_seq; /* the checker's number of the stream's work it completes */
 } dv_pending;
 
 typedef struct dv_pending_fifo {

@@ -47,11 +47,7 @@ struct dv_checker {
     chk_rec **host;    /* host buffers' records (may overlap) */
     uint32_t nhost, cap_host, host_sweep_at;
     ev_shadow events;  /* list head of the event shadows made */
-    uint64_t *snaps;   /* SNAPSHOTS host clocks, by epoch */
-    uint64_t epoch;    /* the latest snapshot's; 0: none yet */
-    bool host_moved;   /* the host clock moved since */
-    uint64_t *zero;    /* a clock that has seen nothing */
-    uint64_t *tmp;     /* a clock for one check */
+    uint64_t *tmp, *tmp2; /* clocks for one check */
     chk_rec **scratch; /* overlapping records of one query */
     uint32_t nscratch, cap_scratch;
 };
@@ -61,41 +57,24 @@ static inline uint64_t *row(dv_checker *c, uint32_t comp)
     return c->vc + (size_t)comp * c->nc;
 }
 
-#define SNAPSHOTS 1024
-
-static bool vc_merge(dv_checker *c, uint64_t *dst, const uint64_t *src)
+static void vc_merge(dv_checker *c, uint64_t *dst, const uint64_t *src)
 {
-    bool moved = false;
     for (uint32_t i = 0; i < c->nc; i++)
-        if (src[i] > dst[i]) {
+        if (src[i] > dst[i])
             dst[i] = src[i];
-            moved = true;
-        }
-    return moved;
 }
 
-uint64_t dv_checker_epoch(dv_checker *c)
+uint64_t dv_checker_stream_seq(const dv_checker *c, uint32_t stream)
 {
-    if (c->epoch == 0 || c->host_moved) {
-        c->epoch++;
-        memcpy(c->snaps + (c->epoch % SNAPSHOTS) * c->nc, row(c, c->ns), c->nc * sizeof(uint64_t));
-        c->host_moved = false;
-    }
-    return c->epoch;
+    return stream < c->ns ? c->vc[(size_t)stream * c->nc + stream] : 0;
 }
 
-/* The host clock a client at epoch knows.  An epoch older than the ring
- * reads as the oldest kept, which knows more: a race may go unreported,
- * none is made up.  Epochs of an earlier context read as the latest. */
-static const uint64_t *snapshot(dv_checker *c, uint64_t epoch)
+/* V := what a client knows complete (per stream; the host part unknown). */
+static void client_clock(dv_checker *c, const dv_known *k, uint64_t *V)
 {
-    if (epoch == 0 || c->epoch == 0)
-        return c->zero;
-    if (epoch > c->epoch)
-        epoch = c->epoch;
-    if (c->epoch - epoch >= SNAPSHOTS)
-        epoch = c->epoch - SNAPSHOTS + 1;
-    return c->snaps + (epoch % SNAPSHOTS) * c->nc;
+    memset(V, 0, c->nc * sizeof(uint64_t));
+    for (uint32_t s = 0; k != NULL && s < c->ns && s < 64; s++)
+        V[s] = atomic_load_explicit(&k->seq[s], memory_order_relaxed);
 }
 
 /* The stream index of a driver stream of this context, or UINT32_MAX. */
@@ -147,16 +126,16 @@ static void on_event_done(void *self, dv_drv_event *ev)
 {
     dv_checker *c = self;
     ev_shadow *e = *(ev_shadow **)dv_drv_shadow(ev);
-    if (e != NULL && e->owner == c && vc_merge(c, row(c, c->ns), e->vc))
-        c->host_moved = true;
+    if (e != NULL && e->owner == c)
+        vc_merge(c, row(c, c->ns), e->vc);
 }
 
 static void on_stream_done(void *self, dv_drv_stream *st)
 {
     dv_checker *c = self;
     uint32_t s = comp_of(c, st);
-    if (s != UINT32_MAX && vc_merge(c, row(c, c->ns), row(c, s)))
-        c->host_moved = true;
+    if (s != UINT32_MAX)
+        vc_merge(c, row(c, c->ns), row(c, s));
 }
 
 static void shadow_free(ev_shadow *e)
@@ -511,7 +490,7 @@ void dv_chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char
     op->producer = producer;
     op->msg = msg;
     op->seq = 0;
-    op->host_epoch = 0;
+    op->host_known = NULL;
     op->n = 0;
 }
 
@@ -539,7 +518,8 @@ int dv_checker_check(dv_checker *c, dv_chk_op *op)
      * device, or known complete to the thread that posted it: not merely
      * seen complete by the actor. */
     memcpy(c->tmp, row(c, op->stream), c->nc * sizeof(uint64_t));
-    vc_merge(c, c->tmp, snapshot(c, op->host_epoch));
+    client_clock(c, op->host_known, c->tmp2);
+    vc_merge(c, c->tmp, c->tmp2);
     op->seq = tick(c, op->stream);
     const uint64_t *V = row(c, op->stream);
     chk_stamp now = stamp_of(op, op->stream);
@@ -639,7 +619,7 @@ int dv_checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t produ
 }
 
 int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                           uint64_t epoch, uint32_t producer, uint32_t msg)
+                           const dv_known *known, uint32_t producer, uint32_t msg)
 {
     uint64_t *H = row(c, c->ns);
     chk_stamp now = {.seq = ++H[c->ns],
@@ -647,7 +627,8 @@ int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t 
                      .producer = producer,
                      .msg = msg,
                      .kind = DV_CHK_HOST};
-    return check_host_range(c, snapshot(c, epoch), &now, ptr, acc_end(ptr, bytes),
+    client_clock(c, known, c->tmp);
+    return check_host_range(c, c->tmp, &now, ptr, acc_end(ptr, bytes),
                             access ? access : DV_READ_WRITE);
 }
 
@@ -673,14 +654,12 @@ int dv_checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
     c->host_sweep_at = 64;
     c->events.next = c->events.prev = &c->events;
     c->vc = calloc((size_t)c->nc * c->nc, sizeof(uint64_t));
-    c->snaps = calloc((size_t)SNAPSHOTS * c->nc, sizeof(uint64_t));
-    c->zero = calloc(c->nc, sizeof(uint64_t));
     c->tmp = calloc(c->nc, sizeof(uint64_t));
-    if (c->vc == NULL || c->snaps == NULL || c->zero == NULL || c->tmp == NULL) {
+    c->tmp2 = calloc(c->nc, sizeof(uint64_t));
+    if (c->vc == NULL || c->tmp == NULL || c->tmp2 == NULL) {
         free(c->vc);
-        free(c->snaps);
-        free(c->zero);
         free(c->tmp);
+        free(c->tmp2);
         free(c);
         return dv__fail(DV_ENOMEM, "check_order", "out of host memory for the checker");
     }
@@ -714,8 +693,7 @@ void dv_checker_destroy(dv_checker *c)
     free(c->host);
     free(c->scratch);
     free(c->vc);
-    free(c->snaps);
-    free(c->zero);
     free(c->tmp);
+    free(c->tmp2);
     free(c);
 }

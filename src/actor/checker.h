@@ -42,6 +42,7 @@
 #ifndef DV_ACTOR_CHECKER_H
 #define DV_ACTOR_CHECKER_H
 
+#include "actor/future.h"
 #include "resources/resource.h"
 
 typedef struct dv_checker dv_checker;
@@ -69,7 +70,7 @@ typedef struct dv_chk_op {
     uint32_t producer; /* the message (client ring and sequence) */
     uint32_t msg;
     uint64_t seq;        /* set by dv_checker_check: the stamp on its stream */
-    uint64_t host_epoch; /* what the posting thread knew complete (see below) */
+    const dv_known *host_known; /* what the posting thread knew complete (below) */
     unsigned n;
     struct {
         uint64_t ptr;
@@ -104,20 +105,18 @@ int dv_checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t strea
 int dv_checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
                     uint32_t msg);
 /*
- * What a client thread knows.  The actor's own view of completions is not
- * a client's: a client knows what the actor had seen when it completed a
- * future the client then waited on.  dv_checker_epoch numbers the host
- * clock as of now (a new epoch when it moved); the actor stores it in
- * every future it completes, the waiting thread keeps the latest, and
- * sends it with its host accesses and copies.  A host buffer's use is
- * checked against that epoch's clock, so a client that never waited is
- * told of its race even when the device happened to be done.
+ * What a client thread knows.  The actor's view of completions is not a
+ * client's: a client knows the operations whose futures it waited on (a
+ * copy, a sync), per stream (future.h, dv_known).  A host buffer's use
+ * (dv_checker_host_access, and a copy's host side, with the device's own
+ * order before the copy) is checked against that, so a client that never
+ * waited is told of its race even when the device happened to be done.
+ * The operation's number on its stream goes into its future:
  */
-uint64_t dv_checker_epoch(dv_checker *c);
-/* The host reads or writes [ptr, ptr + bytes) of its own memory, knowing
- * what the actor had seen complete at epoch. */
+uint64_t dv_checker_stream_seq(const dv_checker *c, uint32_t stream);
+/* The host reads or writes [ptr, ptr + bytes) of its own memory. */
 int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                           uint64_t epoch, uint32_t producer, uint32_t msg);
+                           const dv_known *known, uint32_t producer, uint32_t msg);
 
 /* Hazards found so far. */
 uint64_t dv_checker_hazards(const dv_checker *c);

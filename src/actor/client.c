@@ -371,7 +371,7 @@ static int host_op(dv_actor *a, uint8_t type, dv_ref ref, uint64_t off, const vo
                 .b = off,
                 .c = (uintptr_t)host,
                 .d = bytes,
-                .e = a->cfg.check_order ? dv__order_known((uint16_t)a->id) : 0};
+                .e = a->cfg.check_order ? (uintptr_t)dv__known_of((uint16_t)a->id) : 0};
     return call(a, &m, f, NULL);
 }
 
@@ -557,7 +557,7 @@ int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_ac
                 .access = (uint8_t)access,
                 .a = (uintptr_t)ptr,
                 .b = bytes,
-                .c = dv__order_known((uint16_t)a->id)};
+                .c = (uintptr_t)dv__known_of((uint16_t)a->id)};
     return call(a, &m, NULL, NULL);
 }
 

@@ -5,8 +5,10 @@
  */
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,25 +31,74 @@ void dv_future_init(dv_future *f, uint32_t flags)
     atomic_init(state_of(f), DV_FUTURE_PENDING);
 }
 
-/* A few actors' epochs per thread; an actor pushed out is forgotten (its
- * host accesses then look unordered: reported, never missed). */
+/* Each thread knows a few actors; the tables are recycled when threads
+ * exit and never freed, so an actor reading one for a message whose
+ * poster has exited reads memory that is still there. */
 #define ORDER_SLOTS 8
-static _Thread_local uint64_t order_known[ORDER_SLOTS];
+static _Thread_local dv_known *known[ORDER_SLOTS];
+static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
+static dv_known *known_free;
+static pthread_key_t known_key;
+static pthread_once_t known_once = PTHREAD_ONCE_INIT;
+
+static void known_exit(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&known_mu);
+    for (int i = 0; i < ORDER_SLOTS; i++) {
+        if (known[i] != NULL) {
+            known[i]->next_free = known_free;
+            known_free = known[i];
+            known[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&known_mu);
+}
+
+static void known_init(void)
+{
+    (void)pthread_key_create(&known_key, known_exit);
+}
+
+static dv_known *known_slot(uint16_t tag)
+{
+    dv_known *k = known[tag % ORDER_SLOTS];
+    if (k != NULL && k->tag == tag)
+        return k;
+    if (k == NULL) {
+        pthread_once(&known_once, known_init);
+        pthread_mutex_lock(&known_mu);
+        if ((k = known_free) != NULL)
+            known_free = k->next_free;
+        pthread_mutex_unlock(&known_mu);
+        if (k == NULL && (k = calloc(1, sizeof(*k))) == NULL)
+            return NULL;
+        known[tag % ORDER_SLOTS] = k;
+        (void)pthread_setspecific(known_key, k); /* any non-NULL value: run known_exit */
+    }
+    /* A new actor in this slot: what was known of the old one goes. */
+    k->tag = tag;
+    for (int i = 0; i < 64; i++)
+        atomic_store_explicit(&k->seq[i], 0, memory_order_relaxed);
+    return k;
+}
 
 void dv__order_note(uint64_t order)
 {
     if (order == 0)
         return;
-    uint64_t tag = order >> DV_ORDER_EPOCH_BITS;
-    uint64_t *slot = &order_known[tag % ORDER_SLOTS];
-    if (*slot >> DV_ORDER_EPOCH_BITS != tag || *slot < order)
-        *slot = order;
+    dv_known *k = known_slot((uint16_t)(order >> DV_ORDER_TAG_SHIFT));
+    if (k == NULL)
+        return;
+    uint32_t s = (uint32_t)(order >> DV_ORDER_STREAM_SHIFT) & 0xff;
+    uint64_t seq = order & ((UINT64_C(1) << DV_ORDER_STREAM_SHIFT) - 1);
+    if (s < 64 && atomic_load_explicit(&k->seq[s], memory_order_relaxed) < seq)
+        atomic_store_explicit(&k->seq[s], seq, memory_order_relaxed);
 }
 
-uint64_t dv__order_known(uint16_t tag)
+const dv_known *dv__known_of(uint16_t tag)
 {
-    uint64_t v = order_known[tag % ORDER_SLOTS];
-    return v >> DV_ORDER_EPOCH_BITS == tag ? v & ((UINT64_C(1) << DV_ORDER_EPOCH_BITS) - 1) : 0;
+    return known_slot(tag);
 }
 
 bool dv_future_done(const dv_future *f)
