@@ -237,6 +237,16 @@ static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
     complete(a, p->reply, DV_OK);
 }
 
+/* A launch or task went onto stream s: remember it for fault reports. */
+static void recent_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *name)
+{
+    dv_pending_fifo *q = &a->pend[s];
+    q->recent[q->recent_next] = (dv_recent){name, m->type, m->producer, m->seq};
+    q->recent_next = (q->recent_next + 1) % DV_RECENT;
+    if (q->nrecent < DV_RECENT)
+        q->nrecent++;
+}
+
 static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *what)
 {
     dv_pending_fifo *q = &a->pend[s];
@@ -319,6 +329,7 @@ static void fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
             q->count--;
         }
         q->marked = false;
+        q->nrecent = 0;
     }
     a->npending = 0;
 }
@@ -339,6 +350,8 @@ static void on_fault(dv_actor *a, int status, dv_stream s, const dv_msg *culprit
         const char *call = dv_last_error()->call;
         if (culprit->type == DV_MSG_LAUNCH) /* name the kernel */
             call = (const char *)(uintptr_t)culprit->a;
+        else if (culprit->type == DV_MSG_LAUNCH_TRACKED)
+            call = ((const struct dv_kernel *)(uintptr_t)culprit->a)->name;
         len += (size_t)snprintf(what, sizeof(what), "%s (%s, message %u of client %u)",
                                 dv__msg_name(culprit->type), call != NULL ? call : "-",
                                 culprit->seq, culprit->producer);
@@ -351,7 +364,16 @@ static void on_fault(dv_actor *a, int status, dv_stream s, const dv_msg *culprit
                 dv__msg_name(p->type), p->what ? p->what : "-", p->seq, p->producer);
         }
         if (q->count > 3 && len < sizeof(what) - 1)
-            snprintf(what + len, sizeof(what) - len, "; and %u more", q->count - 3);
+            len += (size_t)snprintf(what + len, sizeof(what) - len, "; and %u more",
+                                    q->count - 3);
+        /* Launches and tasks nobody waits for: the latest few. */
+        for (uint32_t i = 0; i < q->nrecent && len < sizeof(what) - 1; i++) {
+            const dv_recent *r = &q->recent[(q->recent_next + DV_RECENT - 1 - i) % DV_RECENT];
+            len += (size_t)snprintf(what + len, sizeof(what) - len,
+                                    "%s%s (%s, message %u of client %u)", len ? "; " : "",
+                                    dv__msg_name(r->type), r->name ? r->name : "-", r->seq,
+                                    r->producer);
+        }
     }
     d.status = DV_ECONTEXT_LOST;
     char msg[sizeof(d.message)];
@@ -489,6 +511,7 @@ static int drain_device(dv_actor *a)
             q->count--;
         }
         q->marked = false;
+        q->nrecent = 0;
     }
     a->npending = 0;
     return DV_OK;
@@ -1099,6 +1122,7 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
     uses_finish(a, uses, nuses, s);
     if (a->chk != NULL)
         dv_checker_commit(a->chk, &op);
+    recent_push(a, s, m, k->name);
     stat_inc(&a->st_launches);
     rc = sync_debug(a, s, m);
 done:
@@ -1149,6 +1173,7 @@ static void handle_task(dv_actor *a, const dv_msg *m)
     }
     /* Recorded even when the task failed: it may have enqueued work. */
     uses_finish(a, uses, nuses, s);
+    recent_push(a, s, m, NULL);
     if (rc == DV_ECONTEXT_LOST) {
         /* A sticky error met inside the task: a fault like a launch's. */
         on_fault(a, rc, s, m);

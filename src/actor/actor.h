@@ -68,10 +68,21 @@ typedef struct dv_pending {
     uint64_t chk_seq; /* the checker's number of the stream's work it completes */
 } dv_pending;
 
+/* A launch or task enqueued lately, for naming a fault: nothing waits
+ * for it, so it is not pending, but it may be what faulted. */
+#define DV_RECENT 4
+typedef struct dv_recent {
+    const char *name; /* the kernel's, or NULL for a task */
+    uint8_t type;
+    uint32_t producer, seq;
+} dv_recent;
+
 typedef struct dv_pending_fifo {
     dv_pending *items;
     uint32_t head, count, cap;
     bool marked; /* gained entries in the current batch */
+    dv_recent recent[DV_RECENT]; /* launches and tasks, newest at recent_next - 1 */
+    uint32_t recent_next, nrecent;
 } dv_pending_fifo;
 
 struct dv_actor {

@@ -254,10 +254,34 @@ static void test_synchronous(void)
     dv_driver_close(drv);
 }
 
+/* A tracked launch faults; nothing waits for it, the next sync finds the
+ * error: the report still names the kernel. */
+static void test_tracked_launch(void)
+{
+    dv_driver *drv = open_sim(1, true);
+    dv_actor *a = make(drv, 0);
+    dv_kernel *bad;
+    dv_actor_health h;
+
+    ok(a != NULL && dv_kernel_get(a, NULL, 0, "illegal_address", &bad) == DV_OK,
+       "tracked launch: an actor and the illegal_address kernel");
+    dv_arg args[] = {dv_arg_u64(0x10)};
+    int rc = dv_launch(a, bad, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 1, args, 1);
+    ok(rc == DV_OK || rc == DV_ECONTEXT_LOST, "the launch (%s)", dv_err_name(rc));
+    rc = dv_sync(a, 1);
+    ok(rc == DV_ECONTEXT_LOST || rc == DV_OK, "the next sync: %s", dv_err_name(rc));
+    dv_actor_health_get(a, &h);
+    ok(h.rebuilds == 1 && strstr(h.first_fault.message, "launch (illegal_address") != NULL,
+       "the fault names the tracked launch: %s", h.first_fault.message);
+    dv_actor_destroy(a);
+    dv_driver_close(drv);
+}
+
 int main(void)
 {
-    plan(43);
+    plan(47);
     test_synchronous();
+    test_tracked_launch();
     test_regressions();
     test_explicit_reset();
     test_recoverable();
