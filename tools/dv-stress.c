@@ -873,25 +873,38 @@ static void do_memset(worker *w, uint32_t i)
     remember(b, (note){.kind = OP_MEMSET, .stream = s, .off = off, .len = len, .value = value});
 }
 
-/* Copy a random range of block si onto block di, on a stream other than
- * the one that last touched the destination. */
-static void do_dtod(worker *w, uint32_t di, uint32_t si)
+/* A random range of block si to copy onto block di, and the destination's
+ * segments after it (in w->scratch_b). */
+typedef struct copy_plan {
+    uint64_t len, soff, doff;
+    uint32_t nsegs;
+} copy_plan;
+
+/* Plan a copy; false when it would need too many segments (the
+ * destination was rewritten whole instead). */
+static bool plan_copy(worker *w, uint32_t di, uint32_t si, copy_plan *c)
 {
     block *d = &w->blocks[di], *src = &w->blocks[si];
     uint64_t max = d->size < src->size ? d->size : src->size;
-    uint64_t len = rnd_log(&w->rng, 1, max);
-    uint64_t soff = rnd_below(&w->rng, src->size - len + 1);
-    uint64_t doff = rnd_below(&w->rng, d->size - len + 1);
-    uint32_t nins = seg_slice(src, soff, len, doff, w->scratch_a);
-    uint32_t n = seg_splice(d->segs, d->nsegs, doff, doff + len, w->scratch_a, nins, w->scratch_b);
-    if (n > MAX_SEGS) {
-        w->rewrites_for_segments++;
-        do_write(w, di, true);
-        return;
-    }
-    dv_stream s = pick_other_stream(w, d->last_stream);
-    int rc;
-    TIMED(w, OP_DTOD, rc, dv_copy_dtod(run.actor, d->ref, doff, src->ref, soff, len, s));
+    c->len = rnd_log(&w->rng, 1, max);
+    c->soff = rnd_below(&w->rng, src->size - c->len + 1);
+    c->doff = rnd_below(&w->rng, d->size - c->len + 1);
+    uint32_t nins = seg_slice(src, c->soff, c->len, c->doff, w->scratch_a);
+    c->nsegs = seg_splice(d->segs, d->nsegs, c->doff, c->doff + c->len, w->scratch_a, nins,
+                          w->scratch_b);
+    if (c->nsegs <= MAX_SEGS)
+        return true;
+    w->rewrites_for_segments++;
+    do_write(w, di, true);
+    return false;
+}
+
+/* The copy (kind) on stream s answered rc: the destination's expected
+ * contents follow it, or the blocks are dropped or unknown. */
+static void commit_copy(worker *w, uint32_t di, uint32_t si, const copy_plan *c, int rc,
+                        enum op_kind kind, dv_stream s)
+{
+    block *d = &w->blocks[di];
     if (rc != DV_OK) {
         if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
             drop_all(w, (uint32_t[]){di, si}, 2);
@@ -899,14 +912,28 @@ static void do_dtod(worker *w, uint32_t di, uint32_t si)
             d->known = false;
         return;
     }
-    memcpy(d->segs, w->scratch_b, n * sizeof(seg));
-    d->nsegs = n;
-    remember(d, (note){.kind = OP_DTOD,
+    memcpy(d->segs, w->scratch_b, c->nsegs * sizeof(seg));
+    d->nsegs = c->nsegs;
+    remember(d, (note){.kind = kind,
                        .stream = s,
-                       .off = doff,
-                       .len = len,
-                       .serial = src->id,
-                       .other_off = soff});
+                       .off = c->doff,
+                       .len = c->len,
+                       .serial = w->blocks[si].id,
+                       .other_off = c->soff});
+}
+
+/* Copy a random range of block si onto block di, on a stream other than
+ * the one that last touched the destination. */
+static void do_dtod(worker *w, uint32_t di, uint32_t si)
+{
+    block *d = &w->blocks[di], *src = &w->blocks[si];
+    copy_plan c;
+    if (!plan_copy(w, di, si, &c))
+        return;
+    dv_stream s = pick_other_stream(w, d->last_stream);
+    int rc;
+    TIMED(w, OP_DTOD, rc, dv_copy_dtod(run.actor, d->ref, c.doff, src->ref, c.soff, c.len, s));
+    commit_copy(w, di, si, &c, rc, OP_DTOD, s);
 }
 
 /* Another known block than i, or i itself when there is none. */
@@ -1262,45 +1289,23 @@ static int task(worker *w, task_call *call, dv_stream s, const dv_arg *args, uns
 static void do_task(worker *w, uint32_t di, uint32_t si)
 {
     block *d = &w->blocks[di], *src = &w->blocks[si];
-    uint64_t max = d->size < src->size ? d->size : src->size;
-    uint64_t len = rnd_log(&w->rng, 1, max);
-    uint64_t soff = rnd_below(&w->rng, src->size - len + 1);
-    uint64_t doff = rnd_below(&w->rng, d->size - len + 1);
-    uint32_t nins = seg_slice(src, soff, len, doff, w->scratch_a);
-    uint32_t n = seg_splice(d->segs, d->nsegs, doff, doff + len, w->scratch_a, nins, w->scratch_b);
-    if (n > MAX_SEGS) {
-        w->rewrites_for_segments++;
-        do_write(w, di, true);
+    copy_plan c;
+    if (!plan_copy(w, di, si, &c))
         return;
-    }
-    task_call call = {.slot = NULL, .bytes = len};
+    task_call call = {.slot = NULL, .bytes = c.len};
     if (run.sim && (call.slot = free_slot(w)) == NULL) {
         w->tasks_without_slot++;
         do_dtod(w, di, si);
         return;
     }
     dv_stream s = pick_other_stream(w, d->last_stream);
-    dv_arg args[] = {dv_arg_ref(d->ref, DV_WRITE, doff), dv_arg_ref(src->ref, DV_READ, soff)};
+    dv_arg args[] = {dv_arg_ref(d->ref, DV_WRITE, c.doff), dv_arg_ref(src->ref, DV_READ, c.soff)};
     int rc;
     TIMED(w, OP_TASK, rc, task(w, &call, s, args, 2));
     /* Not posted to the stream: nothing will free the slot but us. */
     if (call.slot != NULL && !call.slot->enqueued)
         atomic_store_explicit(&call.slot->busy, false, memory_order_relaxed);
-    if (rc != DV_OK) {
-        if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
-            drop_all(w, (uint32_t[]){di, si}, 2);
-        else
-            d->known = false;
-        return;
-    }
-    memcpy(d->segs, w->scratch_b, n * sizeof(seg));
-    d->nsegs = n;
-    remember(d, (note){.kind = OP_TASK,
-                       .stream = s,
-                       .off = doff,
-                       .len = len,
-                       .serial = src->id,
-                       .other_off = soff});
+    commit_copy(w, di, si, &c, rc, OP_TASK, s);
 }
 
 static void step(worker *w)

@@ -214,9 +214,8 @@ static void teardown(dv_actor *a)
  * Completions
  * ------------------------------------------------------------------------ */
 
-static void complete(dv_actor *a, dv_future *f, int status)
+static void complete(dv_future *f, int status)
 {
-    (void)a;
     if (f != NULL)
         dv__future_complete(f, status);
 }
@@ -226,7 +225,7 @@ static void reply(dv_actor *a, const dv_msg *m, int status)
 {
     if (status != DV_OK)
         stat_inc(&a->st_failures);
-    complete(a, m->reply, status);
+    complete(m->reply, status);
 }
 
 /* The device finished p: its waiter learns how far stream s got. */
@@ -234,7 +233,7 @@ static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
 {
     if (p->reply != NULL && p->chk_seq != 0)
         p->reply->order = dv__order_make(a->id, s, p->chk_seq);
-    complete(a, p->reply, DV_OK);
+    complete(p->reply, DV_OK);
 }
 
 /* A launch or task went onto stream s: remember it for fault reports. */
@@ -613,7 +612,7 @@ static void handle_alloc(dv_actor *a, const dv_msg *m)
     } else if (rc == DV_ECONTEXT_LOST) {
         on_fault(a, rc, m->stream, m);
     }
-    complete(a, m->reply, rc);
+    complete(m->reply, rc);
 }
 
 static void handle_free(dv_actor *a, const dv_msg *m)
@@ -787,7 +786,7 @@ static void handle_sync(dv_actor *a, const dv_msg *m)
         if ((rc = pending_push(a, m->stream, m, "sync")) == DV_OK)
             return;
     }
-    complete(a, m->reply, rc);
+    complete(m->reply, rc);
 }
 
 static void handle_stats(dv_actor *a, const dv_msg *m)
@@ -813,7 +812,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
     out->refs_alive = dv__ref_held(a->refs);
     out->client_rings = dv__inbox_rings(a->inbox);
-    complete(a, m->reply, DV_OK);
+    complete(m->reply, DV_OK);
 }
 
 static void handle_reset(dv_actor *a, const dv_msg *m)
@@ -821,11 +820,11 @@ static void handle_reset(dv_actor *a, const dv_msg *m)
     int rc = drain_device(a);
     if (rc != DV_OK) {
         on_fault(a, rc, 0, m);
-        complete(a, m->reply, dv_last_error()->status ? dv_last_error()->status : rc);
+        complete(m->reply, dv_last_error()->status ? dv_last_error()->status : rc);
         return;
     }
     rc = rebuild(a);
-    complete(a, m->reply, rc);
+    complete(m->reply, rc);
 }
 
 static int kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
@@ -859,7 +858,7 @@ static void handle_launch(dv_actor *a, const dv_msg *m)
     } else if (rc == DV_ECONTEXT_LOST) {
         on_fault(a, rc, m->stream, m);
     }
-    complete(a, m->reply, rc);
+    complete(m->reply, rc);
 }
 
 /*
@@ -1301,7 +1300,7 @@ static void handle(dv_actor *a, const dv_msg *m)
         break;
     case DV_MSG_HOST_ACCESS:
         /* a = host address, b = bytes, c = what the poster knew, access */
-        complete(a, m->reply,
+        complete(m->reply,
                  a->chk == NULL ? DV_OK
                                 : checked(a, dv_checker_host_access(
                                                  a->chk, m->a, m->b, m->access,
@@ -1310,7 +1309,7 @@ static void handle(dv_actor *a, const dv_msg *m)
         break;
     default:
         dv__fail(DV_EINVAL, "message", "unknown message type %u", m->type);
-        complete(a, m->reply, DV_EINVAL);
+        complete(m->reply, DV_EINVAL);
     }
 }
 
