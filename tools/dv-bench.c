@@ -307,48 +307,67 @@ static int bench_random_one(dv_res_env *env, size_t n, uint64_t max_size, double
     return rc;
 }
 
+#define RANDOM_SIZES 3
+#define RANDOM_RUNS  1024
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * Each size runs over and over (at least 5 times and 0.3 s, at most
+ * RANDOM_RUNS) and the table gives its median, so one noisy run does not
+ * set the ratio; one untimed run of each size first, so the machine is
+ * warm (clock up, code and allocator paths paged in) before N = 1k, the
+ * baseline, is timed.
+ */
 static void bench_random(dv_res_env *env, uint64_t max_size)
 {
-    static const size_t ns[] = {1000, 10000, 100000};
-    double first = 0;
+    static const size_t ns[RANDOM_SIZES] = {1000, 10000, 100000};
+    static double runs[RANDOM_RUNS];
+    double first = 0, warm;
+    size_t ops = 0;
+    int rc = DV_OK;
+    for (int i = 0; rc == DV_OK && i < RANDOM_SIZES; i++)
+        rc = bench_random_one(env, ns[i], max_size, &warm, &ops);
     if (csv)
-        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k\n");
+        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,runs\n");
     else
         printf("\nrandom_allocations on pool(async): 73%% allocate / 27%% free, sizes uniform in "
-               "[1, %llu]; median of repeated runs\n  %12s %12s %10s %12s\n",
-               (unsigned long long)max_size, "allocations", "ns/op", "ops/run", "vs N=1k");
-    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
-        /* Small N is a fraction of a millisecond: repeat each N (at least 5
-         * times and 0.3 s) and take the median, so one noisy run does not
-         * set the ratio. */
-        double runs[64];
-        size_t nruns = 0, ops = 0;
-        int rc = DV_OK;
+               "[1, %llu]; median of repeated runs\n  %12s %12s %10s %12s %8s\n",
+               (unsigned long long)max_size, "allocations", "ns/op", "ops/run", "vs N=1k",
+               "runs");
+    for (int i = 0; i < RANDOM_SIZES; i++) {
+        int nruns = 0;
         uint64_t t0 = now_ns();
-        while (rc == DV_OK && nruns < 64 && (nruns < 5 || now_ns() - t0 < 300000000u))
+        while (rc == DV_OK && nruns < RANDOM_RUNS &&
+               (nruns < 5 || now_ns() - t0 < 300000000u))
             rc = bench_random_one(env, ns[i], max_size, &runs[nruns++], &ops);
-        for (size_t x = 1; x < nruns; x++)
-            for (size_t y = x; y > 0 && runs[y - 1] > runs[y]; y--) {
-                double t = runs[y];
-                runs[y] = runs[y - 1];
-                runs[y - 1] = t;
-            }
-        double per = nruns ? runs[nruns / 2] : 0;
-        if (i == 0)
-            first = per;
         if (rc != DV_OK) {
             if (csv)
                 printf("random,%zu,%llu,,,%s\n", ns[i], (unsigned long long)max_size,
                        dv_err_name(rc));
             else
                 printf("  %12zu  error: %s\n", ns[i], dv_last_error()->message);
-            continue;
+            return;
         }
+        double per = median_of(runs, nruns);
+        if (i == 0)
+            first = per;
         if (csv)
-            printf("random,%zu,%llu,%.1f,%zu,%.3f\n", ns[i], (unsigned long long)max_size, per, ops,
-                   first > 0 ? per / first : 0);
+            printf("random,%zu,%llu,%.1f,%zu,%.3f,%d\n", ns[i], (unsigned long long)max_size, per,
+                   ops, first > 0 ? per / first : 0, nruns);
         else
-            printf("  %12zu %12.1f %10zu %11.2fx\n", ns[i], per, ops, first > 0 ? per / first : 0);
+            printf("  %12zu %12.1f %10zu %11.2fx %8d\n", ns[i], per, ops,
+                   first > 0 ? per / first : 0, nruns);
         fflush(stdout);
     }
 }
@@ -635,18 +654,6 @@ static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_ref *refs, int nr
     dv_sync(a, 0);
     dv_sync(a, 1);
     return per;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 #define LAUNCH_REPS 15

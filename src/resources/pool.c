@@ -117,9 +117,12 @@ typedef struct pool_chunk {
     pool_range *first;
 } pool_chunk;
 
+/* The first slab holds SLAB_RANGES ranges, each later one twice the last,
+ * up to a huge page (dv__slab_alloc). */
 typedef struct pool_slab {
-    pool_range ranges[SLAB_RANGES];
     struct pool_slab *next;
+    size_t bytes;
+    pool_range ranges[];
 } pool_slab;
 
 /* One stream's free space. */
@@ -196,16 +199,20 @@ static uint64_t class_bytes(unsigned c)
 static int spare_reserve(pool_res *p, uint32_t n)
 {
     while (p->nspare < n) {
-        pool_slab *s = aligned_alloc(_Alignof(pool_slab), sizeof(*s));
+        size_t bytes = p->slabs == NULL ? sizeof(pool_slab) + SLAB_RANGES * sizeof(pool_range)
+                                        : dv__slab_next(p->slabs->bytes);
+        pool_slab *s = dv__slab_alloc(bytes);
         if (s == NULL)
             return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for pool ranges");
+        s->bytes = bytes;
         s->next = p->slabs;
         p->slabs = s;
-        for (int i = SLAB_RANGES - 1; i >= 0; i--) {
+        size_t count = (bytes - sizeof(*s)) / sizeof(pool_range);
+        for (size_t i = count; i-- > 0;) {
             s->ranges[i].free_next = p->spare;
             p->spare = &s->ranges[i];
         }
-        p->nspare += SLAB_RANGES;
+        p->nspare += (uint32_t)count;
     }
     return DV_OK;
 }
@@ -770,7 +777,7 @@ static void pool_destroy(dv_resource *res)
     dv_tracker_destroy(p->t);
     while (p->slabs != NULL) {
         pool_slab *next = p->slabs->next;
-        free(p->slabs);
+        dv__slab_free(p->slabs, p->slabs->bytes);
         p->slabs = next;
     }
     free(p->lists);
@@ -852,7 +859,7 @@ int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv
 fail_spare:
     while (p->slabs != NULL) {
         pool_slab *next = p->slabs->next;
-        free(p->slabs);
+        dv__slab_free(p->slabs, p->slabs->bytes);
         p->slabs = next;
     }
     dv_tracker_destroy(p->t);

@@ -24,9 +24,12 @@ struct stream_state {
     uint64_t waited[DV_MAX_STREAMS];
 };
 
+/* The first slab holds SLAB entries, each later one twice the last, up to
+ * a huge page (dv__slab_alloc). */
 struct slab {
     struct slab *next;
-    dv_track_entry entries[SLAB];
+    size_t bytes;
+    dv_track_entry entries[];
 };
 
 struct dv_tracker {
@@ -47,9 +50,26 @@ struct dv_tracker {
  * Life cycle
  * ------------------------------------------------------------------------ */
 
+/* A large table goes on a huge page (zeroed by the mapping). */
+#define TABLE_HUGE (DV_SLAB_HUGE / 4)
+
+static void *table_alloc(size_t bytes)
+{
+    return bytes >= TABLE_HUGE ? dv__slab_alloc(bytes < DV_SLAB_HUGE ? DV_SLAB_HUGE : bytes)
+                               : calloc(1, bytes);
+}
+
+static void table_free(void *table, size_t bytes)
+{
+    if (bytes >= TABLE_HUGE)
+        dv__slab_free(table, bytes < DV_SLAB_HUGE ? DV_SLAB_HUGE : bytes);
+    else
+        free(table);
+}
+
 static int table_init(dv_tracker *t, size_t cap)
 {
-    t->table = calloc(cap, sizeof(*t->table));
+    t->table = table_alloc(cap * sizeof(*t->table));
     if (t->table == NULL)
         return -1;
     t->cap = cap;
@@ -86,10 +106,10 @@ void dv_tracker_destroy(dv_tracker *t)
     }
     while (t->slabs != NULL) {
         struct slab *next = t->slabs->next;
-        free(t->slabs);
+        dv__slab_free(t->slabs, t->slabs->bytes);
         t->slabs = next;
     }
-    free(t->table);
+    table_free(t->table, t->cap * sizeof(*t->table));
     free(t);
 }
 
@@ -249,7 +269,7 @@ static int table_grow(dv_tracker *t)
     for (size_t i = 0; i < old_cap; i++)
         if (old[i] != NULL)
             table_put(t, old[i]);
-    free(old);
+    table_free(old, old_cap * sizeof(*old));
     return 0;
 }
 
@@ -293,12 +313,15 @@ static void live_add(dv_tracker *t, int delta)
 static dv_track_entry *entry_new(dv_tracker *t)
 {
     if (t->free_entries == NULL) {
-        struct slab *s = malloc(sizeof(*s));
+        size_t bytes = t->slabs == NULL ? sizeof(struct slab) + SLAB * sizeof(dv_track_entry)
+                                        : dv__slab_next(t->slabs->bytes);
+        struct slab *s = dv__slab_alloc(bytes);
         if (s == NULL)
             return NULL;
+        s->bytes = bytes;
         s->next = t->slabs;
         t->slabs = s;
-        for (int i = SLAB - 1; i >= 0; i--) {
+        for (size_t i = (bytes - sizeof(*s)) / sizeof(dv_track_entry); i-- > 0;) {
             s->entries[i].next_free = t->free_entries;
             t->free_entries = &s->entries[i];
         }
