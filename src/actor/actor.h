@@ -106,11 +106,21 @@ struct dv_actor {
     dv_inbox *inbox;
     pthread_t thread;
 
-    atomic_int state;     /* dv_actor_state */
-    atomic_int inflight;  /* posters between their state check and enqueue */
-    atomic_bool draining; /* destroy: no poster can be inside a post now */
+    /* Read by every post and every message; written only when the state
+     * changes: a line of its own, so neither clients' counters nor the
+     * actor's own bookkeeping keep taking it away. */
+    _Alignas(64) atomic_int state; /* dv_actor_state */
+    atomic_bool draining;          /* destroy: no poster can be inside a post now */
 
-    dv_pending_fifo pend[DV_MAX_STREAMS];
+    /* Posters between their state check and enqueue, one counter per line
+     * (dv__thread_shard; dv__actor_post, shutdown): a single counter took
+     * two contended read-modify-writes per post. */
+    struct {
+        _Alignas(64) atomic_int n;
+    } inflight[DV_THREAD_SHARDS];
+
+    /* The actor thread's own, from a fresh line. */
+    _Alignas(64) dv_pending_fifo pend[DV_MAX_STREAMS];
     uint64_t npending;
 
     /* Interned allocation tags (owner thread). */

@@ -37,11 +37,13 @@
  * post_free wait on the actor once it is stopping (a stopping actor answers
  * DV_ESHUTDOWN).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpuref/gpuref.h"
 
@@ -65,9 +67,14 @@ struct dv_ref_domain {
     _Atomic(void *) owner;    /* read by the last releaser, see posting */
     _Atomic(dv_ref_free_fn) post_free;
     _Atomic(dv_ref_slot *) chunks[NCHUNKS];
-    /* Written often, kept away from the lines every access reads. */
-    _Atomic uint32_t posting; /* releasers between the state check and post_free's return */
-    _Atomic uint64_t held;    /* written by the actor only, read anywhere */
+    /* Releasers between the state check and post_free's return, one
+     * counter per line and client threads spread over them
+     * (dv__thread_shard): every last release moves one. */
+    struct {
+        _Alignas(64) _Atomic uint32_t n;
+    } posting[DV_THREAD_SHARDS];
+    /* The actor's, written at every mint and recycle: a line of its own. */
+    _Alignas(64) _Atomic uint64_t held; /* read anywhere */
     /* Actor thread only (handed over through pool_lock on reuse). */
     uint32_t nchunks;
     uint32_t free_head; /* slot index + 1, 0 = empty */
@@ -77,6 +84,15 @@ struct dv_ref_domain {
 };
 
 static _Atomic(dv_ref_domain *) domains[DV_REF_MAX_DOMAINS + 1];
+
+unsigned dv__thread_shard(void)
+{
+    static atomic_uint next_shard;
+    static _Thread_local unsigned shard = UINT_MAX;
+    if (shard == UINT_MAX)
+        shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DV_THREAD_SHARDS;
+    return shard;
+}
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static dv_ref_domain *pool;   /* closed domains, LIFO */
 static uint32_t domains_made; /* indices 1..domains_made are allocated */
@@ -316,7 +332,8 @@ int dv_ref_release(dv_ref ref)
 
     /* The last reference.  seq_cst both: the Dekker handshake with
      * dv__ref_domain_close's store of GONE and load of posting. */
-    atomic_fetch_add_explicit(&d->posting, 1, memory_order_seq_cst);
+    _Atomic uint32_t *posting = &d->posting[dv__thread_shard()].n;
+    atomic_fetch_add_explicit(posting, 1, memory_order_seq_cst);
     rc = DV_OK;
     if (atomic_load_explicit(&d->state, memory_order_seq_cst) == DV_DOMAIN_OPEN) {
         /* Relaxed: written before the state store that opened the domain,
@@ -327,7 +344,7 @@ int dv_ref_release(dv_ref ref)
             rc = post(owner, ref);
     }
     /* Release: pairs with the load of posting in dv__ref_domain_close. */
-    atomic_fetch_sub_explicit(&d->posting, 1, memory_order_release);
+    atomic_fetch_sub_explicit(posting, 1, memory_order_release);
     return rc;
 }
 
@@ -371,7 +388,11 @@ int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_re
         d->pool_next = NULL;
         d->pooled = false;
     } else if (domains_made < DV_REF_MAX_DOMAINS) {
-        if ((d = calloc(1, sizeof(*d))) == NULL) {
+        /* Aligned: its counters sit on lines of their own. */
+        d = aligned_alloc(_Alignof(dv_ref_domain), (sizeof(*d) + 63) & ~(size_t)63);
+        if (d != NULL)
+            memset(d, 0, sizeof(*d));
+        if (d == NULL) {
             pthread_mutex_unlock(&pool_lock);
             return dv__fail(DV_ENOMEM, op, "%s: no memory for a handle domain", op);
         }
@@ -419,8 +440,9 @@ void dv__ref_domain_close(dv_ref_domain *d)
     /* seq_cst store, then seq_cst load of posting: the Dekker handshake
      * with dv_ref_release (fetch_add of posting, then load of state). */
     atomic_store_explicit(&d->state, DV_DOMAIN_GONE, memory_order_seq_cst);
-    while (atomic_load_explicit(&d->posting, memory_order_seq_cst) != 0)
-        sched_yield();
+    for (unsigned i = 0; i < DV_THREAD_SHARDS; i++)
+        while (atomic_load_explicit(&d->posting[i].n, memory_order_seq_cst) != 0)
+            sched_yield();
     /* No releaser reads these any more (it would see GONE first). */
     atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
     atomic_store_explicit(&d->post_free, NULL, memory_order_relaxed);
