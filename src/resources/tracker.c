@@ -37,9 +37,8 @@ struct dv_tracker {
     dv_track_entry **table; /* open addressing, NULL = empty */
     size_t cap, count;
     unsigned shift; /* 64 - log2(cap) */
-    dv_track_entry *free_entries; /* removed ones, last removed first */
+    dv_track_entry *free_entries;
     struct slab *slabs;
-    size_t fresh, nfresh; /* the newest slab's entries not handed out yet */
     atomic_uint_fast64_t waits, waits_skipped, records, events, live;
     struct stream_state st[DV_MAX_STREAMS];
 };
@@ -311,16 +310,9 @@ static void live_add(dv_tracker *t, int delta)
     atomic_store_explicit(&t->live, n + (uint64_t)(int64_t)delta, memory_order_relaxed);
 }
 
-/* A removed entry (warm: removed lately), else the next fresh one of the
- * newest slab (in address order: never touched before, nothing to read). */
 static dv_track_entry *entry_new(dv_tracker *t)
 {
-    dv_track_entry *e = t->free_entries;
-    if (e != NULL) {
-        t->free_entries = e->next_free;
-        return e;
-    }
-    if (t->fresh == t->nfresh) {
+    if (t->free_entries == NULL) {
         size_t bytes = t->slabs == NULL ? sizeof(struct slab) + SLAB * sizeof(dv_track_entry)
                                         : dv__slab_next(t->slabs->bytes);
         struct slab *s = dv__slab_alloc(bytes);
@@ -329,10 +321,14 @@ static dv_track_entry *entry_new(dv_tracker *t)
         s->bytes = bytes;
         s->next = t->slabs;
         t->slabs = s;
-        t->fresh = 0;
-        t->nfresh = (bytes - sizeof(*s)) / sizeof(dv_track_entry);
+        for (size_t i = (bytes - sizeof(*s)) / sizeof(dv_track_entry); i-- > 0;) {
+            s->entries[i].next_free = t->free_entries;
+            t->free_entries = &s->entries[i];
+        }
     }
-    return &t->slabs->entries[t->fresh++];
+    dv_track_entry *e = t->free_entries;
+    t->free_entries = e->next_free;
+    return e;
 }
 
 dv_track_entry *dv_tracker_insert(dv_tracker *t, const dv_block *block, void *owner_data)

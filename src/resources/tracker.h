@@ -46,23 +46,14 @@ typedef struct dv_stream_pos {
 
 #define DV_TRACK_INLINE_READS 4
 
-/*
- * Laid out for a free at a hundred thousand live blocks, where each line
- * touched is a miss: the block in the first line, everything a lookup,
- * a fence and a removal read or write next (the owner's data and the free
- * link share a slot: a removed entry has no owner data), the spare inline
- * reads last.  Line-aligned, so an entry is three lines, not four.
- */
 typedef struct dv_track_entry {
-    _Alignas(64) dv_block block; /* the block as handed out (ptr is the key) */
-    union {
-        void *owner_data; /* live: the resource's own per-block data */
-        struct dv_track_entry *next_free;
-    };
+    dv_block block;   /* the block as handed out (ptr is the key) */
+    void *owner_data; /* the resource's own per-block data */
     dv_stream_pos last_write;
-    uint32_t nreads;      /* one entry per stream at most */
-    dv_stream_pos *reads; /* reads_inline, or a heap array of DV_MAX_STREAMS */
+    uint32_t nreads; /* one entry per stream at most */
     dv_stream_pos reads_inline[DV_TRACK_INLINE_READS];
+    dv_stream_pos *reads; /* reads_inline, or a heap array of DV_MAX_STREAMS */
+    struct dv_track_entry *next_free;
 } dv_track_entry;
 
 typedef struct dv_tracker dv_tracker;
