@@ -623,10 +623,8 @@ static void handle_free(dv_actor *a, const dv_msg *m)
     int rc = dv_res_deallocate(a->stack, &slot->block);
     /* After the resource fenced the free: a use it could not see races. */
     if (rc == DV_OK && a->chk != NULL) {
-        dv_error_detail keep = *dv_last_error();
-        if (checked(a, dv_checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
-                                       m->producer, m->seq)) == DV_OK)
-            *dv__detail() = keep;
+        (void)checked(a, dv_checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
+                                         m->producer, m->seq));
     }
     dv__ref_recycle(a->refs, slot);
     stat_inc(&a->st_frees);

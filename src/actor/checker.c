@@ -41,7 +41,6 @@ struct dv_checker {
     bool check_reuse;
     dv_drv_observer obs;
     uint64_t *vc; /* nc rows of nc: row s is stream s, row ns the host */
-    uint64_t hazards;
     uint64_t rng;
     chk_rec *root;     /* device records, disjoint, by start */
     chk_rec **host;    /* host buffers' records (may overlap) */
@@ -352,7 +351,6 @@ static int hazard(dv_checker *c, const chk_stamp *now, const char *verb, const c
     char a[160], b[160];
     describe(c, now, a, sizeof(a));
     describe(c, prev, b, sizeof(b));
-    c->hazards++;
     if (host)
         return dv__fail(DV_EHAZARD, "check_order",
                         "hazard: %s %s host buffer 0x%llx (%llu bytes) %s by %s, and nothing "
@@ -630,11 +628,6 @@ int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t 
     client_clock(c, known, c->tmp);
     return check_host_range(c, c->tmp, &now, ptr, acc_end(ptr, bytes),
                             access ? access : DV_READ_WRITE);
-}
-
-uint64_t dv_checker_hazards(const dv_checker *c)
-{
-    return c->hazards;
 }
 
 /* ------------------------------------------------------------------------

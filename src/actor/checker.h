@@ -91,7 +91,7 @@ void dv_chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char
 void dv_chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access, bool host);
 
 /* Stamp op and check every access: DV_OK, or DV_EHAZARD with the detail
- * naming both operations (counted).  Nothing is recorded. */
+ * naming both operations.  Nothing is recorded. */
 int dv_checker_check(dv_checker *c, dv_chk_op *op);
 /* Record op's accesses (after it was enqueued). */
 void dv_checker_commit(dv_checker *c, const dv_chk_op *op);
@@ -117,8 +117,5 @@ uint64_t dv_checker_stream_seq(const dv_checker *c, uint32_t stream);
 /* The host reads or writes [ptr, ptr + bytes) of its own memory. */
 int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
                            const dv_known *known, uint32_t producer, uint32_t msg);
-
-/* Hazards found so far. */
-uint64_t dv_checker_hazards(const dv_checker *c);
 
 #endif /* DV_ACTOR_CHECKER_H */
