@@ -3,8 +3,15 @@
  * C = A * B is the column-major C^T = B^T * A^T, so sgemm is called with
  * the operands swapped and no transposes.  The cuBLAS handle is created on
  * the actor's thread by the first task and destroyed by a last one.
+ *
+ * On the sim a task enqueues a host function with a job.  A job is freed
+ * by the library, not by the host function: after a sticky error the
+ * stream never runs it.  Jobs stay on a list (the actor's thread only);
+ * the ones done are reused, and destroy waits for the streams used, then
+ * frees them all.
  */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,20 +27,24 @@ typedef int (*cublas_sgemm_fn)(cublas_handle, int, int, int, int, int, const flo
                                int, const float *, int, const float *, float *, int);
 #define CUBLAS_OP_N 0
 
+struct job {
+    int m, n, k;
+    const float *a, *b;
+    float *c;
+    atomic_bool done; /* set by the host function */
+    struct job *next;
+};
+
 struct dv_gemm {
     dv_actor *actor;
+    struct job *jobs;      /* every job made (actor thread) */
+    uint64_t streams_used; /* bit s: a job went onto stream s */
     void *lib;
     cublas_handle handle;
     cublas_create_fn create;
     cublas_destroy_fn destroy;
     cublas_set_stream_fn set_stream;
     cublas_sgemm_fn sgemm;
-};
-
-struct job {
-    int m, n, k;
-    const float *a, *b;
-    float *c;
 };
 
 static void host_gemm(void *arg)
@@ -47,7 +58,22 @@ static void host_gemm(void *arg)
             j->c[(size_t)r * j->n + col] = acc;
         }
     }
-    free(j);
+    /* Release: the next task may reuse the job once this is seen. */
+    atomic_store_explicit(&j->done, true, memory_order_release);
+}
+
+/* A job to fill: one the host function finished, or a new one. */
+static struct job *job_get(dv_gemm *g)
+{
+    for (struct job *j = g->jobs; j != NULL; j = j->next)
+        if (atomic_load_explicit(&j->done, memory_order_acquire))
+            return j;
+    struct job *j = calloc(1, sizeof(*j));
+    if (j != NULL) {
+        j->next = g->jobs;
+        g->jobs = j;
+    }
+    return j;
 }
 
 struct call {
@@ -60,20 +86,22 @@ static int gemm_task(const dv_task_ctx *ctx, void *user)
     struct call *c = user;
     uint64_t pa = ctx->arg[0], pb = ctx->arg[1], pc = ctx->arg[2];
     if (ctx->simulated) {
-        struct job *j = malloc(sizeof(*j));
+        const float *a = dv_task_sim_memory(ctx, pa, (uint64_t)c->m * c->k * 4);
+        const float *b = dv_task_sim_memory(ctx, pb, (uint64_t)c->k * c->n * 4);
+        float *out = dv_task_sim_memory(ctx, pc, (uint64_t)c->m * c->n * 4);
+        if (a == NULL || b == NULL || out == NULL)
+            return DV_EINVAL;
+        struct job *j = job_get(c->g);
         if (j == NULL)
             return DV_ENOMEM;
-        *j = (struct job){c->m,
-                          c->n,
-                          c->k,
-                          dv_task_sim_memory(ctx, pa, (uint64_t)c->m * c->k * 4),
-                          dv_task_sim_memory(ctx, pb, (uint64_t)c->k * c->n * 4),
-                          dv_task_sim_memory(ctx, pc, (uint64_t)c->m * c->n * 4)};
-        if (j->a == NULL || j->b == NULL || j->c == NULL) {
-            free(j);
-            return DV_EINVAL;
-        }
-        return dv_task_host_fn(ctx, host_gemm, j);
+        j->m = c->m, j->n = c->n, j->k = c->k, j->a = a, j->b = b, j->c = out;
+        atomic_store_explicit(&j->done, false, memory_order_relaxed);
+        int rc = dv_task_host_fn(ctx, host_gemm, j);
+        if (rc != DV_OK)
+            atomic_store_explicit(&j->done, true, memory_order_relaxed); /* never queued */
+        else
+            c->g->streams_used |= UINT64_C(1) << ctx->stream;
+        return rc;
     }
     dv_gemm *g = c->g;
     if (g->handle == NULL && g->create(&g->handle) != 0)
@@ -140,6 +168,14 @@ void dv_gemm_destroy(dv_gemm *g)
 {
     if (g == NULL)
         return;
+    /* Every job queued has run, or never will (a lost context). */
+    for (dv_stream s = 0; s < 64; s++)
+        if (g->streams_used & (UINT64_C(1) << s))
+            (void)dv_sync(g->actor, s);
+    for (struct job *j = g->jobs, *next; j != NULL; j = next) {
+        next = j->next;
+        free(j);
+    }
     if (g->lib != NULL) {
         (void)dv_task(g->actor, destroy_task, g, 0, NULL, 0);
         /* libcublas stays mapped: the driver may still run its code. */
