@@ -237,6 +237,7 @@ DV_EXPORT int dv_actor_health_get(const dv_actor *actor, dv_actor_health *out);
 
 typedef struct dv_actor_stats {
     uint64_t messages, allocs, frees, copies, memsets, syncs, launches, failures;
+    uint64_t tasks; /* task callbacks run */
     uint64_t bytes_outstanding; /* the resource stack's */
     uint64_t refs_alive;
     uint64_t batches; /* drains of the inbound queues */

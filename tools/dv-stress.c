@@ -2042,9 +2042,9 @@ int main(int argc, char **argv)
            st.bytes_outstanding, st.refs_alive, leak ? ": LEAK" : "");
     printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
            " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " launches, %" PRIu64
-           " syncs, %" PRIu64 " failures, %u client rings\n",
+           " tasks, %" PRIu64 " syncs, %" PRIu64 " failures, %u client rings\n",
            st.messages, st.batches, st.allocs, st.frees, st.copies, st.memsets, st.launches,
-           st.syncs, st.failures, st.client_rings);
+           st.tasks, st.syncs, st.failures, st.client_rings);
     printf("stream-order checker: %s, %" PRIu64 " hazards%s\n", checker, st.hazards,
            st.hazards != 0 ? ": FAIL" : "");
     printf("throughput: %.0f ops/s (%" PRIu64 " ops in %.2f s, %d threads, checker %s)\n",

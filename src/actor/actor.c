@@ -807,6 +807,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     out->failures = atomic_load(&a->st_failures);
     out->batches = atomic_load(&a->st_batches);
     out->hazards = atomic_load(&a->st_hazards);
+    out->tasks = atomic_load(&a->st_tasks);
     out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
     out->refs_alive = dv__ref_held(a->refs);
     out->client_rings = dv__inbox_rings(a->inbox);
@@ -1161,6 +1162,7 @@ static void handle_task(dv_actor *a, const dv_msg *m)
     a->task_hazard = false;
     rc = fn(&ctx, (void *)(uintptr_t)m->b);
     a->task_msg = NULL;
+    stat_inc(&a->st_tasks);
     if (a->task_hazard && rc != DV_EHAZARD) {
         /* The task went on after a refused launch: it answers the hazard. */
         pthread_mutex_lock(&a->health_mu);

@@ -129,7 +129,7 @@ struct dv_actor {
 
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
-        st_launches, st_failures, st_batches, st_hazards;
+        st_launches, st_failures, st_batches, st_hazards, st_tasks;
 
     /* Health: written by the actor under health_mu, read by anyone. */
     pthread_mutex_t health_mu;

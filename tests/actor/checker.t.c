@@ -105,7 +105,7 @@ int main(void)
     dv_actor *a = make(true, false);
     if (CHECKER_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(29);
+    plan(30);
     ok(a != NULL, "an actor with the checker (%s)", a ? dv_actor_backend_name(a) : "none");
     if (a == NULL)
         return tap_done();
@@ -136,6 +136,9 @@ int main(void)
                                   "streams: right data (%d wrong, %d failed)",
        wrong, failed);
     ok(hazards(a) == 0, "and no hazard");
+    dv_actor_stats st;
+    dv_actor_stats_get(a, &st);
+    ok(st.tasks == 40, "the statistics count 40 tasks (%llu)", (unsigned long long)st.tasks);
 
     /* -- the pool hands freed memory out again on other streams ---------- */
     failed = 0;
