@@ -718,17 +718,18 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
                                         [DV_MSG_DTOH] = DV_CHK_DTOH,
                                         [DV_MSG_DTOD] = DV_CHK_DTOD,
                                         [DV_MSG_MEMSET] = DV_CHK_MEMSET};
+        bool host = m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH;
         uint64_t bytes = m->type == DV_MSG_DTOD ? m->e : m->d;
         dv_chk_op_init(&chk_op, kinds[m->type], s, NULL, m->producer, m->seq);
-        if (m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH)
-            chk_op.host_known = (const dv_known *)(uintptr_t)m->e; /* the poster's */
         dv_chk_op_add(&chk_op, u[0].slot->block.ptr + m->b, bytes,
                       m->type == DV_MSG_DTOH ? DV_READ : DV_WRITE, false);
         if (m->type == DV_MSG_DTOD)
             dv_chk_op_add(&chk_op, (n == 2 ? u[1].slot : u[0].slot)->block.ptr + m->d, bytes,
                           DV_READ, false);
-        if (m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH)
+        if (host) {
+            chk_op.host_known = (const dv_known *)(uintptr_t)m->e; /* the poster's */
             dv_chk_op_add(&chk_op, m->c, bytes, m->type == DV_MSG_HTOD ? DV_READ : DV_WRITE, true);
+        }
         if ((rc = checked(a, dv_checker_check(a->chk, &chk_op))) != DV_OK)
             goto done;
     }
@@ -1064,6 +1065,26 @@ static int check_args(dv_actor *a, dv_chk_op *op, dv_chk_kind kind, const char *
     return checked(a, dv_checker_check(a->chk, op));
 }
 
+/* A launch's arguments, resolved, and its function in this context. */
+typedef struct launch_args {
+    uint64_t values[DV_LAUNCH_MAX_ARGS];
+    void *params[DV_LAUNCH_MAX_ARGS];
+    use uses[DV_LAUNCH_MAX_ARGS];
+    int nuses;
+    dv_drv_func *f;
+} launch_args;
+
+static int launch_resolve(dv_actor *a, struct dv_kernel *k, const dv_arg *args, unsigned nargs,
+                          bool allow_raw, const char *op, launch_args *l)
+{
+    l->nuses = 0;
+    l->f = NULL;
+    int rc = resolve_args(a, args, nargs, l->values, l->uses, &l->nuses, allow_raw, op);
+    for (unsigned i = 0; i < nargs; i++)
+        l->params[i] = &l->values[i];
+    return rc == DV_OK ? kernel_func(a, k, &l->f) : rc;
+}
+
 /* Prepare every use on stream s; a sticky error is a fault. */
 static int prepare_all(dv_actor *a, use *uses, int nuses, dv_stream s, const dv_msg *m)
 {
@@ -1091,33 +1112,26 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
     dv_dim3 block = {(uint32_t)((m->e >> 16) & 0xffff), (uint32_t)((m->e >> 32) & 0xffff),
                      (uint32_t)(m->e >> 48)};
     dv_stream s = m->stream;
-    uint64_t values[DV_LAUNCH_MAX_ARGS];
-    void *params[DV_LAUNCH_MAX_ARGS];
-    use uses[DV_LAUNCH_MAX_ARGS];
-    int nuses = 0;
-    dv_drv_func *f = NULL;
+    launch_args l;
     int rc = check_stream(a, s, "launch");
 
     if (rc == DV_OK)
-        rc = resolve_args(a, args, nargs, values, uses, &nuses, a->cfg.permissive, "launch");
-    for (unsigned i = 0; i < nargs; i++)
-        params[i] = &values[i];
-    if (rc == DV_OK)
-        rc = kernel_func(a, k, &f);
+        rc = launch_resolve(a, k, args, nargs, a->cfg.permissive, "launch", &l);
     if (rc != DV_OK)
         goto done;
-    if ((rc = prepare_all(a, uses, nuses, s, m)) != DV_OK)
+    if ((rc = prepare_all(a, l.uses, l.nuses, s, m)) != DV_OK)
         goto done;
     dv_chk_op op;
     if (a->chk != NULL &&
-        (rc = check_args(a, &op, DV_CHK_LAUNCH, k->name, args, nargs, uses, nuses, s, m)) != DV_OK)
+        (rc = check_args(a, &op, DV_CHK_LAUNCH, k->name, args, nargs, l.uses, l.nuses, s, m)) !=
+            DV_OK)
         goto done;
-    rc = dv_drv_launch(f, grid, block, shared, a->env.streams[s], nargs ? params : NULL);
+    rc = dv_drv_launch(l.f, grid, block, shared, a->env.streams[s], nargs ? l.params : NULL);
     if (rc != DV_OK) {
         rc = enqueue_failed(a, rc, s, m);
         goto done;
     }
-    uses_finish(a, uses, nuses, s);
+    uses_finish(a, l.uses, l.nuses, s);
     if (a->chk != NULL)
         dv_checker_commit(a->chk, &op);
     recent_push(a, s, m, k->name);
@@ -1201,29 +1215,21 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
     if (k == NULL)
         return dv__fail(DV_EINVAL, op_name, "task_launch: the kernel is not this actor's");
 
-    uint64_t values[DV_LAUNCH_MAX_ARGS];
-    void *params[DV_LAUNCH_MAX_ARGS];
-    use uses[DV_LAUNCH_MAX_ARGS];
-    int nuses = 0;
-    dv_drv_func *f = NULL;
     /* Resolved, not fenced: raw pointers pass (the task is trusted with
      * them), handles become addresses. */
-    int rc = resolve_args(a, args, nargs, values, uses, &nuses, true, op_name);
-    for (unsigned i = 0; i < nargs; i++)
-        params[i] = &values[i];
-    if (rc == DV_OK)
-        rc = kernel_func(a, k, &f);
+    launch_args l;
+    int rc = launch_resolve(a, k, args, nargs, true, op_name, &l);
     if (rc != DV_OK)
         return rc;
     dv_chk_op op;
     if (a->chk != NULL &&
-        (rc = check_args(a, &op, DV_CHK_TASK_LAUNCH, k->name, args, nargs, uses, nuses,
+        (rc = check_args(a, &op, DV_CHK_TASK_LAUNCH, k->name, args, nargs, l.uses, l.nuses,
                          ctx->stream, m)) != DV_OK) {
         a->task_hazard = true;
         return rc;
     }
-    rc = dv_drv_launch(f, grid, block, shared_bytes, a->env.streams[ctx->stream],
-                       nargs ? params : NULL);
+    rc = dv_drv_launch(l.f, grid, block, shared_bytes, a->env.streams[ctx->stream],
+                       nargs ? l.params : NULL);
     if (rc != DV_OK)
         return rc; /* a sticky error surfaces at the task's completion */
     if (a->chk != NULL)
