@@ -114,13 +114,13 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
 /* Fence, queue the free, account it as retired. */
 static int retire(async_res *a, dv_track_entry *e)
 {
-    dv_stream_id s = e->block.alloc_stream;
-    uint64_t size = e->block.bytes;
+    dv_stream_id s = e->alloc_stream;
+    uint64_t size = e->bytes;
     int rc;
 
     if ((rc = dv_tracker_fence_uses(a->t, e)) != DV_OK)
         return rc;
-    if ((rc = dv_drv_mem_free_async(a->base.env->streams[s], e->block.ptr)) != DV_OK)
+    if ((rc = dv_drv_mem_free_async(a->base.env->streams[s], e->ptr)) != DV_OK)
         return rc;
     struct retired item = {{s, dv_tracker_mark(a->t, s)}, size};
     dv_tracker_remove(a->t, e);

@@ -57,7 +57,7 @@ static int direct_deallocate(dv_resource *r, dv_block *block)
     int rc = dv_drv_mem_free(r->env->ctx, block->ptr);
     if (rc != DV_OK)
         return rc;
-    atomic_fetch_sub_explicit(&DIRECT(r)->bytes, e->block.bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&DIRECT(r)->bytes, e->bytes, memory_order_relaxed);
     dv_tracker_remove(DIRECT(r)->live, e);
     block->state = DV_BLOCK_FREED;
     return DV_OK;
@@ -101,7 +101,7 @@ static int direct_record(dv_resource *r, dv_block_id id, dv_stream_id s)
 static void free_live(dv_track_entry *e, void *arg)
 {
     direct_res *d = arg;
-    (void)dv_drv_mem_free(d->base.env->ctx, e->block.ptr);
+    (void)dv_drv_mem_free(d->base.env->ctx, e->ptr);
     dv_tracker_remove(d->live, e);
 }
 

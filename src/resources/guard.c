@@ -380,7 +380,7 @@ static int check_batch(guard_res *g, guard_entry **cursor, const guard_entry *en
 /* Hand an entry's memory back upstream and forget it.  The entry goes
  * whatever the upstream answers: it keeps its own table of what it still
  * holds and returns it on destroy. */
-static int release(guard_res *g, entry_list *from, guard_entry *e, dv_block_state *state)
+static int release(guard_res *g, entry_list *from, guard_entry *e, uint16_t *state)
 {
     list_unlink(from, e);
     table_del(g, e);
@@ -395,7 +395,7 @@ static int release(guard_res *g, entry_list *from, guard_entry *e, dv_block_stat
 
 /* Release the oldest while over either limit.  *just_state gets the
  * upstream's state if `just` itself had to go. */
-static int quarantine_trim(guard_res *g, const guard_entry *just, dv_block_state *just_state)
+static int quarantine_trim(guard_res *g, const guard_entry *just, uint16_t *just_state)
 {
     int first = DV_OK;
     while (g->quarantine.count > g->quarantine_blocks ||

@@ -696,8 +696,8 @@ static int pool_deallocate(dv_resource *res, dv_block *block)
     int rc = dv_tracker_fence_uses(p->t, e);
     if (rc != DV_OK)
         return rc;
-    dv_stream_id s = e->block.alloc_stream;
-    uint64_t bytes = e->block.bytes;
+    dv_stream_id s = e->alloc_stream;
+    uint64_t bytes = e->bytes;
     release(p, e->owner_data, s, bytes, dv_tracker_mark(p->t, s));
     dv_tracker_remove(p->t, e);
     p->live_bytes -= bytes;

@@ -72,29 +72,40 @@ typedef enum dv_block_state {
     DV_BLOCK_FREED,       /* gone */
 } dv_block_state;
 
+/*
+ * One cache line.  slot is where the resource that handed the block out
+ * keeps its record (an index, never a pointer: a foreign or forged value
+ * is bounds-checked and then fails the generation check), so finding a
+ * block costs one access to its record instead of a hash probe.  0: none.
+ */
 typedef struct dv_block {
     dv_dptr ptr;
     uint64_t bytes;      /* usable bytes, >= requested */
     uint64_t requested;  /* what the caller asked for */
     uint64_t generation; /* process-wide, monotonic, never reused */
     dv_tag tag;
-    dv_stream_id alloc_stream;
+    uint16_t alloc_stream; /* a dv_stream_id, < DV_MAX_STREAMS */
+    uint16_t state;        /* a dv_block_state */
     uint32_t align;
     int device;
-    dv_block_state state;
+    uint32_t slot;
 } dv_block;
 
-/* A copyable snapshot of a block's identity. */
+_Static_assert(sizeof(dv_block) == 64, "a block is one cache line");
+_Static_assert(DV_MAX_STREAMS <= UINT16_MAX, "alloc_stream holds any stream id");
+
+/* A copyable snapshot of a block's identity (slot: see dv_block). */
 typedef struct dv_block_id {
     dv_dptr ptr;
     uint64_t generation;
     dv_stream_id alloc_stream;
     int device;
+    uint32_t slot;
 } dv_block_id;
 
 static inline dv_block_id dv_block_id_of(const dv_block *b)
 {
-    return (dv_block_id){b->ptr, b->generation, b->alloc_stream, b->device};
+    return (dv_block_id){b->ptr, b->generation, b->alloc_stream, b->device, b->slot};
 }
 
 /* Next block generation: process-wide, starts at 1, never reused. */

@@ -8,7 +8,7 @@
 #include "resources/tracker.h"
 
 #define RING 4 /* events per stream */
-#define SLAB 256
+#define SLAB 32
 
 struct ring_slot {
     dv_drv_event *ev;
@@ -24,21 +24,21 @@ struct stream_state {
     uint64_t waited[DV_MAX_STREAMS];
 };
 
-/* The first slab holds SLAB entries, each later one twice the last, up to
- * a huge page (dv__slab_alloc). */
-struct slab {
-    struct slab *next;
-    size_t bytes;
-    dv_track_entry entries[];
-};
+/*
+ * Slab k of the directory holds SLAB << k entries, up to SLAB_MAX (one
+ * huge page, dv__slab_alloc).  A slot is ((k + 1) << 16) | index, so 0 is
+ * no slot and decoding is two shifts and a bounds check.
+ */
+#define SLAB_MAX ((uint32_t)(DV_SLAB_HUGE / sizeof(dv_track_entry)))
+#define SLOT_SHIFT 16
+_Static_assert(SLAB_MAX <= 1u << SLOT_SHIFT, "an index fits below the slab number");
 
 struct dv_tracker {
     dv_res_env *env;
-    dv_track_entry **table; /* open addressing, NULL = empty */
-    size_t cap, count;
-    unsigned shift; /* 64 - log2(cap) */
+    dv_track_entry **dir; /* slabs */
+    uint32_t nslabs, dir_cap;
+    uint32_t used; /* entries of the newest slab handed out so far */
     dv_track_entry *free_entries;
-    struct slab *slabs;
     atomic_uint_fast64_t waits, waits_skipped, records, events, live;
     struct stream_state st[DV_MAX_STREAMS];
 };
@@ -50,45 +50,26 @@ struct dv_tracker {
  * Life cycle
  * ------------------------------------------------------------------------ */
 
-/* A large table goes on a huge page (zeroed by the mapping). */
-#define TABLE_HUGE (DV_SLAB_HUGE / 4)
-
-static void *table_alloc(size_t bytes)
+static uint32_t slab_entries(uint32_t k)
 {
-    return bytes >= TABLE_HUGE ? dv__slab_alloc(bytes < DV_SLAB_HUGE ? DV_SLAB_HUGE : bytes)
-                               : calloc(1, bytes);
-}
-
-static void table_free(void *table, size_t bytes)
-{
-    if (bytes >= TABLE_HUGE)
-        dv__slab_free(table, bytes < DV_SLAB_HUGE ? DV_SLAB_HUGE : bytes);
-    else
-        free(table);
-}
-
-static int table_init(dv_tracker *t, size_t cap)
-{
-    t->table = table_alloc(cap * sizeof(*t->table));
-    if (t->table == NULL)
-        return -1;
-    t->cap = cap;
-    t->shift = 64;
-    for (size_t c = cap; c > 1; c >>= 1)
-        t->shift--;
-    return 0;
+    uint64_t n = k < 32 ? (uint64_t)SLAB << k : SLAB_MAX;
+    return n < SLAB_MAX ? (uint32_t)n : SLAB_MAX;
 }
 
 int dv_tracker_create(dv_res_env *env, dv_tracker **out)
 {
     dv_tracker *t = calloc(1, sizeof(*t));
-    if (t == NULL || table_init(t, 1024) != 0) {
-        free(t);
+    if (t == NULL)
         return dv__fail(DV_ENOMEM, "tracker_create", "out of host memory");
-    }
     t->env = env;
     *out = t;
     return DV_OK;
+}
+
+/* Entries handed out of slab k (live or on the free list). */
+static uint32_t slab_used(const dv_tracker *t, uint32_t k)
+{
+    return k + 1 == t->nslabs ? t->used : slab_entries(k);
 }
 
 void dv_tracker_destroy(dv_tracker *t)
@@ -99,17 +80,15 @@ void dv_tracker_destroy(dv_tracker *t)
         for (int i = 0; i < RING; i++)
             if (t->st[s].ring[i].ev != NULL)
                 (void)dv_drv_event_destroy(t->st[s].ring[i].ev);
-    for (size_t i = 0; i < t->cap; i++) {
-        dv_track_entry *e = t->table[i];
-        if (e != NULL && e->reads != e->reads_inline)
-            free(e->reads);
+    for (uint32_t k = 0; k < t->nslabs; k++) {
+        for (uint32_t i = 0, n = slab_used(t, k); i < n; i++) {
+            dv_track_entry *e = &t->dir[k][i];
+            if (e->generation != 0 && e->reads != e->reads_inline)
+                free(e->reads);
+        }
+        dv__slab_free(t->dir[k], slab_entries(k) * sizeof(dv_track_entry));
     }
-    while (t->slabs != NULL) {
-        struct slab *next = t->slabs->next;
-        dv__slab_free(t->slabs, t->slabs->bytes);
-        t->slabs = next;
-    }
-    table_free(t->table, t->cap * sizeof(*t->table));
+    free(t->dir);
     free(t);
 }
 
@@ -237,71 +216,6 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos)
  * Live table
  * ------------------------------------------------------------------------ */
 
-static size_t slot_of(const dv_tracker *t, dv_dptr ptr)
-{
-    /* Pointers are 256-byte aligned: drop the zero bits, then Fibonacci
-     * hashing spreads neighbours over the table. */
-    return (size_t)(((ptr >> 8) * UINT64_C(0x9E3779B97F4A7C15)) >> t->shift);
-}
-
-static void table_put(dv_tracker *t, dv_track_entry *e)
-{
-    size_t mask = t->cap - 1, i = slot_of(t, e->block.ptr);
-    while (t->table[i] != NULL)
-        i = (i + 1) & mask;
-    t->table[i] = e;
-    t->count++;
-}
-
-static int table_grow(dv_tracker *t)
-{
-    dv_track_entry **old = t->table;
-    size_t old_cap = t->cap;
-    if (table_init(t, old_cap * 2) != 0) {
-        t->table = old;
-        t->cap = old_cap;
-        t->shift = 64;
-        for (size_t c = old_cap; c > 1; c >>= 1)
-            t->shift--;
-        return -1;
-    }
-    t->count = 0;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i] != NULL)
-            table_put(t, old[i]);
-    table_free(old, old_cap * sizeof(*old));
-    return 0;
-}
-
-dv_track_entry *dv_tracker_lookup(dv_tracker *t, dv_dptr ptr)
-{
-    size_t mask = t->cap - 1, i = slot_of(t, ptr);
-    for (dv_track_entry *e; (e = t->table[i]) != NULL; i = (i + 1) & mask)
-        if (e->block.ptr == ptr)
-            return e;
-    return NULL;
-}
-
-/* Backward-shift deletion keeps probe sequences unbroken without
- * tombstones. */
-static void table_del(dv_tracker *t, dv_track_entry *victim)
-{
-    size_t mask = t->cap - 1, i = slot_of(t, victim->block.ptr);
-    while (t->table[i] != victim)
-        i = (i + 1) & mask;
-    for (size_t j = (i + 1) & mask; t->table[j] != NULL; j = (j + 1) & mask) {
-        size_t home = slot_of(t, t->table[j]->block.ptr);
-        /* Move j back to i when its home is not in (i, j]. */
-        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!between) {
-            t->table[i] = t->table[j];
-            i = j;
-        }
-    }
-    t->table[i] = NULL;
-    t->count--;
-}
-
 /* Only the owner thread writes the count: a plain store, not a locked
  * read-modify-write, on the allocate/free path. */
 static void live_add(dv_tracker *t, int delta)
@@ -310,75 +224,104 @@ static void live_add(dv_tracker *t, int delta)
     atomic_store_explicit(&t->live, n + (uint64_t)(int64_t)delta, memory_order_relaxed);
 }
 
+static int slab_add(dv_tracker *t)
+{
+    if (t->nslabs == t->dir_cap) {
+        if (t->dir_cap >= (1u << (32 - SLOT_SHIFT)) - 1)
+            return -1;
+        uint32_t cap = t->dir_cap ? 2 * t->dir_cap : 16;
+        dv_track_entry **dir = realloc(t->dir, cap * sizeof(*dir));
+        if (dir == NULL)
+            return -1;
+        t->dir = dir;
+        t->dir_cap = cap;
+    }
+    size_t bytes = slab_entries(t->nslabs) * sizeof(dv_track_entry);
+    dv_track_entry *slab = dv__slab_alloc(bytes);
+    if (slab == NULL)
+        return -1;
+    /* A huge mapping is zero already; touching it would fault it in whole. */
+    if (bytes < DV_SLAB_HUGE)
+        memset(slab, 0, bytes);
+    t->dir[t->nslabs++] = slab;
+    t->used = 0;
+    return 0;
+}
+
+/* A free entry, its slot set: the last one freed, else the next of the
+ * newest slab, else a new slab.  NULL: out of memory. */
 static dv_track_entry *entry_new(dv_tracker *t)
 {
-    if (t->free_entries == NULL) {
-        size_t bytes = t->slabs == NULL ? sizeof(struct slab) + SLAB * sizeof(dv_track_entry)
-                                        : dv__slab_next(t->slabs->bytes);
-        struct slab *s = dv__slab_alloc(bytes);
-        if (s == NULL)
-            return NULL;
-        s->bytes = bytes;
-        s->next = t->slabs;
-        t->slabs = s;
-        for (size_t i = (bytes - sizeof(*s)) / sizeof(dv_track_entry); i-- > 0;) {
-            s->entries[i].next_free = t->free_entries;
-            t->free_entries = &s->entries[i];
-        }
-    }
     dv_track_entry *e = t->free_entries;
-    t->free_entries = e->next_free;
+    if (e != NULL) {
+        t->free_entries = e->next_free;
+        return e;
+    }
+    if ((t->nslabs == 0 || t->used == slab_entries(t->nslabs - 1)) && slab_add(t) != 0)
+        return NULL;
+    uint32_t k = t->nslabs - 1;
+    e = &t->dir[k][t->used];
+    e->slot = ((k + 1) << SLOT_SHIFT) | t->used;
+    t->used++;
     return e;
 }
 
-dv_track_entry *dv_tracker_insert(dv_tracker *t, const dv_block *block, void *owner_data)
+dv_track_entry *dv_tracker_insert(dv_tracker *t, dv_block *block, void *owner_data)
 {
-    if (2 * (t->count + 1) > t->cap && table_grow(t) != 0) {
-        dv__fail(DV_ENOMEM, "allocate", "out of host memory for the live-block table");
-        return NULL;
-    }
     dv_track_entry *e = entry_new(t);
     if (e == NULL) {
         dv__fail(DV_ENOMEM, "allocate", "out of host memory for the live-block table");
         return NULL;
     }
-    e->block = *block;
+    e->ptr = block->ptr;
+    e->bytes = block->bytes;
+    e->generation = block->generation;
     e->owner_data = owner_data;
     /* The allocation was enqueued on its stream: the first "write". */
-    e->last_write = (dv_stream_pos){block->alloc_stream, dv_tracker_mark(t, block->alloc_stream)};
+    e->last_write_stream = block->alloc_stream;
+    e->last_write_epoch = dv_tracker_mark(t, block->alloc_stream);
+    e->alloc_stream = block->alloc_stream;
     e->nreads = 0;
     e->reads = e->reads_inline;
-    table_put(t, e);
+    block->slot = e->slot;
     live_add(t, 1);
     return e;
 }
 
+/* The entry a slot names, or NULL when no entry was ever handed out
+ * there. */
+static dv_track_entry *entry_at(const dv_tracker *t, uint32_t slot)
+{
+    uint32_t k = (slot >> SLOT_SHIFT) - 1, i = slot & ((1u << SLOT_SHIFT) - 1);
+    return k < t->nslabs && i < slab_used(t, k) ? &t->dir[k][i] : NULL;
+}
+
 dv_track_entry *dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op)
 {
-    dv_track_entry *e = dv_tracker_lookup(t, id.ptr);
-    if (e != NULL && e->block.generation == id.generation)
+    dv_track_entry *e = entry_at(t, id.slot);
+    if (e != NULL && e->generation == id.generation && id.generation != 0 && e->ptr == id.ptr)
         return e;
-    if (e == NULL)
-        dv__fail(DV_EUSE_AFTER_FREE, op,
-                 "%s: no live block at 0x%llx (generation %llu): freed already, or never "
-                 "allocated here",
-                 op, (unsigned long long)id.ptr, (unsigned long long)id.generation);
-    else
+    if (e != NULL && e->generation != 0 && e->ptr == id.ptr)
         dv__fail(DV_EUSE_AFTER_FREE, op,
                  "%s: stale block 0x%llx: generation %llu was freed; generation %llu lives "
                  "there now",
                  op, (unsigned long long)id.ptr, (unsigned long long)id.generation,
-                 (unsigned long long)e->block.generation);
+                 (unsigned long long)e->generation);
+    else
+        dv__fail(DV_EUSE_AFTER_FREE, op,
+                 "%s: no live block 0x%llx (generation %llu): freed already, or never "
+                 "allocated here",
+                 op, (unsigned long long)id.ptr, (unsigned long long)id.generation);
     dv__detail()->generation = id.generation;
     return NULL;
 }
 
 void dv_tracker_remove(dv_tracker *t, dv_track_entry *e)
 {
-    table_del(t, e);
     if (e->reads != e->reads_inline)
         free(e->reads);
     e->reads = NULL;
+    e->generation = 0;
     e->next_free = t->free_entries;
     t->free_entries = e;
     live_add(t, -1);
@@ -386,17 +329,11 @@ void dv_tracker_remove(dv_tracker *t, dv_track_entry *e)
 
 void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_track_entry *e, void *arg), void *arg)
 {
-    /* Collect first: fn may remove entries, which shifts the table. */
-    size_t n = 0;
-    dv_track_entry **all = malloc((t->count + 1) * sizeof(*all));
-    if (all == NULL)
-        return;
-    for (size_t i = 0; i < t->cap; i++)
-        if (t->table[i] != NULL)
-            all[n++] = t->table[i];
-    for (size_t i = 0; i < n; i++)
-        fn(all[i], arg);
-    free(all);
+    /* Entries never move, and fn may remove only the entry it is given. */
+    for (uint32_t k = 0; k < t->nslabs; k++)
+        for (uint32_t i = 0, n = slab_used(t, k); i < n; i++)
+            if (t->dir[k][i].generation != 0)
+                fn(&t->dir[k][i], arg);
 }
 
 /* ------------------------------------------------------------------------
@@ -405,7 +342,7 @@ void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_track_entry *e, void *arg),
 
 int dv_tracker_prepare(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a)
 {
-    int rc = dv_tracker_wait(t, stream, e->last_write);
+    int rc = dv_tracker_wait(t, stream, dv_track_last_write(e));
     if (rc != DV_OK || a == DV_ACCESS_READ)
         return rc;
     for (uint32_t i = 0; i < e->nreads; i++)
@@ -431,7 +368,8 @@ static void add_read(dv_track_entry *e, dv_stream_pos pos)
              * Readers and writers then wait on it too (more than needed),
              * and it covers the old last write, which its prepare waited
              * for.  Safe, only slower. */
-            e->last_write = pos;
+            e->last_write_stream = pos.stream;
+            e->last_write_epoch = pos.epoch;
             return;
         }
         memcpy(heap, e->reads_inline, sizeof(e->reads_inline));
@@ -447,7 +385,8 @@ void dv_tracker_finish(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv
         add_read(e, pos);
         return;
     }
-    e->last_write = pos;
+    e->last_write_stream = pos.stream;
+    e->last_write_epoch = pos.epoch;
     e->nreads = 0;
 }
 
@@ -458,5 +397,5 @@ void dv_tracker_record(dv_tracker *t, dv_track_entry *e, dv_stream_id stream)
 
 int dv_tracker_fence_uses(dv_tracker *t, dv_track_entry *e)
 {
-    return dv_tracker_prepare(t, e, e->block.alloc_stream, DV_ACCESS_WRITE);
+    return dv_tracker_prepare(t, e, e->alloc_stream, DV_ACCESS_WRITE);
 }

@@ -29,9 +29,14 @@
  * skipped.  Stream order makes that exact: everything enqueued on the
  * waiter later is after the wait.
  *
- * The live table is an open-addressing hash keyed by pointer (linear
- * probing, backward-shift deletion); entries come from a slab free list
- * and never move, so a resource may keep a pointer to its entry.
+ * The live table is a directory of slabs of entries, each entry two cache
+ * lines.  A block's slot (dv_block.slot) names its entry: finding a block
+ * is a bounds check and one access to the first line, which holds
+ * everything allocate, free and a use read; the second holds the reads
+ * past the last write, touched only when there are any.  Entries never
+ * move, so a resource may keep a pointer to its entry; freed ones go on a
+ * LIFO list (the next allocation reuses a line still in cache) and a free
+ * entry's generation is 0, which no block has.
  */
 #ifndef DV_RESOURCES_TRACKER_H
 #define DV_RESOURCES_TRACKER_H
@@ -47,14 +52,30 @@ typedef struct dv_stream_pos {
 #define DV_TRACK_INLINE_READS 4
 
 typedef struct dv_track_entry {
-    dv_block block;   /* the block as handed out (ptr is the key) */
-    void *owner_data; /* the resource's own per-block data */
-    dv_stream_pos last_write;
-    uint32_t nreads; /* one entry per stream at most */
-    dv_stream_pos reads_inline[DV_TRACK_INLINE_READS];
+    /* First line: what allocate, free and every use read. */
+    _Alignas(64) dv_dptr ptr;
+    uint64_t bytes;
+    uint64_t generation; /* 0: free */
+    union {
+        void *owner_data; /* live: the resource's own per-block data */
+        struct dv_track_entry *next_free;
+    };
+    uint64_t last_write_epoch;
     dv_stream_pos *reads; /* reads_inline, or a heap array of DV_MAX_STREAMS */
-    struct dv_track_entry *next_free;
+    dv_stream_id last_write_stream;
+    dv_stream_id alloc_stream;
+    uint32_t nreads; /* one entry per stream at most */
+    uint32_t slot;   /* the block's slot */
+    /* Second line. */
+    dv_stream_pos reads_inline[DV_TRACK_INLINE_READS];
 } dv_track_entry;
+
+_Static_assert(sizeof(dv_track_entry) == 128, "an entry is two cache lines");
+
+static inline dv_stream_pos dv_track_last_write(const dv_track_entry *e)
+{
+    return (dv_stream_pos){e->last_write_stream, e->last_write_epoch};
+}
 
 typedef struct dv_tracker dv_tracker;
 
@@ -87,14 +108,13 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos);
 /*
  * Register a block just allocated on block->alloc_stream (the allocation
  * was enqueued there: it counts as the block's first write, so a use on
- * another stream waits for it).  Returns the entry, or NULL (DV_ENOMEM).
+ * another stream waits for it), and set block->slot.  Returns the entry,
+ * or NULL (DV_ENOMEM).
  */
-dv_track_entry *dv_tracker_insert(dv_tracker *t, const dv_block *block, void *owner_data);
+dv_track_entry *dv_tracker_insert(dv_tracker *t, dv_block *block, void *owner_data);
 /* The live entry for id, or NULL with the detail set (DV_EUSE_AFTER_FREE:
- * nothing live at ptr, or another generation there). */
+ * nothing live in id's slot, or another block there). */
 dv_track_entry *dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op);
-/* The live entry at ptr whatever its generation, or NULL. */
-dv_track_entry *dv_tracker_lookup(dv_tracker *t, dv_dptr ptr);
 
 int dv_tracker_prepare(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a);
 void dv_tracker_finish(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a);

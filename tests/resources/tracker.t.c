@@ -18,8 +18,8 @@ static void test_tracker_direct(test_env *t)
     is_status(dv_tracker_create(&t->env, &tr), DV_OK, "tracker_create");
     dv_track_entry *e = dv_tracker_insert(tr, &b, NULL);
     ok(e != NULL, "insert a block");
-    ok(dv_tracker_find(tr, (dv_block_id){0x1000, 77, 0, 0}, "test") == e, "find by id");
-    ok(dv_tracker_find(tr, (dv_block_id){0x1000, 78, 0, 0}, "test") == NULL &&
+    ok(b.slot != 0 && dv_tracker_find(tr, dv_block_id_of(&b), "test") == e, "find by id");
+    ok(dv_tracker_find(tr, (dv_block_id){0x1000, 78, 0, 0, b.slot}, "test") == NULL &&
            dv_last_error()->status == DV_EUSE_AFTER_FREE && dv_last_error()->generation == 78,
        "another generation at the pointer is EUSE_AFTER_FREE");
 
@@ -53,7 +53,7 @@ static void test_tracker_direct(test_env *t)
     dv_tracker_stats_get(tr, &st);
     is_u64(st.waits - before, 2, "a write on stream 0 waits on both readers");
     dv_tracker_finish(tr, e, 0, DV_ACCESS_WRITE);
-    ok(e->nreads == 0 && e->last_write.stream == 0, "the write clears the reads");
+    ok(e->nreads == 0 && e->last_write_stream == 0, "the write clears the reads");
     /* A read on stream 2 waits on the new write only. */
     before = st.waits;
     dv_tracker_prepare(tr, e, 2, DV_ACCESS_READ);
@@ -77,39 +77,65 @@ static void test_tracker_direct(test_env *t)
     is_status(dv_tracker_reached(tr, pos, &reached), DV_OK, "query it");
     ok(reached, "... and it is reached");
     dv_tracker_remove(tr, e);
-    ok(dv_tracker_lookup(tr, 0x1000) == NULL, "removed");
+    ok(dv_tracker_find(tr, dv_block_id_of(&b), "test") == NULL, "removed");
     dv_tracker_destroy(tr);
 }
 
-/* Many blocks through the live table: insert, find, remove at random. */
+static void count_live(dv_track_entry *e, void *arg)
+{
+    (void)e;
+    (*(int *)arg)++;
+}
+
+/* Many blocks through the live table: insert, find, remove at random; old
+ * ids and forged slots find nothing. */
 static void test_table(test_env *t)
 {
     dv_tracker *tr;
     enum { N = 5000 };
     static dv_track_entry *ent[N];
-    static bool live[N];
+    static dv_block blk[N], gone[N];
+    static bool live[N], freed[N];
     uint64_t rng = 88172645463325252ull;
-    int bad = 0;
+    int bad = 0, nlive = 0, seen = 0;
 
     dv_tracker_create(&t->env, &tr);
     for (int round = 0; round < 20000; round++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         int i = (int)(rng % N);
-        dv_block b = {.ptr = 0x100000 + (uint64_t)i * 256, .generation = (uint64_t)round + 1};
         if (!live[i]) {
-            ent[i] = dv_tracker_insert(tr, &b, NULL);
+            blk[i] = (dv_block){.ptr = 0x100000 + (uint64_t)i * 256,
+                                .generation = (uint64_t)round + 1};
+            ent[i] = dv_tracker_insert(tr, &blk[i], NULL);
             live[i] = ent[i] != NULL;
-            bad += ent[i] == NULL;
+            bad += ent[i] == NULL || blk[i].slot == 0;
         } else {
-            bad += dv_tracker_lookup(tr, b.ptr) != ent[i];
+            bad += dv_tracker_find(tr, dv_block_id_of(&blk[i]), "test") != ent[i];
             dv_tracker_remove(tr, ent[i]);
+            gone[i] = blk[i];
             live[i] = false;
+            freed[i] = true;
         }
     }
-    for (int i = 0; i < N; i++)
-        bad += live[i] ? dv_tracker_lookup(tr, 0x100000 + (uint64_t)i * 256) != ent[i]
-                       : dv_tracker_lookup(tr, 0x100000 + (uint64_t)i * 256) != NULL;
-    is_int(bad, 0, "20000 random inserts and removes: every lookup right");
+    for (int i = 0; i < N; i++) {
+        nlive += live[i];
+        if (live[i])
+            bad += dv_tracker_find(tr, dv_block_id_of(&blk[i]), "test") != ent[i];
+        if (freed[i])
+            bad += dv_tracker_find(tr, dv_block_id_of(&gone[i]), "test") != NULL;
+    }
+    is_int(bad, 0, "20000 random inserts and removes: every live id found, every freed one not");
+    dv_tracker_foreach(tr, count_live, &seen);
+    is_int(seen, nlive, "foreach visits every live entry once");
+
+    /* Forged slots: bounds-checked, never a live entry of another id. */
+    int found = 0;
+    for (int k = 0; k < 100000; k++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        dv_block_id id = {0x100000 + (rng >> 40) % N * 256, rng % 20001, 0, 0, (uint32_t)rng};
+        found += dv_tracker_find(tr, id, "test") != NULL;
+    }
+    is_int(found, 0, "100000 forged ids: none found");
     dv_tracker_destroy(tr);
 }
 
@@ -138,7 +164,7 @@ static void test_async_retired(test_env *t)
 int main(void)
 {
     test_env t;
-    plan(23);
+    plan(25);
     is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment");
     test_tracker_direct(&t);
     test_table(&t);
