@@ -8,7 +8,8 @@
  *           (cuMemAllocAsync/cuMemFreeAsync)
  *   random  RMM's random_allocations workload on the pool: 73 % allocate,
  *           27 % free, sizes uniform in [1, max], N allocations; cost per
- *           operation at N = 1k, 10k, 100k
+ *           operation at N = 1k, 10k, 100k, each size on one pool made
+ *           before timing (as RMM's benchmark does)
  *   actor   a bare two-thread request/reply over the inbox's ring, beside an
  *           allocate round trip through the actor (pool stack); aggregate
  *           allocate+release pairs per second with 1, 8 and 4x-cores client
@@ -259,22 +260,16 @@ static void bench_alloc(dv_res_env *env, double seconds)
 /*
  * RMM's random_allocations: N allocations, each step allocating with
  * probability 0.73 (while fewer than N were made) and otherwise freeing a
- * random live block; sizes uniform in [1, max].
+ * random live block; sizes uniform in [1, max].  Every block is freed by
+ * the end, so the pool can run it again.
  */
-static int bench_random_one(dv_res_env *env, size_t n, uint64_t max_size, double *ns_per_op,
+static int bench_random_one(dv_resource *pool, size_t n, uint64_t max_size, double *ns_per_op,
                             size_t *ops_out)
 {
-    dv_resource *async, *pool;
-    dv_pool_config pcfg;
-    dv_pool_config_init(&pcfg);
-    int rc = dv_async_resource_create(env, &async);
-    if (rc != DV_OK)
-        return rc;
-    if ((rc = dv_pool_resource_create(async, &pcfg, &pool)) != DV_OK) {
-        dv_res_destroy_stack(async);
-        return rc;
-    }
+    int rc = DV_OK;
     dv_block *live = malloc(n * sizeof(*live));
+    if (live == NULL)
+        return dv__fail(DV_ENOMEM, "random_allocations", "out of host memory");
     size_t nlive = 0, made = 0, ops = 0;
     uint64_t rng = 0x9E3779B97F4A7C15ull ^ n;
     uint64_t t0 = now_ns();
@@ -300,8 +295,6 @@ static int bench_random_one(dv_res_env *env, size_t n, uint64_t max_size, double
     for (size_t i = 0; i < nlive; i++)
         dv_res_deallocate(pool, &live[i]);
     free(live);
-    dv_res_env_sync(env);
-    dv_res_destroy_stack(pool);
     *ns_per_op = ops ? (double)dt / (double)ops : 0;
     *ops_out = ops;
     return rc;
@@ -323,34 +316,52 @@ static double median_of(double *v, int n)
 }
 
 /*
- * Each size runs over and over (at least 5 times and 0.3 s, at most
- * RANDOM_RUNS) and the table gives its median, so one noisy run does not
- * set the ratio; one untimed run of each size first, so the machine is
- * warm (clock up, code and allocator paths paged in) before N = 1k, the
- * baseline, is timed.
+ * As RMM's benchmark does, each size gets one pool, made before timing,
+ * and runs on it over and over (at least 5 times and 0.3 s, at most
+ * RANDOM_RUNS): the cost measured is the pool's in use, not its first
+ * growth.  The first run of each size is not timed: it grows the pool to
+ * the size's peak and warms the machine (clock up, code paged in).  The
+ * table gives each size's median, so one noisy run does not set the ratio.
  */
+static int random_pool(dv_res_env *env, dv_resource **pool)
+{
+    dv_resource *async;
+    dv_pool_config pcfg;
+    dv_pool_config_init(&pcfg);
+    int rc = dv_async_resource_create(env, &async);
+    if (rc == DV_OK && (rc = dv_pool_resource_create(async, &pcfg, pool)) != DV_OK)
+        dv_res_destroy_stack(async);
+    return rc;
+}
+
 static void bench_random(dv_res_env *env, uint64_t max_size)
 {
     static const size_t ns[RANDOM_SIZES] = {1000, 10000, 100000};
     static double runs[RANDOM_RUNS];
+    dv_resource *pool = NULL;
     double first = 0, warm;
     size_t ops = 0;
     int rc = DV_OK;
-    for (int i = 0; rc == DV_OK && i < RANDOM_SIZES; i++)
-        rc = bench_random_one(env, ns[i], max_size, &warm, &ops);
     if (csv)
         printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,runs\n");
     else
         printf("\nrandom_allocations on pool(async): 73%% allocate / 27%% free, sizes uniform in "
-               "[1, %llu]; median of repeated runs\n  %12s %12s %10s %12s %8s\n",
+               "[1, %llu];\none pool per size, grown by an untimed first run; median of repeated runs\n  %12s %12s %10s %12s %8s\n",
                (unsigned long long)max_size, "allocations", "ns/op", "ops/run", "vs N=1k",
                "runs");
     for (int i = 0; i < RANDOM_SIZES; i++) {
         int nruns = 0;
+        if ((rc = random_pool(env, &pool)) == DV_OK)
+            rc = bench_random_one(pool, ns[i], max_size, &warm, &ops);
         uint64_t t0 = now_ns();
         while (rc == DV_OK && nruns < RANDOM_RUNS &&
                (nruns < 5 || now_ns() - t0 < 300000000u))
-            rc = bench_random_one(env, ns[i], max_size, &runs[nruns++], &ops);
+            rc = bench_random_one(pool, ns[i], max_size, &runs[nruns++], &ops);
+        if (pool != NULL) {
+            dv_res_env_sync(env);
+            dv_res_destroy_stack(pool);
+            pool = NULL;
+        }
         if (rc != DV_OK) {
             if (csv)
                 printf("random,%zu,%llu,,,%s\n", ns[i], (unsigned long long)max_size,
