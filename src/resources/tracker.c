@@ -29,7 +29,7 @@ struct stream_state {
  * huge page, dv__slab_alloc).  A slot is ((k + 1) << 16) | index, so 0 is
  * no slot and decoding is two shifts and a bounds check.
  */
-#define SLAB_MAX ((uint32_t)(DV_SLAB_HUGE / sizeof(dv_track_entry)))
+#define SLAB_MAX   ((uint32_t)(DV_SLAB_HUGE / sizeof(dv_track_entry)))
 #define SLOT_SHIFT 16
 _Static_assert(SLAB_MAX <= 1u << SLOT_SHIFT, "an index fits below the slab number");
 
@@ -72,6 +72,14 @@ static uint32_t slab_used(const dv_tracker *t, uint32_t k)
     return k + 1 == t->nslabs ? t->used : slab_entries(k);
 }
 
+/* A live entry's reads past the inline ones (destroy drops the entry). */
+static void free_reads(dv_track_entry *e, void *arg)
+{
+    (void)arg;
+    if (e->reads != e->reads_inline)
+        free(e->reads);
+}
+
 void dv_tracker_destroy(dv_tracker *t)
 {
     if (t == NULL)
@@ -80,14 +88,9 @@ void dv_tracker_destroy(dv_tracker *t)
         for (int i = 0; i < RING; i++)
             if (t->st[s].ring[i].ev != NULL)
                 (void)dv_drv_event_destroy(t->st[s].ring[i].ev);
-    for (uint32_t k = 0; k < t->nslabs; k++) {
-        for (uint32_t i = 0, n = slab_used(t, k); i < n; i++) {
-            dv_track_entry *e = &t->dir[k][i];
-            if (e->generation != 0 && e->reads != e->reads_inline)
-                free(e->reads);
-        }
+    dv_tracker_foreach(t, free_reads, NULL);
+    for (uint32_t k = 0; k < t->nslabs; k++)
         dv__slab_free(t->dir[k], slab_entries(k) * sizeof(dv_track_entry));
-    }
     free(t->dir);
     free(t);
 }
