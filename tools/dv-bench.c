@@ -346,16 +346,15 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
         printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,runs\n");
     else
         printf("\nrandom_allocations on pool(async): 73%% allocate / 27%% free, sizes uniform in "
-               "[1, %llu];\none pool per size, grown by an untimed first run; median of repeated runs\n  %12s %12s %10s %12s %8s\n",
-               (unsigned long long)max_size, "allocations", "ns/op", "ops/run", "vs N=1k",
-               "runs");
+               "[1, %llu];\none pool per size, grown by an untimed first run; median of repeated "
+               "runs\n  %12s %12s %10s %12s %8s\n",
+               (unsigned long long)max_size, "allocations", "ns/op", "ops/run", "vs N=1k", "runs");
     for (int i = 0; i < RANDOM_SIZES; i++) {
         int nruns = 0;
         if ((rc = random_pool(env, &pool)) == DV_OK)
             rc = bench_random_one(pool, ns[i], max_size, &warm, &ops);
         uint64_t t0 = now_ns();
-        while (rc == DV_OK && nruns < RANDOM_RUNS &&
-               (nruns < 5 || now_ns() - t0 < 300000000u))
+        while (rc == DV_OK && nruns < RANDOM_RUNS && (nruns < 5 || now_ns() - t0 < 300000000u))
             rc = bench_random_one(pool, ns[i], max_size, &runs[nruns++], &ops);
         if (pool != NULL) {
             dv_res_env_sync(env);

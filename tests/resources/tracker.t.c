@@ -104,8 +104,8 @@ static void test_table(test_env *t)
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         int i = (int)(rng % N);
         if (!live[i]) {
-            blk[i] = (dv_block){.ptr = 0x100000 + (uint64_t)i * 256,
-                                .generation = (uint64_t)round + 1};
+            blk[i] =
+                (dv_block){.ptr = 0x100000 + (uint64_t)i * 256, .generation = (uint64_t)round + 1};
             ent[i] = dv_tracker_insert(tr, &blk[i], NULL);
             live[i] = ent[i] != NULL;
             bad += ent[i] == NULL || blk[i].slot == 0;
