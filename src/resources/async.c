@@ -96,7 +96,7 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
     *out = (dv_block){.ptr = ptr,
                       .bytes = size,
                       .requested = bytes,
-                      .generation = dv__next_generation(),
+                      .generation = dv__next_generation(r->env),
                       .tag = tag,
                       .alloc_stream = stream,
                       .align = DV_BLOCK_ALIGN,

@@ -477,7 +477,7 @@ static int guard_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
     e->user = (dv_block){.ptr = e->up.ptr + g->canary,
                          .bytes = bytes,
                          .requested = bytes,
-                         .generation = dv__next_generation(),
+                         .generation = dv__next_generation(r->env),
                          .tag = tag,
                          .alloc_stream = stream,
                          .align = align_within(e->up.align, g->canary),

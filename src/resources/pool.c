@@ -670,7 +670,7 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     *out = (dv_block){.ptr = r->ptr,
                       .bytes = r->bytes,
                       .requested = bytes,
-                      .generation = dv__next_generation(),
+                      .generation = dv__next_generation(res->env),
                       .tag = tag,
                       .alloc_stream = s,
                       .align = DV_BLOCK_ALIGN,

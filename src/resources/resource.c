@@ -12,10 +12,10 @@
 
 static atomic_uint_fast64_t generation_counter = 1;
 
-uint64_t dv__next_generation(void)
+uint64_t dv__generation_batch(void)
 {
     /* Relaxed: uniqueness is all that is needed, not ordering. */
-    return atomic_fetch_add_explicit(&generation_counter, 1, memory_order_relaxed);
+    return atomic_fetch_add_explicit(&generation_counter, DV_GEN_BATCH, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------

@@ -108,9 +108,6 @@ static inline dv_block_id dv_block_id_of(const dv_block *b)
     return (dv_block_id){b->ptr, b->generation, b->alloc_stream, b->device, b->slot};
 }
 
-/* Next block generation: process-wide, starts at 1, never reused. */
-uint64_t dv__next_generation(void);
-
 /*
  * Host memory for a resource's bookkeeping slabs, 64-byte aligned.  From
  * DV_SLAB_HUGE bytes up it is mapped 2 MiB-aligned and advised for
@@ -140,7 +137,28 @@ typedef struct dv_res_env {
     dv_drv_stream *streams[DV_MAX_STREAMS];
     uint32_t nstreams;
     pthread_t owner;
+    uint64_t gen_next, gen_end; /* block generations not handed out yet */
 } dv_res_env;
+
+/*
+ * Block generations: unique in the process (never reused, never 0), and
+ * increasing within an environment, so within every resource stack.  An
+ * environment takes them from the process-wide counter DV_GEN_BATCH at a
+ * time: an allocation then makes no locked read-modify-write, which on x86
+ * waits for every load and store before it and would keep the cache
+ * misses of consecutive operations from overlapping.  Owner thread only.
+ */
+#define DV_GEN_BATCH 4096u
+uint64_t dv__generation_batch(void);
+
+static inline uint64_t dv__next_generation(dv_res_env *env)
+{
+    if (env->gen_next == env->gen_end) {
+        env->gen_next = dv__generation_batch();
+        env->gen_end = env->gen_next + DV_GEN_BATCH;
+    }
+    return env->gen_next++;
+}
 
 /* Retain the device's context and create nstreams streams; the calling
  * thread owns the environment. */

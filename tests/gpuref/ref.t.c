@@ -59,7 +59,7 @@ static dv_block make_block(uint64_t ptr, uint64_t bytes, dv_stream_id stream, ui
     return (dv_block){.ptr = ptr,
                       .bytes = bytes,
                       .requested = bytes - 3,
-                      .generation = dv__next_generation(),
+                      .generation = dv__generation_batch(), /* unique: a batch of its own */
                       .tag = {"ref.t", query_id},
                       .alloc_stream = stream,
                       .align = DV_BLOCK_ALIGN,

@@ -81,6 +81,34 @@ static void test_tracker_direct(test_env *t)
     dv_tracker_destroy(tr);
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Two environments drawing generations in turn, across several batches:
+ * every one is distinct, none is 0, and each environment's increase. */
+static void test_generations(void)
+{
+    enum { N = 3 * DV_GEN_BATCH + 17 };
+    static uint64_t g[2 * N];
+    dv_res_env a = {0}, b = {0};
+    int increasing = 1, distinct = 1;
+
+    for (int i = 0; i < N; i++) {
+        g[2 * i] = dv__next_generation(&a);
+        g[2 * i + 1] = dv__next_generation(&b);
+        if (i > 0)
+            increasing &= g[2 * i] > g[2 * i - 2] && g[2 * i + 1] > g[2 * i - 1];
+    }
+    qsort(g, 2 * N, sizeof(g[0]), cmp_u64);
+    for (int i = 1; i < 2 * N; i++)
+        distinct &= g[i] != g[i - 1];
+    ok(increasing && distinct && g[0] != 0,
+       "%d generations from two environments: distinct, never 0, increasing in each", 2 * N);
+}
+
 static void count_live(dv_track_entry *e, void *arg)
 {
     (void)e;
@@ -164,10 +192,11 @@ static void test_async_retired(test_env *t)
 int main(void)
 {
     test_env t;
-    plan(25);
+    plan(26);
     is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment");
     test_tracker_direct(&t);
     test_table(&t);
+    test_generations();
     test_async_retired(&t);
     test_env_close(&t);
     return tap_done();
