@@ -102,28 +102,33 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
                       .align = DV_BLOCK_ALIGN,
                       .device = r->device,
                       .state = DV_BLOCK_LIVE};
-    if (dv_tracker_insert(a->t, out, NULL) == NULL) {
+    dv_tracked b = dv_tracker_insert(a->t, out, 0);
+    if (!dv_tracked_ok(b)) {
         (void)dv_drv_mem_free_async(r->env->streams[stream], ptr);
         out->state = DV_BLOCK_FREED;
         return DV_ENOMEM;
     }
+    /* Where the free finds them (the driver call dwarfs the entry's miss). */
+    dv_track_entry *e = dv_tracker_entry(a->t, b);
+    e->ptr = ptr;
+    e->bytes = size;
     atomic_fetch_add_explicit(&a->live_bytes, size, memory_order_relaxed);
     return DV_OK;
 }
 
 /* Fence, queue the free, account it as retired. */
-static int retire(async_res *a, dv_track_entry *e)
+static int retire(async_res *a, dv_tracked b)
 {
-    dv_stream_id s = e->alloc_stream;
-    uint64_t size = e->bytes;
+    dv_stream_id s = dv_track_alloc_stream(b.hot);
+    uint64_t size = b.e->bytes;
     int rc;
 
-    if ((rc = dv_tracker_fence_uses(a->t, e)) != DV_OK)
+    if ((rc = dv_tracker_fence_uses(a->t, b)) != DV_OK)
         return rc;
-    if ((rc = dv_drv_mem_free_async(a->base.env->streams[s], e->ptr)) != DV_OK)
+    if ((rc = dv_drv_mem_free_async(a->base.env->streams[s], b.e->ptr)) != DV_OK)
         return rc;
     struct retired item = {{s, dv_tracker_mark(a->t, s)}, size};
-    dv_tracker_remove(a->t, e);
+    dv_tracker_remove(a->t, b);
     atomic_fetch_sub_explicit(&a->live_bytes, size, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->retired_bytes, size, memory_order_relaxed);
     if (fifo_push(a, item) != 0) {
@@ -136,10 +141,10 @@ static int retire(async_res *a, dv_track_entry *e)
 
 static int async_deallocate(dv_resource *r, dv_block *block)
 {
-    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, dv_block_id_of(block), "deallocate");
-    if (e == NULL)
+    dv_tracked b = dv_tracker_find(ASYNC(r)->t, dv_block_id_of(block), "deallocate");
+    if (!dv_tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    int rc = retire(ASYNC(r), e);
+    int rc = retire(ASYNC(r), b);
     if (rc == DV_OK)
         block->state = DV_BLOCK_RETIRED;
     return rc;
@@ -165,31 +170,31 @@ static bool async_supports_tracking(const dv_resource *r)
 
 static int async_prepare(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
 {
-    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, id, "prepare_block_use");
-    return e == NULL ? DV_EUSE_AFTER_FREE : dv_tracker_prepare(ASYNC(r)->t, e, s, a);
+    dv_tracked b = dv_tracker_find(ASYNC(r)->t, id, "prepare_block_use");
+    return dv_tracked_ok(b) ? dv_tracker_prepare(ASYNC(r)->t, b, s, a) : DV_EUSE_AFTER_FREE;
 }
 
 static int async_finish(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
 {
-    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, id, "finish_block_use");
-    if (e == NULL)
+    dv_tracked b = dv_tracker_find(ASYNC(r)->t, id, "finish_block_use");
+    if (!dv_tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_finish(ASYNC(r)->t, e, s, a);
+    dv_tracker_finish(ASYNC(r)->t, b, s, a);
     return DV_OK;
 }
 
 static int async_record(dv_resource *r, dv_block_id id, dv_stream_id s)
 {
-    dv_track_entry *e = dv_tracker_find(ASYNC(r)->t, id, "record_block_use");
-    if (e == NULL)
+    dv_tracked b = dv_tracker_find(ASYNC(r)->t, id, "record_block_use");
+    if (!dv_tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_record(ASYNC(r)->t, e, s);
+    dv_tracker_record(ASYNC(r)->t, b, s);
     return DV_OK;
 }
 
-static void retire_live(dv_track_entry *e, void *arg)
+static void retire_live(dv_tracked b, void *arg)
 {
-    (void)retire(arg, e);
+    (void)retire(arg, b);
 }
 
 static void async_destroy(dv_resource *r)

@@ -40,25 +40,29 @@ static int direct_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, 
                       .align = DV_BLOCK_ALIGN,
                       .device = r->device,
                       .state = DV_BLOCK_LIVE};
-    if (dv_tracker_insert(DIRECT(r)->live, out, NULL) == NULL) {
+    dv_tracked b = dv_tracker_insert(DIRECT(r)->live, out, 0);
+    if (!dv_tracked_ok(b)) {
         (void)dv_drv_mem_free(r->env->ctx, ptr);
         out->state = DV_BLOCK_FREED;
         return dv__fail(DV_ENOMEM, "allocate", "out of host memory");
     }
+    dv_track_entry *e = dv_tracker_entry(DIRECT(r)->live, b);
+    e->ptr = ptr;
+    e->bytes = size;
     atomic_fetch_add_explicit(&DIRECT(r)->bytes, size, memory_order_relaxed);
     return DV_OK;
 }
 
 static int direct_deallocate(dv_resource *r, dv_block *block)
 {
-    dv_track_entry *e = dv_tracker_find(DIRECT(r)->live, dv_block_id_of(block), "deallocate");
-    if (e == NULL)
+    dv_tracked b = dv_tracker_find(DIRECT(r)->live, dv_block_id_of(block), "deallocate");
+    if (!dv_tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    int rc = dv_drv_mem_free(r->env->ctx, block->ptr);
+    int rc = dv_drv_mem_free(r->env->ctx, b.e->ptr);
     if (rc != DV_OK)
         return rc;
-    atomic_fetch_sub_explicit(&DIRECT(r)->bytes, e->bytes, memory_order_relaxed);
-    dv_tracker_remove(DIRECT(r)->live, e);
+    atomic_fetch_sub_explicit(&DIRECT(r)->bytes, b.e->bytes, memory_order_relaxed);
+    dv_tracker_remove(DIRECT(r)->live, b);
     block->state = DV_BLOCK_FREED;
     return DV_OK;
 }
@@ -98,11 +102,11 @@ static int direct_record(dv_resource *r, dv_block_id id, dv_stream_id s)
     return dv__res_no_tracking(r, "record_block_use");
 }
 
-static void free_live(dv_track_entry *e, void *arg)
+static void free_live(dv_tracked b, void *arg)
 {
     direct_res *d = arg;
-    (void)dv_drv_mem_free(d->base.env->ctx, e->ptr);
-    dv_tracker_remove(d->live, e);
+    (void)dv_drv_mem_free(d->base.env->ctx, b.e->ptr);
+    dv_tracker_remove(d->live, b);
 }
 
 static void direct_destroy(dv_resource *r)

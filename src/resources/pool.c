@@ -15,19 +15,23 @@
  * the upstream's.
  *
  * Ranges.  A chunk is cut into ranges, host structs (never headers in
- * device memory) from a slab free list, linked in address order within
- * their chunk.  A range is LIVE (handed out), FREE (in a stream's bins) or
- * STACKED (on a stream's small-class stack).  A range is one cache line;
- * the chunk keeps no counters, so the hot paths never touch it.  Once the
- * slabs are warm the alloc and free paths call no malloc.
+ * device memory) linked in address order within their chunk.  A range is
+ * USED (handed out, or on a small-class stack) or FREE (in a stream's
+ * bins).  A range is one cache line, in slabs indexed by a directory, so a
+ * 26-bit index names it; the chunk keeps no counters, so the hot paths
+ * never touch it.  Once the slabs are warm the alloc and free paths call
+ * no malloc.
  *
  * Small classes.  Requests up to 1 MiB are rounded to an exact class
  * (256-byte steps to 1 KiB, then four classes per power of two: 44
  * classes, all multiples of 256).  A freed small block goes on a LIFO stack
  * for its class and stream and is not coalesced: the next request of that
- * class on that stream pops it.  A stack that is empty carves a new block
- * from the large free space.  Stacks flow back into the bins (and
- * coalesce) on trim, and before the pool would grow.
+ * class on that stream pops it.  A stack is an array of (address, position
+ * of the free, range index), so neither the free nor the allocation that
+ * pops it reads the block's range: with a hundred thousand blocks live,
+ * that line would be a cache miss on each.  A stack that is empty carves a
+ * new block from the large free space.  Stacks flow back into the bins
+ * (and coalesce) on trim, and before the pool would grow.
  *
  * Bins.  Free space is kept per stream in a segregated fit in the manner
  * of TLSF: sizes in 256-byte granules map to a first level (the power of
@@ -59,11 +63,14 @@
  * ranges (frees may have been on other streams), then returns it to the
  * upstream, which frees it in that stream's order.
  *
- * Tracking.  The pool owns a tracker: allocate inserts the block (owner
- * data: its range), deallocate finds it (stale: DV_EUSE_AFTER_FREE), fences
- * its uses onto the alloc stream, stamps the free, and removes it.  There
- * is nothing retired beyond what the stamp covers, so a freed block reads
- * FREED at once.
+ * Tracking.  The pool owns a tracker: allocate inserts the block, with its
+ * range index and size class as the resource's word in the tracker's hot
+ * record; deallocate finds it there (stale: DV_EUSE_AFTER_FREE; the
+ * block's address is checked exactly by the tracker's key), fences its
+ * uses onto the alloc stream, stamps the free, and removes it.  A small
+ * block's free thus reads the caller's block and one 16-byte hot record,
+ * and nothing else.  There is nothing retired beyond what the stamp
+ * covers, so a freed block reads FREED at once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -83,28 +90,42 @@
 #define FL_COUNT 38
 
 #define CHUNK_GRANULE (2 * MIB)
-#define SLAB_RANGES   1024
+
+/* Range slabs: slab k holds RANGES_FIRST << k ranges, up to a huge page. */
+#define RANGES_FIRST      1024u
+#define RANGE_INDEX_SHIFT 15 /* position within a slab */
+#define RANGES_MAX        (1u << RANGE_INDEX_SHIFT)
+#define RANGE_SLABS_MAX   (1u << (OWNER_CLASS_SHIFT - RANGE_INDEX_SHIFT))
+/* The word a live block leaves in the tracker: its range's index, and its
+ * size class (OWNER_LARGE above the classes) in the top bits. */
+#define OWNER_CLASS_SHIFT 26
+#define OWNER_INDEX_MASK  ((1u << OWNER_CLASS_SHIFT) - 1)
+#define OWNER_LARGE       63u
+_Static_assert(RANGES_MAX * 64 == DV_SLAB_HUGE, "a full range slab is a huge page");
+_Static_assert(SMALL_CLASSES < OWNER_LARGE, "classes fit the owner word");
 
 _Static_assert(DV_BLOCK_ALIGN == 1u << GRANULE_SHIFT, "granules are blocks' alignment");
 _Static_assert(DV_MAX_STREAMS <= 64, "stream sets are 64-bit masks");
 
 enum range_state {
-    RANGE_LIVE = 1,
-    RANGE_FREE,
-    RANGE_STACKED,
+    RANGE_USED = 1, /* live, or on a small-class stack */
+    RANGE_FREE,     /* in a stream's bins */
 };
 
 /*
- * One cache line: at a hundred thousand live blocks every range touched is
- * a miss, so a free writes its range without reading it where it can.
+ * One cache line.  A small block's free and its next allocation from the
+ * stack touch neither the range nor anything else of the block's but its
+ * tracker record: at a hundred thousand live blocks nearly every range is
+ * a cache miss.
  */
 typedef struct pool_range {
     _Alignas(64) dv_dptr ptr;
     uint64_t bytes;
     struct pool_range *phys_prev, *phys_next; /* address order, within the chunk */
-    struct pool_range *free_prev, *free_next; /* bin list, or stack (next only) */
-    uint64_t freed_epoch;                     /* FREE, STACKED: position of the free on owner */
-    dv_stream_id owner; /* the stream whose lists hold it, or that holds it live */
+    struct pool_range *free_prev, *free_next; /* bin list; spare list */
+    uint64_t freed_epoch;                     /* FREE: position of the free on owner */
+    uint32_t index;                           /* in the range directory */
+    uint8_t owner;                            /* FREE: the stream whose bins hold it */
     uint8_t state;
 } pool_range;
 
@@ -117,20 +138,26 @@ typedef struct pool_chunk {
     pool_range *first;
 } pool_chunk;
 
-/* The first slab holds SLAB_RANGES ranges, each later one twice the last,
- * up to a huge page (dv__slab_alloc). */
-typedef struct pool_slab {
-    struct pool_slab *next;
-    size_t bytes;
-    pool_range ranges[];
-} pool_slab;
+/* A small block on a stack: its address, the position of its free on the
+ * stack's stream, and its range (read only when the stacks are flushed). */
+typedef struct pool_stacked {
+    dv_dptr ptr;
+    uint64_t freed_epoch;
+    uint32_t index;
+} pool_stacked;
+
+/* A LIFO of small blocks of one class, freed on one stream. */
+typedef struct pool_stack {
+    pool_stacked *items;
+    uint32_t n, cap;
+} pool_stack;
 
 /* One stream's free space. */
 typedef struct pool_lists {
     uint64_t fl_map;
     uint32_t sl_map[FL_COUNT];
     pool_range *bins[FL_COUNT][SL_COUNT];
-    pool_range *stacks[SMALL_CLASSES];
+    pool_stack stacks[SMALL_CLASSES];
 } pool_lists;
 
 typedef struct pool_res {
@@ -149,7 +176,8 @@ typedef struct pool_res {
     uint64_t stacked_bytes; /* on small-class stacks, all streams */
     pool_range *spare;
     uint32_t nspare;
-    pool_slab *slabs;
+    pool_range **range_dir; /* range slabs: RANGES_FIRST << k ranges each */
+    uint32_t nrange_slabs;
     atomic_uint_fast64_t outstanding; /* read from any thread */
 } pool_res;
 
@@ -196,25 +224,55 @@ static uint64_t class_bytes(unsigned c)
  * Range nodes
  * ------------------------------------------------------------------------ */
 
+static uint32_t range_slab_count(uint32_t k)
+{
+    return k < RANGE_INDEX_SHIFT && (RANGES_FIRST << k) < RANGES_MAX ? RANGES_FIRST << k
+                                                                     : RANGES_MAX;
+}
+
+static pool_range *range_at(const pool_res *p, uint32_t index)
+{
+    return &p->range_dir[index >> RANGE_INDEX_SHIFT][index & (RANGES_MAX - 1)];
+}
+
 static int spare_reserve(pool_res *p, uint32_t n)
 {
     while (p->nspare < n) {
-        size_t bytes = p->slabs == NULL ? sizeof(pool_slab) + SLAB_RANGES * sizeof(pool_range)
-                                        : dv__slab_next(p->slabs->bytes);
-        pool_slab *s = dv__slab_alloc(bytes);
-        if (s == NULL)
-            return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for pool ranges");
-        s->bytes = bytes;
-        s->next = p->slabs;
-        p->slabs = s;
-        size_t count = (bytes - sizeof(*s)) / sizeof(pool_range);
-        for (size_t i = count; i-- > 0;) {
-            s->ranges[i].free_next = p->spare;
-            p->spare = &s->ranges[i];
+        uint32_t k = p->nrange_slabs;
+        if (k == RANGE_SLABS_MAX)
+            return dv__fail(DV_ENOMEM, "allocate",
+                            "allocate: the pool holds %u ranges, the most it can index",
+                            k * RANGES_MAX);
+        if ((k & (k - 1)) == 0) { /* 0, 1, 2, 4, ...: the directory grows */
+            pool_range **dir = realloc(p->range_dir, (k ? 2 * k : 1) * sizeof(*dir));
+            if (dir == NULL)
+                return dv__fail(DV_ENOMEM, "allocate",
+                                "allocate: out of host memory for pool ranges");
+            p->range_dir = dir;
         }
-        p->nspare += (uint32_t)count;
+        uint32_t count = range_slab_count(k);
+        pool_range *slab = dv__slab_alloc(count * sizeof(pool_range));
+        if (slab == NULL)
+            return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for pool ranges");
+        p->range_dir[k] = slab;
+        p->nrange_slabs++;
+        for (uint32_t i = count; i-- > 0;) {
+            slab[i].index = (k << RANGE_INDEX_SHIFT) | i;
+            slab[i].free_next = p->spare;
+            p->spare = &slab[i];
+        }
+        p->nspare += count;
     }
     return DV_OK;
+}
+
+static void range_slabs_free(pool_res *p)
+{
+    for (uint32_t k = 0; k < p->nrange_slabs; k++)
+        dv__slab_free(p->range_dir[k], range_slab_count(k) * sizeof(pool_range));
+    free(p->range_dir);
+    p->range_dir = NULL;
+    p->nrange_slabs = 0;
 }
 
 /* Callers reserved first: never NULL. */
@@ -261,7 +319,7 @@ static void bin_insert(pool_res *p, dv_stream_id s, pool_range *r)
     unsigned fl, sl;
     bin_of(r->bytes >> GRANULE_SHIFT, &fl, &sl);
     r->state = RANGE_FREE;
-    r->owner = s;
+    r->owner = (uint8_t)s;
     r->free_prev = NULL;
     r->free_next = l->bins[fl][sl];
     if (r->free_next != NULL)
@@ -362,28 +420,41 @@ static void bins_release(pool_res *p, pool_range *r)
  * Stacks
  * ------------------------------------------------------------------------ */
 
-/* Stores only: r (owned by s, of class c) is likely cold, and a store
- * miss does not stall the way a load does. */
-static void stack_push(pool_res *p, pool_range *r, dv_stream_id s, unsigned c, uint64_t epoch)
+/*
+ * A block of class c, freed on stream s at epoch, goes on the stack.  Its
+ * range is not touched.  Where the stack cannot grow, the block goes to
+ * the bins instead (coalescing).
+ */
+static void stack_push(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
 {
-    pool_lists *l = &p->lists[s];
-    r->state = RANGE_STACKED;
-    r->freed_epoch = epoch;
-    r->free_next = l->stacks[c];
-    l->stacks[c] = r;
+    pool_stack *st = &p->lists[s].stacks[c];
+    if (st->n == st->cap) {
+        uint32_t cap = st->cap ? 2 * st->cap : 64;
+        pool_stacked *items = realloc(st->items, cap * sizeof(*items));
+        if (items == NULL) {
+            pool_range *r = range_at(p, b.index);
+            r->freed_epoch = b.freed_epoch;
+            r->owner = (uint8_t)s;
+            bins_release(p, r);
+            return;
+        }
+        st->items = items;
+        st->cap = cap;
+    }
+    st->items[st->n++] = b;
     p->streams_with_class[c] |= UINT64_C(1) << s;
     p->stacked_bytes += class_bytes(c);
 }
 
-static pool_range *stack_pop(pool_res *p, dv_stream_id s, unsigned c)
+/* The top of a non-empty stack. */
+static pool_stacked stack_pop(pool_res *p, dv_stream_id s, unsigned c)
 {
-    pool_lists *l = &p->lists[s];
-    pool_range *r = l->stacks[c];
-    l->stacks[c] = r->free_next;
-    if (l->stacks[c] == NULL)
+    pool_stack *st = &p->lists[s].stacks[c];
+    pool_stacked top = st->items[--st->n];
+    if (st->n == 0)
         p->streams_with_class[c] &= ~(UINT64_C(1) << s);
-    p->stacked_bytes -= r->bytes;
-    return r;
+    p->stacked_bytes -= class_bytes(c);
+    return top;
 }
 
 /* Every stacked block back into the bins, coalescing. */
@@ -392,10 +463,20 @@ static void flush_stacks(pool_res *p)
     for (unsigned c = 0; c < SMALL_CLASSES; c++) {
         while (p->streams_with_class[c] != 0) {
             dv_stream_id s = (dv_stream_id)__builtin_ctzll(p->streams_with_class[c]);
-            pool_range *r = stack_pop(p, s, c);
+            pool_stacked top = stack_pop(p, s, c);
+            pool_range *r = range_at(p, top.index);
+            r->freed_epoch = top.freed_epoch;
+            r->owner = (uint8_t)s;
             bins_release(p, r);
         }
     }
+}
+
+static void stacks_free(pool_res *p)
+{
+    for (uint32_t s = 0; s < p->nstreams; s++)
+        for (unsigned c = 0; c < SMALL_CLASSES; c++)
+            free(p->lists[s].stacks[c].items);
 }
 
 /* ------------------------------------------------------------------------
@@ -404,26 +485,34 @@ static void flush_stacks(pool_res *p)
 
 /*
  * A block of need bytes (class c, or NO_CLASS) for stream s from the free
- * space, or *out = NULL when there is none.  Fails only when a cross-stream
- * wait does, and then changes nothing.
+ * space: its address and range index in *out, and true; false when there
+ * is none.  Fails only when a cross-stream wait does, and then changes
+ * nothing.
  */
-static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_range **out)
+static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_stacked *out,
+                bool *found)
 {
     pool_lists *own = &p->lists[s];
-    pool_range *r = NULL;
+    pool_range *r;
     dv_stream_id from = s;
-    bool stacked = false;
 
-    *out = NULL;
-    if (c != NO_CLASS && own->stacks[c] != NULL) {
-        r = own->stacks[c];
-        stacked = true;
-    } else if ((r = bins_find(own, need)) == NULL) {
+    *found = true;
+    if (c != NO_CLASS && own->stacks[c].n != 0) {
+        *out = stack_pop(p, s, c);
+        return DV_OK;
+    }
+    if ((r = bins_find(own, need)) == NULL) {
         uint64_t others;
         if (c != NO_CLASS && (others = p->streams_with_class[c] & ~(UINT64_C(1) << s)) != 0) {
+            /* Reuse on another stream only behind the free. */
             from = (dv_stream_id)__builtin_ctzll(others);
-            r = p->lists[from].stacks[c];
-            stacked = true;
+            pool_stack *st = &p->lists[from].stacks[c];
+            dv_stream_pos freed = {from, st->items[st->n - 1].freed_epoch};
+            int rc = dv_tracker_wait(p->t, s, freed);
+            if (rc != DV_OK)
+                return rc;
+            *out = stack_pop(p, from, c);
+            return DV_OK;
         }
         others = p->streams_with_free & ~(UINT64_C(1) << s);
         while (r == NULL && others != 0) {
@@ -431,48 +520,46 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_ran
             others &= others - 1;
             r = bins_find(&p->lists[from], need);
         }
-        if (r == NULL)
+        if (r == NULL) {
+            *found = false;
             return DV_OK;
-        /* Reuse on another stream only behind the free. */
+        }
+        /* Likewise behind the free. */
         int rc = dv_tracker_wait(p->t, s, freed_pos(r));
         if (rc != DV_OK)
             return rc;
     }
 
-    if (stacked) {
-        (void)stack_pop(p, from, c);
-    } else {
-        bin_remove(p, r);
-        if (r->bytes > need) {
-            pool_range *rest = spare_take(p);
-            rest->ptr = r->ptr + need;
-            rest->bytes = r->bytes - need;
-            rest->freed_epoch = r->freed_epoch;
-            rest->phys_prev = r;
-            rest->phys_next = r->phys_next;
-            if (r->phys_next != NULL)
-                r->phys_next->phys_prev = rest;
-            r->phys_next = rest;
-            r->bytes = need;
-            bin_insert(p, from, rest);
-        }
+    bin_remove(p, r);
+    if (r->bytes > need) {
+        pool_range *rest = spare_take(p);
+        rest->ptr = r->ptr + need;
+        rest->bytes = r->bytes - need;
+        rest->freed_epoch = r->freed_epoch;
+        rest->phys_prev = r;
+        rest->phys_next = r->phys_next;
+        if (r->phys_next != NULL)
+            r->phys_next->phys_prev = rest;
+        r->phys_next = rest;
+        r->bytes = need;
+        bin_insert(p, from, rest);
     }
-    r->state = RANGE_LIVE;
-    r->owner = s;
-    *out = r;
+    r->state = RANGE_USED;
+    *out = (pool_stacked){.ptr = r->ptr, .index = r->index};
     return DV_OK;
 }
 
-/* A live range of bytes held by stream s goes back to s's lists, stamped
- * with the free's epoch there.  The caller knows the size and stream from
- * the tracker's entry, which is warm, so a small block is not read. */
-static void release(pool_res *p, pool_range *r, dv_stream_id s, uint64_t bytes, uint64_t epoch)
+/* A block of class c (or OWNER_LARGE) used on stream s goes back to s's
+ * lists, stamped with the free's epoch there. */
+static void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
 {
-    if (bytes <= SMALL_MAX) {
-        stack_push(p, r, s, small_class(bytes), epoch);
+    if (c != OWNER_LARGE) {
+        stack_push(p, b, s, c);
         return;
     }
-    r->freed_epoch = epoch;
+    pool_range *r = range_at(p, b.index);
+    r->freed_epoch = b.freed_epoch;
+    r->owner = (uint8_t)s;
     bins_release(p, r);
 }
 
@@ -499,12 +586,14 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
     }
     ch->bytes = size;
     pool_range *r = spare_take(p);
+    uint32_t index = r->index; /* a range keeps its place in the directory */
     *r = (pool_range){
         .ptr = ch->block.ptr,
         .bytes = size,
         /* After the upstream's allocation: another stream taking from this
          * space waits for it. */
         .freed_epoch = dv_tracker_mark(p->t, s),
+        .index = index,
     };
     ch->first = r;
     ch->next = p->chunks;
@@ -644,45 +733,48 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     pool_res *p = (pool_res *)res;
     unsigned c = bytes <= SMALL_MAX ? small_class(bytes) : NO_CLASS;
     uint64_t need = c != NO_CLASS ? class_bytes(c) : round_up(bytes, DV_BLOCK_ALIGN);
-    pool_range *r;
+    pool_stacked b;
+    bool found;
     int rc;
 
     /* A split needs one node, a new chunk one more. */
     if (p->nspare < 2 && (rc = spare_reserve(p, 2)) != DV_OK)
         return rc;
-    if ((rc = take(p, need, c, s, &r)) != DV_OK)
+    if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
         return rc;
-    if (r == NULL && p->stacked_bytes != 0) {
+    if (!found && p->stacked_bytes != 0) {
         /* Stacked blocks of other classes may coalesce into room. */
         flush_stacks(p);
-        if ((rc = take(p, need, c, s, &r)) != DV_OK)
+        if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
             return rc;
     }
-    if (r == NULL) {
+    if (!found) {
         if ((rc = grow(p, need, s)) != DV_OK)
             return rc;
-        if ((rc = take(p, need, c, s, &r)) != DV_OK)
+        if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
             return rc;
-        if (r == NULL) /* the new chunk is in s's bins: cannot happen */
+        if (!found) /* the new chunk is in s's bins: cannot happen */
             return dv__fail(DV_EINVAL, "allocate", "allocate: pool lost its new chunk");
     }
 
-    *out = (dv_block){.ptr = r->ptr,
-                      .bytes = r->bytes,
+    unsigned owner_class = c != NO_CLASS ? c : OWNER_LARGE;
+    *out = (dv_block){.ptr = b.ptr,
+                      .bytes = need,
                       .requested = bytes,
                       .generation = dv__next_generation(res->env),
                       .tag = tag,
-                      .alloc_stream = s,
+                      .alloc_stream = (uint16_t)s,
                       .align = DV_BLOCK_ALIGN,
                       .device = res->device,
                       .state = DV_BLOCK_LIVE};
-    if (dv_tracker_insert(p->t, out, r) == NULL) {
+    if (!dv_tracked_ok(dv_tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
         /* Back to s: the stamp covers any wait take queued on s. */
-        release(p, r, s, r->bytes, dv_tracker_mark(p->t, s));
+        b.freed_epoch = dv_tracker_mark(p->t, s);
+        release(p, b, s, owner_class);
         out->state = DV_BLOCK_FREED;
         return DV_ENOMEM;
     }
-    p->live_bytes += r->bytes;
+    p->live_bytes += need;
     atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);
     return DV_OK;
 }
@@ -690,16 +782,22 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
 static int pool_deallocate(dv_resource *res, dv_block *block)
 {
     pool_res *p = (pool_res *)res;
-    dv_track_entry *e = dv_tracker_find(p->t, dv_block_id_of(block), "deallocate");
-    if (e == NULL)
+    dv_tracked t = dv_tracker_find(p->t, dv_block_id_of(block), "deallocate");
+    if (!dv_tracked_ok(t))
         return DV_EUSE_AFTER_FREE;
-    int rc = dv_tracker_fence_uses(p->t, e);
+    int rc = dv_tracker_fence_uses(p->t, t);
     if (rc != DV_OK)
         return rc;
-    dv_stream_id s = e->alloc_stream;
-    uint64_t bytes = e->bytes;
-    release(p, e->owner_data, s, bytes, dv_tracker_mark(p->t, s));
-    dv_tracker_remove(p->t, e);
+    /* The hot record and the block (its pointer checked by find) say it
+     * all; a small block's range is not read. */
+    dv_stream_id s = dv_track_alloc_stream(t.hot);
+    unsigned c = t.hot->owner >> OWNER_CLASS_SHIFT;
+    pool_stacked b = {.ptr = block->ptr,
+                      .freed_epoch = dv_tracker_mark(p->t, s),
+                      .index = t.hot->owner & OWNER_INDEX_MASK};
+    uint64_t bytes = c != OWNER_LARGE ? class_bytes(c) : range_at(p, b.index)->bytes;
+    release(p, b, s, c);
+    dv_tracker_remove(p->t, t);
     p->live_bytes -= bytes;
     /* Only this thread writes it: a store, not a locked add. */
     atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);
@@ -728,37 +826,38 @@ static bool pool_supports_tracking(const dv_resource *res)
 static int pool_prepare(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
 {
     pool_res *p = (pool_res *)res;
-    dv_track_entry *e = dv_tracker_find(p->t, id, "prepare_block_use");
-    return e == NULL ? DV_EUSE_AFTER_FREE : dv_tracker_prepare(p->t, e, s, a);
+    dv_tracked b = dv_tracker_find(p->t, id, "prepare_block_use");
+    return dv_tracked_ok(b) ? dv_tracker_prepare(p->t, b, s, a) : DV_EUSE_AFTER_FREE;
 }
 
 static int pool_finish(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
 {
     pool_res *p = (pool_res *)res;
-    dv_track_entry *e = dv_tracker_find(p->t, id, "finish_block_use");
-    if (e == NULL)
+    dv_tracked b = dv_tracker_find(p->t, id, "finish_block_use");
+    if (!dv_tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_finish(p->t, e, s, a);
+    dv_tracker_finish(p->t, b, s, a);
     return DV_OK;
 }
 
 static int pool_record(dv_resource *res, dv_block_id id, dv_stream_id s)
 {
     pool_res *p = (pool_res *)res;
-    dv_track_entry *e = dv_tracker_find(p->t, id, "record_block_use");
-    if (e == NULL)
+    dv_tracked b = dv_tracker_find(p->t, id, "record_block_use");
+    if (!dv_tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_record(p->t, e, s);
+    dv_tracker_record(p->t, b, s);
     return DV_OK;
 }
 
 /* A block the caller never freed: its uses are fenced and it is stamped as
  * if freed, so its chunk goes upstream behind them. */
-static void stamp_leaked(dv_track_entry *e, void *arg)
+static void stamp_leaked(dv_tracked b, void *arg)
 {
     pool_res *p = arg;
-    pool_range *r = e->owner_data;
-    (void)dv_tracker_fence_uses(p->t, e);
+    pool_range *r = range_at(p, b.hot->owner & OWNER_INDEX_MASK);
+    (void)dv_tracker_fence_uses(p->t, b);
+    r->owner = (uint8_t)dv_track_alloc_stream(b.hot);
     r->freed_epoch = dv_tracker_mark(p->t, r->owner);
 }
 
@@ -767,6 +866,7 @@ static void pool_destroy(dv_resource *res)
     pool_res *p = (pool_res *)res;
 
     dv_tracker_foreach(p->t, stamp_leaked, p);
+    flush_stacks(p); /* stamps every stacked range with its free */
     while (p->chunks != NULL) {
         pool_chunk *ch = p->chunks;
         p->chunks = ch->next;
@@ -775,11 +875,8 @@ static void pool_destroy(dv_resource *res)
         free(ch);
     }
     dv_tracker_destroy(p->t);
-    while (p->slabs != NULL) {
-        pool_slab *next = p->slabs->next;
-        dv__slab_free(p->slabs, p->slabs->bytes);
-        p->slabs = next;
-    }
+    range_slabs_free(p);
+    stacks_free(p);
     free(p->lists);
     free(p);
 }
@@ -857,11 +954,7 @@ int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv
     return DV_OK;
 
 fail_spare:
-    while (p->slabs != NULL) {
-        pool_slab *next = p->slabs->next;
-        dv__slab_free(p->slabs, p->slabs->bytes);
-        p->slabs = next;
-    }
+    range_slabs_free(p);
     dv_tracker_destroy(p->t);
 fail_tracker:
     free(p->lists);

@@ -1,47 +1,14 @@
 /*
  * The block-use tracker (design: tracker.h): stream epochs, a ring of
- * re-recorded events per stream, a wait matrix, and the live table.
+ * re-recorded events per stream, a wait matrix, and the live table.  The
+ * live table's hot paths (insert, find, remove) are inline in tracker.h.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "resources/tracker.h"
 
-#define RING 4 /* events per stream */
-#define SLAB 32
-
-struct ring_slot {
-    dv_drv_event *ev;
-    uint64_t epoch; /* the stream's epoch when the event was recorded */
-};
-
-struct stream_state {
-    uint64_t epoch;    /* last epoch marked */
-    uint64_t recorded; /* newest epoch an event captured */
-    struct ring_slot ring[RING];
-    uint32_t next; /* slot the next record uses */
-    /* waited[s]: the epoch of stream s this stream already waits for. */
-    uint64_t waited[DV_MAX_STREAMS];
-};
-
-/*
- * Slab k of the directory holds SLAB << k entries, up to SLAB_MAX (one
- * huge page, dv__slab_alloc).  A slot is ((k + 1) << 16) | index, so 0 is
- * no slot and decoding is two shifts and a bounds check.
- */
-#define SLAB_MAX   ((uint32_t)(DV_SLAB_HUGE / sizeof(dv_track_entry)))
-#define SLOT_SHIFT 16
-_Static_assert(SLAB_MAX <= 1u << SLOT_SHIFT, "an index fits below the slab number");
-
-struct dv_tracker {
-    dv_res_env *env;
-    dv_track_entry **dir; /* slabs */
-    uint32_t nslabs, dir_cap;
-    uint32_t used; /* entries of the newest slab handed out so far */
-    dv_track_entry *free_entries;
-    atomic_uint_fast64_t waits, waits_skipped, records, events, live;
-    struct stream_state st[DV_MAX_STREAMS];
-};
+#define SLAB_FIRST 32 /* slots of slab 0 */
 
 /* Relaxed counters: statistics, read from any thread. */
 #define STAT_INC(t, f) atomic_fetch_add_explicit(&(t)->f, 1, memory_order_relaxed)
@@ -50,10 +17,10 @@ struct dv_tracker {
  * Life cycle
  * ------------------------------------------------------------------------ */
 
-static uint32_t slab_entries(uint32_t k)
+static uint32_t slab_slots(uint32_t k)
 {
-    uint64_t n = k < 32 ? (uint64_t)SLAB << k : SLAB_MAX;
-    return n < SLAB_MAX ? (uint32_t)n : SLAB_MAX;
+    uint64_t n = k < 32 ? (uint64_t)SLAB_FIRST << k : DV__TRACK_SLAB_MAX;
+    return n < DV__TRACK_SLAB_MAX ? (uint32_t)n : DV__TRACK_SLAB_MAX;
 }
 
 int dv_tracker_create(dv_res_env *env, dv_tracker **out)
@@ -66,18 +33,12 @@ int dv_tracker_create(dv_res_env *env, dv_tracker **out)
     return DV_OK;
 }
 
-/* Entries handed out of slab k (live or on the free list). */
-static uint32_t slab_used(const dv_tracker *t, uint32_t k)
-{
-    return k + 1 == t->nslabs ? t->used : slab_entries(k);
-}
-
 /* A live entry's reads past the inline ones (destroy drops the entry). */
-static void free_reads(dv_track_entry *e, void *arg)
+static void free_reads(dv_tracked b, void *arg)
 {
     (void)arg;
-    if (e->reads != e->reads_inline)
-        free(e->reads);
+    if (dv_track_cross(b.hot) && b.e->reads != b.e->reads_inline)
+        free(b.e->reads);
 }
 
 void dv_tracker_destroy(dv_tracker *t)
@@ -85,13 +46,16 @@ void dv_tracker_destroy(dv_tracker *t)
     if (t == NULL)
         return;
     for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
-        for (int i = 0; i < RING; i++)
+        for (int i = 0; i < DV__TRACK_RING; i++)
             if (t->st[s].ring[i].ev != NULL)
                 (void)dv_drv_event_destroy(t->st[s].ring[i].ev);
     dv_tracker_foreach(t, free_reads, NULL);
-    for (uint32_t k = 0; k < t->nslabs; k++)
-        dv__slab_free(t->dir[k], slab_entries(k) * sizeof(dv_track_entry));
+    for (uint32_t k = 0; k < t->nslabs; k++) {
+        dv__slab_free(t->dir[k].hot, slab_slots(k) * sizeof(dv_track_hot));
+        dv__slab_free(t->dir[k].entries, slab_slots(k) * sizeof(dv_track_entry));
+    }
     free(t->dir);
+    free(t->free_slots);
     free(t);
 }
 
@@ -101,28 +65,18 @@ void dv_tracker_stats_get(const dv_tracker *t, dv_tracker_stats *out)
     out->waits_skipped = atomic_load_explicit(&t->waits_skipped, memory_order_relaxed);
     out->records = atomic_load_explicit(&t->records, memory_order_relaxed);
     out->events = atomic_load_explicit(&t->events, memory_order_relaxed);
-    out->live_blocks = atomic_load_explicit(&t->live, memory_order_relaxed);
+    out->live_blocks = atomic_load_explicit(&t->live_blocks, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------
  * Stream positions and events
  * ------------------------------------------------------------------------ */
 
-uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream)
-{
-    return ++t->st[stream].epoch;
-}
-
-dv_stream_pos dv_tracker_now(const dv_tracker *t, dv_stream_id stream)
-{
-    return (dv_stream_pos){stream, t->st[stream].epoch};
-}
-
 /* Record an event capturing everything marked on stream so far. */
-static int record(dv_tracker *t, dv_stream_id stream, struct ring_slot **slot_out)
+static int record(dv_tracker *t, dv_stream_id stream, struct dv__track_ring_slot **slot_out)
 {
-    struct stream_state *s = &t->st[stream];
-    struct ring_slot *slot = &s->ring[s->next];
+    struct dv__track_stream *s = &t->st[stream];
+    struct dv__track_ring_slot *slot = &s->ring[s->next];
     int rc;
 
     if (slot->ev == NULL) {
@@ -135,22 +89,22 @@ static int record(dv_tracker *t, dv_stream_id stream, struct ring_slot **slot_ou
     STAT_INC(t, records);
     slot->epoch = s->epoch;
     s->recorded = s->epoch;
-    s->next = (s->next + 1) % RING;
+    s->next = (s->next + 1) % DV__TRACK_RING;
     *slot_out = slot;
     return DV_OK;
 }
 
 /* The ring event that captures pos with the least extra work, recording a
  * new one when none is recent enough. */
-static int event_for(dv_tracker *t, dv_stream_pos pos, struct ring_slot **out)
+static int event_for(dv_tracker *t, dv_stream_pos pos, struct dv__track_ring_slot **out)
 {
-    struct stream_state *s = &t->st[pos.stream];
-    struct ring_slot *best = NULL;
+    struct dv__track_stream *s = &t->st[pos.stream];
+    struct dv__track_ring_slot *best = NULL;
 
     if (s->recorded < pos.epoch)
         return record(t, pos.stream, out);
-    for (int i = 0; i < RING; i++) {
-        struct ring_slot *slot = &s->ring[i];
+    for (int i = 0; i < DV__TRACK_RING; i++) {
+        struct dv__track_ring_slot *slot = &s->ring[i];
         if (slot->ev != NULL && slot->epoch >= pos.epoch &&
             (best == NULL || slot->epoch < best->epoch))
             best = slot;
@@ -162,8 +116,8 @@ static int event_for(dv_tracker *t, dv_stream_pos pos, struct ring_slot **out)
 
 int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
 {
-    struct stream_state *w = &t->st[waiter];
-    struct ring_slot *slot;
+    struct dv__track_stream *w = &t->st[waiter];
+    struct dv__track_ring_slot *slot;
     int rc;
 
     if (pos.epoch == 0 || pos.stream == waiter)
@@ -184,7 +138,7 @@ int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
 
 int dv_tracker_flush(dv_tracker *t, dv_stream_id stream)
 {
-    struct ring_slot *slot;
+    struct dv__track_ring_slot *slot;
     if (t->st[stream].epoch <= t->st[stream].recorded)
         return DV_OK;
     return record(t, stream, &slot);
@@ -192,7 +146,7 @@ int dv_tracker_flush(dv_tracker *t, dv_stream_id stream)
 
 int dv_tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
 {
-    struct ring_slot *slot;
+    struct dv__track_ring_slot *slot;
     int rc;
 
     *reached = true;
@@ -205,7 +159,7 @@ int dv_tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
 
 int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos)
 {
-    struct ring_slot *slot;
+    struct dv__track_ring_slot *slot;
     int rc;
 
     if (pos.epoch == 0)
@@ -216,135 +170,111 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos)
 }
 
 /* ------------------------------------------------------------------------
- * Live table
+ * Live table (the hot paths are inline in tracker.h)
  * ------------------------------------------------------------------------ */
 
-/* Only the owner thread writes the count: a plain store, not a locked
- * read-modify-write, on the allocate/free path. */
-static void live_add(dv_tracker *t, int delta)
-{
-    uint64_t n = atomic_load_explicit(&t->live, memory_order_relaxed);
-    atomic_store_explicit(&t->live, n + (uint64_t)(int64_t)delta, memory_order_relaxed);
-}
-
+/* One more slab, with room on the free stack for every slot there is, so
+ * a remove never needs memory.  -1: out of memory. */
 static int slab_add(dv_tracker *t)
 {
+    uint32_t n = slab_slots(t->nslabs);
     if (t->nslabs == t->dir_cap) {
-        if (t->dir_cap >= (1u << (32 - SLOT_SHIFT)) - 1)
+        if (t->dir_cap >= (1u << (32 - DV__TRACK_SLOT_SHIFT)) - 1)
             return -1;
         uint32_t cap = t->dir_cap ? 2 * t->dir_cap : 16;
-        dv_track_entry **dir = realloc(t->dir, cap * sizeof(*dir));
+        struct dv__track_slab *dir = realloc(t->dir, cap * sizeof(*dir));
         if (dir == NULL)
             return -1;
         t->dir = dir;
         t->dir_cap = cap;
     }
-    size_t bytes = slab_entries(t->nslabs) * sizeof(dv_track_entry);
-    dv_track_entry *slab = dv__slab_alloc(bytes);
-    if (slab == NULL)
+    uint64_t slots = (uint64_t)t->slots + n;
+    if (slots > UINT32_MAX)
         return -1;
-    /* A huge mapping is zero already; touching it would fault it in whole. */
-    if (bytes < DV_SLAB_HUGE)
-        memset(slab, 0, bytes);
+    uint32_t *free_slots = realloc(t->free_slots, slots * sizeof(*free_slots));
+    if (free_slots == NULL)
+        return -1;
+    t->free_slots = free_slots;
+    struct dv__track_slab slab = {dv__slab_alloc(n * sizeof(dv_track_hot)),
+                                  dv__slab_alloc(n * sizeof(dv_track_entry)), 0};
+    if (slab.hot == NULL || slab.entries == NULL) {
+        dv__slab_free(slab.hot, n * sizeof(dv_track_hot));
+        dv__slab_free(slab.entries, n * sizeof(dv_track_entry));
+        return -1;
+    }
     t->dir[t->nslabs++] = slab;
-    t->used = 0;
+    t->slots = (uint32_t)slots;
     return 0;
 }
 
-/* A free entry, its slot set: the last one freed, else the next of the
- * newest slab, else a new slab.  NULL: out of memory. */
-static dv_track_entry *entry_new(dv_tracker *t)
+uint32_t dv__tracker_fresh_slot(dv_tracker *t)
 {
-    dv_track_entry *e = t->free_entries;
-    if (e != NULL) {
-        t->free_entries = e->next_free;
-        return e;
-    }
-    if ((t->nslabs == 0 || t->used == slab_entries(t->nslabs - 1)) && slab_add(t) != 0)
-        return NULL;
     uint32_t k = t->nslabs - 1;
-    e = &t->dir[k][t->used];
-    e->slot = ((k + 1) << SLOT_SHIFT) | t->used;
-    t->used++;
-    return e;
-}
-
-dv_track_entry *dv_tracker_insert(dv_tracker *t, dv_block *block, void *owner_data)
-{
-    dv_track_entry *e = entry_new(t);
-    if (e == NULL) {
+    if ((t->nslabs == 0 || t->dir[k].used == slab_slots(k)) && slab_add(t) != 0) {
         dv__fail(DV_ENOMEM, "allocate", "out of host memory for the live-block table");
-        return NULL;
+        return 0;
     }
-    e->ptr = block->ptr;
-    e->bytes = block->bytes;
-    e->generation = block->generation;
-    e->owner_data = owner_data;
-    /* The allocation was enqueued on its stream: the first "write". */
-    e->last_write_stream = block->alloc_stream;
-    e->last_write_epoch = dv_tracker_mark(t, block->alloc_stream);
-    e->alloc_stream = block->alloc_stream;
-    e->nreads = 0;
-    e->reads = e->reads_inline;
-    block->slot = e->slot;
-    live_add(t, 1);
-    return e;
+    k = t->nslabs - 1;
+    return ((k + 1) << DV__TRACK_SLOT_SHIFT) | t->dir[k].used++;
 }
 
-/* The entry a slot names, or NULL when no entry was ever handed out
- * there. */
-static dv_track_entry *entry_at(const dv_tracker *t, uint32_t slot)
+void dv__tracker_not_found(dv_tracker *t, dv_block_id id, dv_tracked at, const char *op)
 {
-    uint32_t k = (slot >> SLOT_SHIFT) - 1, i = slot & ((1u << SLOT_SHIFT) - 1);
-    return k < t->nslabs && i < slab_used(t, k) ? &t->dir[k][i] : NULL;
-}
-
-dv_track_entry *dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op)
-{
-    dv_track_entry *e = entry_at(t, id.slot);
-    if (e != NULL && e->generation == id.generation && id.generation != 0 && e->ptr == id.ptr)
-        return e;
-    if (e != NULL && e->generation != 0 && e->ptr == id.ptr)
+    (void)t;
+    if (at.hot == NULL)
         dv__fail(DV_EUSE_AFTER_FREE, op,
-                 "%s: stale block 0x%llx: generation %llu was freed; generation %llu lives "
-                 "there now",
-                 op, (unsigned long long)id.ptr, (unsigned long long)id.generation,
-                 (unsigned long long)e->generation);
+                 "%s: no block 0x%llx (generation %llu) was ever allocated here: foreign or "
+                 "forged",
+                 op, (unsigned long long)id.ptr, (unsigned long long)id.generation);
+    else if (!(at.hot->tag & DV_TRACK_LIVE))
+        dv__fail(DV_EUSE_AFTER_FREE, op,
+                 "%s: no live block 0x%llx (generation %llu): freed already", op,
+                 (unsigned long long)id.ptr, (unsigned long long)id.generation);
     else
         dv__fail(DV_EUSE_AFTER_FREE, op,
-                 "%s: no live block 0x%llx (generation %llu): freed already, or never "
-                 "allocated here",
+                 "%s: stale or foreign block 0x%llx: generation %llu is not the block that "
+                 "lives in its slot (freed, and the slot reused)",
                  op, (unsigned long long)id.ptr, (unsigned long long)id.generation);
     dv__detail()->generation = id.generation;
-    return NULL;
 }
 
-void dv_tracker_remove(dv_tracker *t, dv_track_entry *e)
+void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void *arg)
 {
-    if (e->reads != e->reads_inline)
-        free(e->reads);
-    e->reads = NULL;
-    e->generation = 0;
-    e->next_free = t->free_entries;
-    t->free_entries = e;
-    live_add(t, -1);
-}
-
-void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_track_entry *e, void *arg), void *arg)
-{
-    /* Entries never move, and fn may remove only the entry it is given. */
+    /* Records never move, and fn may remove only the block it is given. */
     for (uint32_t k = 0; k < t->nslabs; k++)
-        for (uint32_t i = 0, n = slab_used(t, k); i < n; i++)
-            if (t->dir[k][i].generation != 0)
-                fn(&t->dir[k][i], arg);
+        for (uint32_t i = 0; i < t->dir[k].used; i++)
+            if (t->dir[k].hot[i].tag & DV_TRACK_LIVE)
+                fn((dv_tracked){&t->dir[k].hot[i], &t->dir[k].entries[i],
+                                ((k + 1) << DV__TRACK_SLOT_SHIFT) | i},
+                   arg);
 }
 
 /* ------------------------------------------------------------------------
  * Block uses
  * ------------------------------------------------------------------------ */
 
-int dv_tracker_prepare(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a)
+dv_track_entry *dv_tracker_entry(dv_tracker *t, dv_tracked b)
 {
+    dv_track_entry *e = b.e;
+    if (b.hot->tag & DV_TRACK_ENTRY)
+        return e;
+    /* The allocation's epoch from its low 32 bits: the latest epoch of the
+     * stream with those bits.  Exact unless the stream marked 2^32 epochs
+     * since, and then later than the allocation: a wait on it is longer
+     * than needed, never too short. */
+    dv_stream_id s = dv_track_alloc_stream(b.hot);
+    uint64_t now = t->st[s].epoch;
+    e->last_write_stream = s;
+    e->last_write_epoch = now - (uint32_t)((uint32_t)now - b.hot->alloc_epoch);
+    e->nreads = 0;
+    e->reads = e->reads_inline;
+    b.hot->tag |= DV_TRACK_ENTRY;
+    return e;
+}
+
+int dv_tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a)
+{
+    const dv_track_entry *e = dv_tracker_entry(t, b);
     int rc = dv_tracker_wait(t, stream, dv_track_last_write(e));
     if (rc != DV_OK || a == DV_ACCESS_READ)
         return rc;
@@ -381,24 +311,38 @@ static void add_read(dv_track_entry *e, dv_stream_pos pos)
     e->reads[e->nreads++] = pos;
 }
 
-void dv_tracker_finish(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a)
+/*
+ * cross says a free must look at the entry: a use on another stream is
+ * recorded there, or the reads went to the heap (kept until the free, so
+ * a block read from many streams over and over allocates once).  Without
+ * it every recorded use is on the alloc stream, whose order covers the
+ * free already.
+ */
+static void update_cross(dv_tracked b, dv_stream_id stream)
 {
+    if (stream != dv_track_alloc_stream(b.hot) || b.e->reads != b.e->reads_inline)
+        b.hot->tag |= DV_TRACK_CROSS;
+}
+
+void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a)
+{
+    dv_track_entry *e = dv_tracker_entry(t, b);
     dv_stream_pos pos = {stream, dv_tracker_mark(t, stream)};
     if (a == DV_ACCESS_READ) {
         add_read(e, pos);
+        update_cross(b, stream);
         return;
     }
     e->last_write_stream = pos.stream;
     e->last_write_epoch = pos.epoch;
     e->nreads = 0;
+    /* The write replaces every earlier use. */
+    b.hot->tag &= ~(uint64_t)DV_TRACK_CROSS;
+    update_cross(b, stream);
 }
 
-void dv_tracker_record(dv_tracker *t, dv_track_entry *e, dv_stream_id stream)
+void dv_tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream)
 {
-    add_read(e, (dv_stream_pos){stream, dv_tracker_mark(t, stream)});
-}
-
-int dv_tracker_fence_uses(dv_tracker *t, dv_track_entry *e)
-{
-    return dv_tracker_prepare(t, e, e->alloc_stream, DV_ACCESS_WRITE);
+    add_read(dv_tracker_entry(t, b), (dv_stream_pos){stream, dv_tracker_mark(t, stream)});
+    update_cross(b, stream);
 }

@@ -29,17 +29,37 @@
  * skipped.  Stream order makes that exact: everything enqueued on the
  * waiter later is after the wait.
  *
- * The live table is a directory of slabs of entries, each entry two cache
- * lines.  A block's slot (dv_block.slot) names its entry: finding a block
- * is a bounds check and one access to the first line, which holds
- * everything allocate, free and a use read; the second holds the reads
- * past the last write, touched only when there are any.  Entries never
- * move, so a resource may keep a pointer to its entry; freed ones go on a
- * LIFO list (the next allocation reuses a line still in cache) and a free
- * entry's generation is 0, which no block has.
+ * The live table is split by temperature.  A block's slot (dv_block.slot)
+ * names two records in parallel slabs:
+ *
+ *   hot    16 bytes, four to a cache line: a key made of the generation
+ *          and the pointer, the alloc stream, three flags, the
+ *          allocation's position on its stream, and a 32-bit word that
+ *          belongs to the resource (the pool keeps its range and size
+ *          class there).  Allocating, finding a block and freeing one that
+ *          stayed on its stream touch this and nothing else of the
+ *          tracker.
+ *   entry  two cache lines: the last write and the outstanding reads (and
+ *          two words a resource may keep there).  Filled at the block's
+ *          first use (dv_tracker_entry) from the hot record; read by uses;
+ *          read by a free only when the hot record says another stream
+ *          used the block.
+ *
+ * With a hundred thousand blocks live the hot records take 1.6 MB, which a
+ * server core's L2 cache can hold where the entries (12.8 MB) cannot, and
+ * a block allocated and freed without a use on another stream never brings
+ * its entry into the cache at all.  Finding a block is a bounds check on
+ * the slot and one read of its hot record; a foreign, forged or stale id
+ * fails the check of its key (dv__track_key: the generation, never reused
+ * in the process, and the pointer, both exactly).  Free slots are kept on
+ * an array used as a stack (the next allocation reuses the slot freed
+ * last, whose hot record is likely still in cache), so handing one out
+ * reads nothing but the top of the array.
  */
 #ifndef DV_RESOURCES_TRACKER_H
 #define DV_RESOURCES_TRACKER_H
+
+#include <stdlib.h>
 
 #include "resources/resource.h"
 
@@ -49,25 +69,49 @@ typedef struct dv_stream_pos {
     uint64_t epoch; /* 0: nothing */
 } dv_stream_pos;
 
+/* What allocating, finding and freeing a block touch (design above). */
+typedef struct dv_track_hot {
+    /* key (dv__track_key) << 9 | alloc_stream << 3 | DV_TRACK_* flags */
+    uint64_t tag;
+    uint32_t owner;       /* the resource's word for the block */
+    uint32_t alloc_epoch; /* the allocation's epoch on alloc_stream, low 32 bits */
+} dv_track_hot;
+
+#define DV_TRACK_LIVE         1u /* 0: a free slot */
+#define DV_TRACK_CROSS        2u /* a use on a stream other than alloc_stream is recorded */
+#define DV_TRACK_ENTRY        4u /* the entry holds the block's history */
+#define DV_TRACK_STREAM_SHIFT 3
+#define DV_TRACK_KEY_SHIFT    9
+
+_Static_assert(sizeof(dv_track_hot) == 16, "four hot records to a cache line");
+_Static_assert(DV_MAX_STREAMS <= 1u << (DV_TRACK_KEY_SHIFT - DV_TRACK_STREAM_SHIFT),
+               "alloc_stream fits the tag");
+
+static inline dv_stream_id dv_track_alloc_stream(const dv_track_hot *h)
+{
+    return (dv_stream_id)(h->tag >> DV_TRACK_STREAM_SHIFT) & (DV_MAX_STREAMS - 1);
+}
+
+static inline bool dv_track_cross(const dv_track_hot *h)
+{
+    return (h->tag & DV_TRACK_CROSS) != 0;
+}
+
 #define DV_TRACK_INLINE_READS 4
 
+/* The rest of a live block's record: its history of uses. */
 typedef struct dv_track_entry {
-    /* First line: what allocate, free and every use read. */
-    _Alignas(64) dv_dptr ptr;
-    uint64_t bytes;
-    uint64_t generation; /* 0: free */
-    union {
-        void *owner_data; /* live: the resource's own per-block data */
-        struct dv_track_entry *next_free;
-    };
-    uint64_t last_write_epoch;
+    /* First line: what uses read and write. */
+    _Alignas(64) uint64_t last_write_epoch;
     dv_stream_pos *reads; /* reads_inline, or a heap array of DV_MAX_STREAMS */
     dv_stream_id last_write_stream;
-    dv_stream_id alloc_stream;
     uint32_t nreads; /* one entry per stream at most */
-    uint32_t slot;   /* the block's slot */
+    /* The resource's: async and direct keep the block's address and size
+     * here (the tracker neither sets nor reads them). */
+    dv_dptr ptr;
+    uint64_t bytes;
     /* Second line. */
-    dv_stream_pos reads_inline[DV_TRACK_INLINE_READS];
+    _Alignas(64) dv_stream_pos reads_inline[DV_TRACK_INLINE_READS];
 } dv_track_entry;
 
 _Static_assert(sizeof(dv_track_entry) == 128, "an entry is two cache lines");
@@ -75,6 +119,18 @@ _Static_assert(sizeof(dv_track_entry) == 128, "an entry is two cache lines");
 static inline dv_stream_pos dv_track_last_write(const dv_track_entry *e)
 {
     return (dv_stream_pos){e->last_write_stream, e->last_write_epoch};
+}
+
+/* A live block in the table: both of its records.  hot == NULL: none. */
+typedef struct dv_tracked {
+    dv_track_hot *hot;
+    dv_track_entry *e;
+    uint32_t slot;
+} dv_tracked;
+
+static inline bool dv_tracked_ok(dv_tracked b)
+{
+    return b.hot != NULL;
 }
 
 typedef struct dv_tracker dv_tracker;
@@ -92,9 +148,9 @@ int dv_tracker_create(dv_res_env *env, dv_tracker **out);
 void dv_tracker_destroy(dv_tracker *t);
 
 /* Work was enqueued on stream: its new epoch. */
-uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream);
+static inline uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream);
 /* The current position of a stream (nothing new marked). */
-dv_stream_pos dv_tracker_now(const dv_tracker *t, dv_stream_id stream);
+static inline dv_stream_pos dv_tracker_now(const dv_tracker *t, dv_stream_id stream);
 /* Make waiter wait for pos (no-op for the same stream, an empty pos, or a
  * position the waiter already waits for). */
 int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos);
@@ -108,30 +164,182 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos);
 /*
  * Register a block just allocated on block->alloc_stream (the allocation
  * was enqueued there: it counts as the block's first write, so a use on
- * another stream waits for it), and set block->slot.  Returns the entry,
- * or NULL (DV_ENOMEM).
+ * another stream waits for it), with the resource's word owner, and set
+ * block->slot.  NULL hot: out of host memory (DV_ENOMEM, detail set).
  */
-dv_track_entry *dv_tracker_insert(dv_tracker *t, dv_block *block, void *owner_data);
-/* The live entry for id, or NULL with the detail set (DV_EUSE_AFTER_FREE:
- * nothing live in id's slot, or another block there). */
-dv_track_entry *dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op);
+static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner);
+/* The live block id names, or hot == NULL with the detail set
+ * (DV_EUSE_AFTER_FREE: nothing live in id's slot, or another block). */
+static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op);
 
-int dv_tracker_prepare(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a);
-void dv_tracker_finish(dv_tracker *t, dv_track_entry *e, dv_stream_id stream, dv_access a);
-void dv_tracker_record(dv_tracker *t, dv_track_entry *e, dv_stream_id stream);
+/* The block's entry, its history filled from the hot record on the first
+ * call (the allocation as the last write, no reads). */
+dv_track_entry *dv_tracker_entry(dv_tracker *t, dv_tracked b);
+int dv_tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a);
+void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a);
+void dv_tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream);
 /*
- * Retire an entry: the alloc stream waits on every use from other
- * streams; the caller then queues the free on the alloc stream and calls
+ * Retire a block: the alloc stream waits on every use from other streams
+ * (reading the entry only when the hot record says there is one); the
+ * caller then queues the free on the alloc stream and calls
  * dv_tracker_remove.  Split so a resource can fail between the two.
  */
-int dv_tracker_fence_uses(dv_tracker *t, dv_track_entry *e);
-void dv_tracker_remove(dv_tracker *t, dv_track_entry *e);
+static inline int dv_tracker_fence_uses(dv_tracker *t, dv_tracked b);
+static inline void dv_tracker_remove(dv_tracker *t, dv_tracked b);
 
-/* Visit every live entry (for destroy and the guard's check). */
-void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_track_entry *e, void *arg), void *arg);
+/* Visit every live block (for destroy); fn may remove the block it is
+ * given and no other. */
+void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void *arg);
 void dv_tracker_stats_get(const dv_tracker *t, dv_tracker_stats *out);
 
 /* Check a stream id against the environment (DV_EINVAL with detail). */
 int dv__check_stream(const dv_res_env *env, dv_stream_id stream, const char *op);
+
+/* ------------------------------------------------------------------------
+ * The tracker's state, here so that marking, finding, inserting and
+ * removing a block inline into the resources' allocate and free paths.
+ * Only tracker.c and the inline functions below touch it.
+ * ------------------------------------------------------------------------ */
+
+#define DV__TRACK_RING 4 /* events per stream */
+
+struct dv__track_ring_slot {
+    dv_drv_event *ev;
+    uint64_t epoch; /* the stream's epoch when the event was recorded */
+};
+
+struct dv__track_stream {
+    uint64_t epoch;    /* last epoch marked */
+    uint64_t recorded; /* newest epoch an event captured */
+    struct dv__track_ring_slot ring[DV__TRACK_RING];
+    uint32_t next; /* slot the next record uses */
+    /* waited[s]: the epoch of stream s this stream already waits for. */
+    uint64_t waited[DV_MAX_STREAMS];
+};
+
+/*
+ * Slab k holds 32 << k slots, up to DV__TRACK_SLAB_MAX (the entries of
+ * one huge page, dv__slab_alloc), as an array of hot records and one of
+ * entries.  A slot is ((k + 1) << 16) | index, so 0 is no slot and
+ * decoding is two shifts and a bounds check.
+ */
+#define DV__TRACK_SLAB_MAX   ((uint32_t)(DV_SLAB_HUGE / sizeof(dv_track_entry)))
+#define DV__TRACK_SLOT_SHIFT 16
+_Static_assert(DV__TRACK_SLAB_MAX <= 1u << DV__TRACK_SLOT_SHIFT,
+               "an index fits below the slab number");
+
+struct dv__track_slab {
+    dv_track_hot *hot;
+    dv_track_entry *entries;
+    uint32_t used; /* slots handed out of it so far */
+};
+
+struct dv_tracker {
+    dv_res_env *env;
+    struct dv__track_slab *dir;
+    uint32_t nslabs, dir_cap;
+    uint32_t slots;       /* in all slabs */
+    uint32_t *free_slots; /* a stack: the slot freed last on top; room for every slot */
+    uint32_t nfree;
+    uint64_t live; /* owner's count; stats.live_blocks mirrors it */
+    atomic_uint_fast64_t waits, waits_skipped, records, events, live_blocks;
+    struct dv__track_stream st[DV_MAX_STREAMS];
+};
+
+/* A fresh slot (none free): the next of the newest slab, or a new slab.
+ * 0: out of memory. */
+uint32_t dv__tracker_fresh_slot(dv_tracker *t);
+/* Sets the detail for an id find did not find. */
+void dv__tracker_not_found(dv_tracker *t, dv_block_id id, dv_tracked at, const char *op);
+
+static inline uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream)
+{
+    return ++t->st[stream].epoch;
+}
+
+static inline dv_stream_pos dv_tracker_now(const dv_tracker *t, dv_stream_id stream)
+{
+    return (dv_stream_pos){stream, t->st[stream].epoch};
+}
+
+/* The records a slot names, or hot == NULL when no slot was ever handed
+ * out there.  Reads the directory only. */
+static inline dv_tracked dv__tracker_slot_at(const dv_tracker *t, uint32_t slot)
+{
+    uint32_t k = (slot >> DV__TRACK_SLOT_SHIFT) - 1;
+    uint32_t i = slot & ((1u << DV__TRACK_SLOT_SHIFT) - 1);
+    if (k >= t->nslabs || i >= t->dir[k].used)
+        return (dv_tracked){NULL, NULL, 0};
+    return (dv_tracked){&t->dir[k].hot[i], &t->dir[k].entries[i], slot};
+}
+
+/*
+ * A block's key, in the tag's top 55 bits: its generation xor its pointer
+ * times an odd constant.  Multiplying by an odd number is a bijection of
+ * the integers modulo 2^55, so an id with the live block's pointer and
+ * another generation, or with its generation and another pointer, never
+ * has its key (for generations and pointers below 2^55: a generation a
+ * nanosecond would take over a year to get there); only an id wrong in
+ * both could, by a 2^-55 chance.  Generations are never reused, so the
+ * generation is what tells a stale id from the live block.
+ */
+static inline uint64_t dv__track_key(uint64_t generation, dv_dptr ptr)
+{
+    return (generation ^ (ptr * UINT64_C(0x9E3779B97F4A7C15))) << DV_TRACK_KEY_SHIFT;
+}
+
+/* Only the owner thread writes the count: a plain store for readers on
+ * other threads, not a locked read-modify-write. */
+static inline void dv__tracker_live_set(dv_tracker *t, uint64_t n)
+{
+    t->live = n;
+    atomic_store_explicit(&t->live_blocks, n, memory_order_relaxed);
+}
+
+static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner)
+{
+    uint32_t slot = t->nfree > 0 ? t->free_slots[--t->nfree] : dv__tracker_fresh_slot(t);
+    if (slot == 0)
+        return (dv_tracked){NULL, NULL, 0};
+    dv_tracked b = dv__tracker_slot_at(t, slot);
+    /* The allocation was enqueued on its stream: the block's first
+     * "write", kept here until an entry is needed. */
+    b.hot->tag = dv__track_key(block->generation, block->ptr) |
+                 (uint64_t)block->alloc_stream << DV_TRACK_STREAM_SHIFT | DV_TRACK_LIVE;
+    b.hot->owner = owner;
+    b.hot->alloc_epoch = (uint32_t)dv_tracker_mark(t, block->alloc_stream);
+    block->slot = slot;
+    dv__tracker_live_set(t, t->live + 1);
+    return b;
+}
+
+static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op)
+{
+    dv_tracked b = dv__tracker_slot_at(t, id.slot);
+    /* The key and the live flag; not the stream, CROSS or ENTRY. */
+    const uint64_t mask = ~(uint64_t)((1u << DV_TRACK_KEY_SHIFT) - 1) | DV_TRACK_LIVE;
+    if (b.hot != NULL &&
+        (b.hot->tag & mask) == (dv__track_key(id.generation, id.ptr) | DV_TRACK_LIVE))
+        return b;
+    dv__tracker_not_found(t, id, b, op);
+    return (dv_tracked){NULL, NULL, 0};
+}
+
+static inline int dv_tracker_fence_uses(dv_tracker *t, dv_tracked b)
+{
+    if (!dv_track_cross(b.hot))
+        return DV_OK; /* every use was on the alloc stream */
+    return dv_tracker_prepare(t, b, dv_track_alloc_stream(b.hot), DV_ACCESS_WRITE);
+}
+
+static inline void dv_tracker_remove(dv_tracker *t, dv_tracked b)
+{
+    /* Reads go to the heap only with uses on other streams (CROSS). */
+    if (dv_track_cross(b.hot) && b.e->reads != b.e->reads_inline)
+        free(b.e->reads);
+    b.hot->tag = 0;
+    t->free_slots[t->nfree++] = b.slot;
+    dv__tracker_live_set(t, t->live - 1);
+}
 
 #endif /* DV_RESOURCES_TRACKER_H */

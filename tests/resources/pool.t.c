@@ -904,6 +904,81 @@ static void test_churn(void)
 
 /* ------------------------------------------------------------------------ */
 
+#define MANY_TESTS 5
+#define MANY_N     100000
+
+static int cmp_block_ptr(const void *x, const void *y)
+{
+    const dv_block *a = x, *b = y;
+    return (a->ptr > b->ptr) - (a->ptr < b->ptr);
+}
+
+/*
+ * A hundred thousand small blocks live at once, on two streams: the range
+ * directory spans several slabs and the stacks grow to thousands.  Freed
+ * in random order and taken again, every block comes back off the stacks
+ * (the pool does not grow), none overlaps another, and nothing is lost.
+ */
+static void test_many(void)
+{
+    dv_resource *pool = make_pool(0, 0, 0, NULL);
+    dv_block *b = calloc(MANY_N, sizeof(*b)), *sorted = calloc(MANY_N, sizeof(*b));
+    uint64_t *size = calloc(MANY_N, sizeof(*size));
+    int failures = 0, overlaps = 0;
+
+    if (pool == NULL || b == NULL || sorted == NULL || size == NULL) {
+        for (int i = 0; i < MANY_TESTS; i++)
+            ok(false, "many: no pool");
+        free(b), free(sorted), free(size);
+        return;
+    }
+    for (int i = 0; i < MANY_N; i++)
+        size[i] = 1 + rnd() % 1024;
+    /* The same requests twice: the second time the stacks hold every one. */
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < MANY_N; i++)
+            failures += dv_res_allocate(pool, size[i], (dv_stream_id)(i & 1),
+                                        (dv_tag){"many", (uint64_t)i}, &b[i]) != DV_OK;
+        memcpy(sorted, b, MANY_N * sizeof(*b));
+        qsort(sorted, MANY_N, sizeof(*sorted), cmp_block_ptr);
+        for (int i = 1; i < MANY_N; i++)
+            overlaps += sorted[i - 1].ptr + sorted[i - 1].bytes > sorted[i].ptr;
+        if (round == 0) {
+            ok(failures == 0 && overlaps == 0,
+               "many: %d small blocks live on two streams, none overlapping (%d failed, %d "
+               "overlaps)",
+               MANY_N, failures, overlaps);
+        } else {
+            ok(failures == 0 && overlaps == 0 && stats_of(pool).chunks == 1,
+               "many: all of them again, off the stacks: the pool did not grow (%u chunks, %d "
+               "overlaps)",
+               stats_of(pool).chunks, overlaps);
+        }
+        /* Free in random order (Fisher-Yates over the indices). */
+        for (int i = MANY_N - 1; i > 0; i--) {
+            int j = (int)(rnd() % (uint64_t)(i + 1));
+            dv_block t = b[i];
+            b[i] = b[j];
+            b[j] = t;
+        }
+        for (int i = 0; i < MANY_N; i++)
+            failures += dv_res_deallocate(pool, &b[i]) != DV_OK;
+    }
+    ok(failures == 0, "many: every block deallocated, twice over (%d failures)", failures);
+    is_u64(dv_res_bytes_outstanding(pool), 0, "many: nothing outstanding");
+    uint64_t released = 0, held = stats_of(pool).chunk_bytes;
+    int rc = dv_pool_trim(pool, &released);
+    ok(rc == DV_OK && released == held && stats_of(pool).chunks == 0,
+       "many: trim coalesces the stacks and returns every chunk (%llu of %llu bytes)",
+       (unsigned long long)released, (unsigned long long)held);
+    dv_res_destroy_stack(pool);
+    free(b);
+    free(sorted);
+    free(size);
+}
+
+/* ------------------------------------------------------------------------ */
+
 #define CLOSE_TESTS 3
 
 static void test_close(void)
@@ -947,7 +1022,7 @@ int main(void)
 
     plan(2 + CONFIG_TESTS + PLACE_TESTS + REUSE_TESTS + COALESCE_TESTS + XSTREAM_TESTS +
          TRACK_TESTS + STALE_TESTS + TRIM_TESTS + STATS_TESTS + LIMIT_TESTS + CHURN_TESTS +
-         CLOSE_TESTS);
+         MANY_TESTS + CLOSE_TESTS);
     dv_driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_SIM;
     cfg.sim.memory_bytes = 512 * MIB;
@@ -971,6 +1046,7 @@ int main(void)
     test_stats();
     test_limits();
     test_churn();
+    test_many();
     test_close();
     return tap_done();
 }

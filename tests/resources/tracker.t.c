@@ -16,12 +16,14 @@ static void test_tracker_direct(test_env *t)
     dv_block b = {.ptr = 0x1000, .bytes = 256, .generation = 77, .alloc_stream = 0};
 
     is_status(dv_tracker_create(&t->env, &tr), DV_OK, "tracker_create");
-    dv_track_entry *e = dv_tracker_insert(tr, &b, NULL);
-    ok(e != NULL, "insert a block");
-    ok(b.slot != 0 && dv_tracker_find(tr, dv_block_id_of(&b), "test") == e, "find by id");
-    ok(dv_tracker_find(tr, (dv_block_id){0x1000, 78, 0, 0, b.slot}, "test") == NULL &&
+    dv_tracked e = dv_tracker_insert(tr, &b, 42);
+    ok(dv_tracked_ok(e) && e.hot->owner == 42, "insert a block, with the resource's word");
+    ok(b.slot != 0 && dv_tracker_find(tr, dv_block_id_of(&b), "test").e == e.e, "find by id");
+    ok(!dv_tracked_ok(dv_tracker_find(tr, (dv_block_id){0x1000, 78, 0, 0, b.slot}, "test")) &&
            dv_last_error()->status == DV_EUSE_AFTER_FREE && dv_last_error()->generation == 78,
        "another generation at the pointer is EUSE_AFTER_FREE");
+    ok(!dv_tracked_ok(dv_tracker_find(tr, (dv_block_id){0x1100, 77, 0, 0, b.slot}, "test")),
+       "the generation with another pointer is EUSE_AFTER_FREE");
 
     /* Same stream: no event, no wait. */
     for (int i = 0; i < 100; i++) {
@@ -32,12 +34,14 @@ static void test_tracker_direct(test_env *t)
     ok(st.waits == 0 && st.records == 0 && st.events == 0,
        "100 same-stream uses: no wait, no record, no event (%llu, %llu, %llu)",
        (unsigned long long)st.waits, (unsigned long long)st.records, (unsigned long long)st.events);
+    ok(!dv_track_cross(e.hot), "no use on another stream: a free need not read the entry");
 
     /* Stream 1 reads: one wait on stream 0's last write. */
     dv_tracker_prepare(tr, e, 1, DV_ACCESS_READ);
     dv_tracker_finish(tr, e, 1, DV_ACCESS_READ);
     dv_tracker_stats_get(tr, &st);
     ok(st.waits == 1 && st.records == 1, "a read on stream 1 waits once on stream 0");
+    ok(dv_track_cross(e.hot), "the read on stream 1 is marked in the hot record");
     /* Again on stream 1: covered already. */
     dv_tracker_prepare(tr, e, 1, DV_ACCESS_READ);
     dv_tracker_finish(tr, e, 1, DV_ACCESS_READ);
@@ -46,14 +50,15 @@ static void test_tracker_direct(test_env *t)
     /* Stream 2 reads too; then stream 0 writes: waits on both readers. */
     dv_tracker_prepare(tr, e, 2, DV_ACCESS_READ);
     dv_tracker_finish(tr, e, 2, DV_ACCESS_READ);
-    ok(e->nreads == 2, "two outstanding reads, one per stream (%u)", e->nreads);
+    ok(e.e->nreads == 2, "two outstanding reads, one per stream (%u)", e.e->nreads);
     dv_tracker_stats_get(tr, &st);
     uint64_t before = st.waits;
     dv_tracker_prepare(tr, e, 0, DV_ACCESS_WRITE);
     dv_tracker_stats_get(tr, &st);
     is_u64(st.waits - before, 2, "a write on stream 0 waits on both readers");
     dv_tracker_finish(tr, e, 0, DV_ACCESS_WRITE);
-    ok(e->nreads == 0 && e->last_write_stream == 0, "the write clears the reads");
+    ok(e.e->nreads == 0 && e.e->last_write_stream == 0 && !dv_track_cross(e.hot),
+       "the write on the alloc stream clears the reads and the mark");
     /* A read on stream 2 waits on the new write only. */
     before = st.waits;
     dv_tracker_prepare(tr, e, 2, DV_ACCESS_READ);
@@ -77,7 +82,85 @@ static void test_tracker_direct(test_env *t)
     is_status(dv_tracker_reached(tr, pos, &reached), DV_OK, "query it");
     ok(reached, "... and it is reached");
     dv_tracker_remove(tr, e);
-    ok(dv_tracker_find(tr, dv_block_id_of(&b), "test") == NULL, "removed");
+    ok(!dv_tracked_ok(dv_tracker_find(tr, dv_block_id_of(&b), "test")), "removed");
+    dv_tracker_destroy(tr);
+}
+
+/* A free fences exactly the uses the hot record says exist: none for a
+ * block kept on its stream (the entry is not consulted), every other
+ * stream's otherwise, the heap array of reads included. */
+static void test_fence(test_env *t)
+{
+    dv_tracker *tr;
+    dv_tracker_stats st;
+    dv_block b = {.ptr = 0x2000, .bytes = 256, .generation = 90, .alloc_stream = 1};
+    dv_block many = {.ptr = 0x3000, .bytes = 256, .generation = 91, .alloc_stream = 0};
+
+    dv_tracker_create(&t->env, &tr);
+    dv_tracked e = dv_tracker_insert(tr, &b, 0);
+    dv_tracker_finish(tr, e, 1, DV_ACCESS_WRITE);
+    dv_tracker_record(tr, e, 1);
+    is_status(dv_tracker_fence_uses(tr, e), DV_OK, "fence a block used on its stream only");
+    dv_tracker_stats_get(tr, &st);
+    ok(st.waits == 0 && !dv_track_cross(e.hot), "... no wait");
+    dv_tracker_record(tr, e, 2);
+    ok(dv_track_cross(e.hot), "a use recorded on stream 2 marks the hot record");
+    dv_tracker_fence_uses(tr, e);
+    dv_tracker_stats_get(tr, &st);
+    is_u64(st.waits, 1, "the fence waits on stream 2");
+    dv_tracker_remove(tr, e);
+
+    /* Reads from more streams than fit inline go to the heap.  A later write
+     * on the alloc stream clears the reads, but the free must still look:
+     * the heap array is freed there (ASan reports it lost otherwise). */
+    e = dv_tracker_insert(tr, &many, 0);
+    for (dv_stream_id s = 0; s < 6; s++)
+        dv_tracker_finish(tr, e, s, DV_ACCESS_READ);
+    ok(e.e->nreads == 6 && e.e->reads != e.e->reads_inline, "six readers: reads on the heap");
+    dv_tracker_finish(tr, e, 0, DV_ACCESS_WRITE);
+    ok(e.e->nreads == 0 && dv_track_cross(e.hot),
+       "a write on the alloc stream keeps the mark while they are");
+    dv_tracker_stats_get(tr, &st);
+    uint64_t waits = st.waits;
+    is_status(dv_tracker_fence_uses(tr, e), DV_OK, "fence it");
+    dv_tracker_stats_get(tr, &st);
+    is_u64(st.waits - waits, 0, "... nothing to wait for after the write");
+    dv_tracker_remove(tr, e);
+    dv_tracker_destroy(tr);
+}
+
+/* A block never used has no entry: allocation and free touch the hot
+ * record alone.  Its first use fills the entry from it, the allocation's
+ * position included, across the hot record's 32 bits of it. */
+static void test_entry(test_env *t)
+{
+    dv_tracker *tr;
+    dv_block b = {.ptr = 0x4000, .bytes = 256, .generation = 95, .alloc_stream = 0};
+    const uint64_t far = (UINT64_C(1) << 32) + 5;
+
+    dv_tracker_create(&t->env, &tr);
+    tr->st[0].epoch = far; /* as if stream 0 had marked 2^32 + 5 epochs */
+    dv_tracked e = dv_tracker_insert(tr, &b, 7);
+    ok(!(e.hot->tag & DV_TRACK_ENTRY) && dv_track_alloc_stream(e.hot) == 0,
+       "a fresh block has no entry");
+    dv_tracker_mark(tr, 0);
+    dv_tracker_mark(tr, 0);
+    dv_track_entry *en = dv_tracker_entry(tr, e);
+    ok((e.hot->tag & DV_TRACK_ENTRY) && en->last_write_stream == 0 && en->nreads == 0,
+       "the first use fills it: the allocation is the last write, no reads");
+    is_u64(en->last_write_epoch, far + 1, "the allocation's epoch, past 2^32, exactly");
+    dv_tracker_remove(tr, e);
+
+    /* A block older than 2^32 marks of its stream: a later epoch, never an
+     * earlier one. */
+    e = dv_tracker_insert(tr, &(dv_block){.ptr = 0x5000, .generation = 96}, 0);
+    uint64_t alloc = tr->st[0].epoch;
+    tr->st[0].epoch = alloc + (UINT64_C(1) << 32) + 10;
+    en = dv_tracker_entry(tr, e);
+    ok(en->last_write_epoch >= alloc && en->last_write_epoch <= tr->st[0].epoch,
+       "2^32 marks later the wait is on a later position, not an earlier one (%llu >= %llu)",
+       (unsigned long long)en->last_write_epoch, (unsigned long long)alloc);
+    dv_tracker_remove(tr, e);
     dv_tracker_destroy(tr);
 }
 
@@ -109,7 +192,7 @@ static void test_generations(void)
        "%d generations from two environments: distinct, never 0, increasing in each", 2 * N);
 }
 
-static void count_live(dv_track_entry *e, void *arg)
+static void count_live(dv_tracked e, void *arg)
 {
     (void)e;
     (*(int *)arg)++;
@@ -121,7 +204,7 @@ static void test_table(test_env *t)
 {
     dv_tracker *tr;
     enum { N = 5000 };
-    static dv_track_entry *ent[N];
+    static dv_tracked ent[N];
     static dv_block blk[N], gone[N];
     static bool live[N], freed[N];
     uint64_t rng = 88172645463325252ull;
@@ -134,11 +217,12 @@ static void test_table(test_env *t)
         if (!live[i]) {
             blk[i] =
                 (dv_block){.ptr = 0x100000 + (uint64_t)i * 256, .generation = (uint64_t)round + 1};
-            ent[i] = dv_tracker_insert(tr, &blk[i], NULL);
-            live[i] = ent[i] != NULL;
-            bad += ent[i] == NULL || blk[i].slot == 0;
+            ent[i] = dv_tracker_insert(tr, &blk[i], (uint32_t)i);
+            live[i] = dv_tracked_ok(ent[i]);
+            bad += !live[i] || blk[i].slot == 0;
         } else {
-            bad += dv_tracker_find(tr, dv_block_id_of(&blk[i]), "test") != ent[i];
+            dv_tracked f = dv_tracker_find(tr, dv_block_id_of(&blk[i]), "test");
+            bad += f.hot != ent[i].hot || f.e != ent[i].e || f.hot->owner != (uint32_t)i;
             dv_tracker_remove(tr, ent[i]);
             gone[i] = blk[i];
             live[i] = false;
@@ -148,9 +232,9 @@ static void test_table(test_env *t)
     for (int i = 0; i < N; i++) {
         nlive += live[i];
         if (live[i])
-            bad += dv_tracker_find(tr, dv_block_id_of(&blk[i]), "test") != ent[i];
+            bad += dv_tracker_find(tr, dv_block_id_of(&blk[i]), "test").e != ent[i].e;
         if (freed[i])
-            bad += dv_tracker_find(tr, dv_block_id_of(&gone[i]), "test") != NULL;
+            bad += dv_tracked_ok(dv_tracker_find(tr, dv_block_id_of(&gone[i]), "test"));
     }
     is_int(bad, 0, "20000 random inserts and removes: every live id found, every freed one not");
     dv_tracker_foreach(tr, count_live, &seen);
@@ -161,10 +245,49 @@ static void test_table(test_env *t)
     for (int k = 0; k < 100000; k++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         dv_block_id id = {0x100000 + (rng >> 40) % N * 256, rng % 20001, 0, 0, (uint32_t)rng};
-        found += dv_tracker_find(tr, id, "test") != NULL;
+        found += dv_tracked_ok(dv_tracker_find(tr, id, "test"));
     }
     is_int(found, 0, "100000 forged ids: none found");
     dv_tracker_destroy(tr);
+}
+
+/* More live blocks than the first full-size slabs hold: every slot freed
+ * goes back on the free stack (room for all of them), and is handed out
+ * again before any new one. */
+static void test_many_live(test_env *t)
+{
+    enum { N = 100000 };
+    dv_tracker *tr;
+    dv_tracker_stats st;
+    dv_block *b = calloc(N, sizeof(*b));
+    dv_tracked *e = calloc(N, sizeof(*e));
+    int bad = 0, reused = 0;
+
+    dv_tracker_create(&t->env, &tr);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            uint32_t old = b[i].slot;
+            b[i] = (dv_block){.ptr = 0x10000000 + (uint64_t)i * 256,
+                              .generation = (uint64_t)(round * N + i + 1)};
+            e[i] = dv_tracker_insert(tr, &b[i], (uint32_t)i);
+            bad += !dv_tracked_ok(e[i]);
+            reused += round == 1 && b[i].slot != 0 && old != 0;
+        }
+        dv_tracker_stats_get(tr, &st);
+        bad += st.live_blocks != N;
+        for (int i = N; i-- > 0;) {
+            dv_tracked f = dv_tracker_find(tr, dv_block_id_of(&b[i]), "test");
+            bad += f.e != e[i].e || f.hot->owner != (uint32_t)i;
+            dv_tracker_remove(tr, e[i]);
+        }
+    }
+    is_int(bad, 0, "%d blocks live at once, twice: each found with its word, then removed", N);
+    is_int(reused, N, "the second round reuses freed slots");
+    dv_tracker_stats_get(tr, &st);
+    is_u64(st.live_blocks, 0, "nothing live at the end");
+    dv_tracker_destroy(tr);
+    free(b);
+    free(e);
 }
 
 static void test_async_retired(test_env *t)
@@ -192,11 +315,14 @@ static void test_async_retired(test_env *t)
 int main(void)
 {
     test_env t;
-    plan(26);
-    is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment");
+    plan(44);
+    is_status(test_env_sim(&t, 6, 20), DV_OK, "sim environment");
     test_tracker_direct(&t);
+    test_fence(&t);
+    test_entry(&t);
     test_table(&t);
     test_generations();
+    test_many_live(&t);
     test_async_retired(&t);
     test_env_close(&t);
     return tap_done();
