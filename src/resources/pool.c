@@ -446,10 +446,18 @@ static void stack_push(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
     p->stacked_bytes += class_bytes(c);
 }
 
-/* The top of a non-empty stack. */
+/*
+ * The top of a non-empty stack.  A stack that shrinks walks down into
+ * entries pushed long ago (when a burst of frees filled it), out of cache
+ * by now, one class among dozens and too slowly for the hardware to
+ * follow: the entries a few pops ahead are prefetched.
+ */
+#define STACK_PREFETCH 8 /* entries: three cache lines */
 static pool_stacked stack_pop(pool_res *p, dv_stream_id s, unsigned c)
 {
     pool_stack *st = &p->lists[s].stacks[c];
+    if (st->n > STACK_PREFETCH)
+        __builtin_prefetch(&st->items[st->n - 1 - STACK_PREFETCH]);
     pool_stacked top = st->items[--st->n];
     if (st->n == 0)
         p->streams_with_class[c] &= ~(UINT64_C(1) << s);
