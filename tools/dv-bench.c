@@ -9,7 +9,8 @@
  *   random  RMM's random_allocations workload on the pool: 73 % allocate,
  *           27 % free, sizes uniform in [1, max], N allocations; cost per
  *           operation at N = 1k, 10k, 100k, each size on one pool made
- *           before timing (as RMM's benchmark does)
+ *           before timing (as RMM's benchmark does), the sizes measured in
+ *           alternating rounds on one CPU
  *   actor   a bare two-thread request/reply over the inbox's ring, beside an
  *           allocate round trip through the actor (pool stack); aggregate
  *           allocate+release pairs per second with 1, 8 and 4x-cores client
@@ -24,6 +25,9 @@
  * batch, so the clock's own cost is spread thin); median and p99 are over
  * batches, reported per pair.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getcpu, CPU_SET */
+#endif
 #include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
@@ -300,8 +304,10 @@ static int bench_random_one(dv_resource *pool, size_t n, uint64_t max_size, doub
     return rc;
 }
 
-#define RANDOM_SIZES 3
-#define RANDOM_RUNS  1024
+#define RANDOM_SIZES      3
+#define RANDOM_ROUNDS_MIN 15
+#define RANDOM_ROUNDS_MAX 400
+#define RANDOM_SECONDS    1.5
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -315,14 +321,6 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/*
- * As RMM's benchmark does, each size gets one pool, made before timing,
- * and runs on it over and over (at least 5 times and 0.3 s, at most
- * RANDOM_RUNS): the cost measured is the pool's in use, not its first
- * growth.  The first run of each size is not timed: it grows the pool to
- * the size's peak and warms the machine (clock up, code paged in).  The
- * table gives each size's median, so one noisy run does not set the ratio.
- */
 static int random_pool(dv_res_env *env, dv_resource **pool)
 {
     dv_resource *async;
@@ -334,52 +332,122 @@ static int random_pool(dv_res_env *env, dv_resource **pool)
     return rc;
 }
 
+/* Keep this thread on the CPU it is on (restored by the caller). */
+static bool pin_here(cpu_set_t *before)
+{
+    cpu_set_t one;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || sched_getaffinity(0, sizeof(*before), before) != 0)
+        return false;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+
+/*
+ * As RMM's benchmark does, each size gets one pool, made and grown (by an
+ * untimed first run) before timing: what is measured is the pool in use,
+ * not its growth.  The sizes are measured in rounds, one after the other,
+ * so that each sees the same states of the machine: on a shared host a
+ * core's speed changes by half between stretches of a few seconds, and a
+ * ratio of sizes measured in different stretches would say more about the
+ * host than about the pool.  In every round each size first runs untimed
+ * (the other sizes have pushed its working set out of the caches), then is
+ * timed over several runs.  The thread stays on one CPU.  The table
+ * gives each size's median over all its timed runs, and the median of the
+ * per-round ratios.
+ */
 static void bench_random(dv_res_env *env, uint64_t max_size)
 {
     static const size_t ns[RANDOM_SIZES] = {1000, 10000, 100000};
-    static double runs[RANDOM_RUNS];
-    dv_resource *pool = NULL;
-    double first = 0, warm;
-    size_t ops = 0;
+    /* Runs per round: untimed (N = 1k: 10,000 operations, for its working
+     * set to settle back into the caches after the larger sizes), then
+     * timed. */
+    static const int untimed[RANDOM_SIZES] = {5, 1, 1};
+    static const int timed[RANDOM_SIZES] = {20, 5, 2};
+    static double runs[RANDOM_SIZES][RANDOM_ROUNDS_MAX * 20];
+    static double ratio[RANDOM_SIZES][RANDOM_ROUNDS_MAX];
+    static double first_run[RANDOM_ROUNDS_MAX], last_run[RANDOM_ROUNDS_MAX]; /* N = 1k */
+    dv_resource *pool[RANDOM_SIZES] = {NULL};
+    int nruns[RANDOM_SIZES] = {0}, rounds = 0;
+    size_t ops[RANDOM_SIZES] = {0};
+    double warm, round_median[RANDOM_SIZES];
+    cpu_set_t before;
+    bool pinned = pin_here(&before);
     int rc = DV_OK;
+
+    for (int i = 0; i < RANDOM_SIZES && rc == DV_OK; i++)
+        if ((rc = random_pool(env, &pool[i])) == DV_OK)
+            rc = bench_random_one(pool[i], ns[i], max_size, &warm, &ops[i]);
+    uint64_t t0 = now_ns();
+    while (rc == DV_OK && rounds < RANDOM_ROUNDS_MAX &&
+           (rounds < RANDOM_ROUNDS_MIN || now_ns() - t0 < (uint64_t)(RANDOM_SECONDS * 1e9))) {
+        for (int i = 0; i < RANDOM_SIZES && rc == DV_OK; i++) {
+            double here[20];
+            for (int k = 0; k < untimed[i] && rc == DV_OK; k++)
+                rc = bench_random_one(pool[i], ns[i], max_size, &warm, &ops[i]);
+            for (int k = 0; k < timed[i] && rc == DV_OK; k++) {
+                rc = bench_random_one(pool[i], ns[i], max_size, &here[k], &ops[i]);
+                runs[i][nruns[i]++] = here[k];
+            }
+            if (rc == DV_OK && i == 0) {
+                first_run[rounds] = here[0];
+                last_run[rounds] = here[timed[0] - 1];
+            }
+            if (rc == DV_OK)
+                round_median[i] = median_of(here, timed[i]);
+        }
+        if (rc == DV_OK) {
+            for (int i = 0; i < RANDOM_SIZES; i++)
+                ratio[i][rounds] = round_median[i] / round_median[0];
+            rounds++;
+        }
+    }
+    for (int i = 0; i < RANDOM_SIZES; i++) {
+        if (pool[i] != NULL) {
+            dv_res_env_sync(env);
+            dv_res_destroy_stack(pool[i]);
+        }
+    }
+    if (pinned)
+        (void)sched_setaffinity(0, sizeof(before), &before);
+
     if (csv)
-        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,runs\n");
+        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,round_ratio,runs,rounds\n");
     else
         printf("\nrandom_allocations on pool(async): 73%% allocate / 27%% free, sizes uniform in "
-               "[1, %llu];\none pool per size, grown by an untimed first run; median of repeated "
-               "runs\n  %12s %12s %10s %12s %8s\n",
-               (unsigned long long)max_size, "allocations", "ns/op", "ops/run", "vs N=1k", "runs");
-    for (int i = 0; i < RANDOM_SIZES; i++) {
-        int nruns = 0;
-        if ((rc = random_pool(env, &pool)) == DV_OK)
-            rc = bench_random_one(pool, ns[i], max_size, &warm, &ops);
-        uint64_t t0 = now_ns();
-        while (rc == DV_OK && nruns < RANDOM_RUNS && (nruns < 5 || now_ns() - t0 < 300000000u))
-            rc = bench_random_one(pool, ns[i], max_size, &runs[nruns++], &ops);
-        if (pool != NULL) {
-            dv_res_env_sync(env);
-            dv_res_destroy_stack(pool);
-            pool = NULL;
-        }
-        if (rc != DV_OK) {
-            if (csv)
-                printf("random,%zu,%llu,,,%s\n", ns[i], (unsigned long long)max_size,
-                       dv_err_name(rc));
-            else
-                printf("  %12zu  error: %s\n", ns[i], dv_last_error()->message);
-            return;
-        }
-        double per = median_of(runs, nruns);
-        if (i == 0)
-            first = per;
+               "[1, %llu];\none pool per size, made and grown before timing; the sizes in %d "
+               "rounds (%s)\n  %12s %12s %10s %10s %14s %8s\n",
+               (unsigned long long)max_size, rounds, pinned ? "one CPU" : "not pinned",
+               "allocations", "ns/op", "ops/run", "vs N=1k", "round ratio", "runs");
+    if (rc != DV_OK) {
         if (csv)
-            printf("random,%zu,%llu,%.1f,%zu,%.3f,%d\n", ns[i], (unsigned long long)max_size, per,
-                   ops, first > 0 ? per / first : 0, nruns);
+            printf("random,,%llu,,,,,,%s\n", (unsigned long long)max_size, dv_err_name(rc));
         else
-            printf("  %12zu %12.1f %10zu %11.2fx %8d\n", ns[i], per, ops,
-                   first > 0 ? per / first : 0, nruns);
-        fflush(stdout);
+            printf("  error: %s\n", dv_last_error()->message);
+        return;
     }
+    double first = median_of(runs[0], nruns[0]);
+    for (int i = 0; i < RANDOM_SIZES; i++) {
+        double per = median_of(runs[i], nruns[i]);
+        double r = median_of(ratio[i], rounds);
+        qsort(ratio[i], (size_t)rounds, sizeof(double), cmp_double);
+        if (csv)
+            printf("random,%zu,%llu,%.1f,%zu,%.3f,%.3f,%d,%d\n", ns[i],
+                   (unsigned long long)max_size, per, ops[i], per / first, r, nruns[i], rounds);
+        else if (i == 0)
+            printf("  %12zu %12.1f %10zu %9.2fx %14s %8d\n", ns[i], per, ops[i], per / first, "",
+                   nruns[i]);
+        else
+            printf("  %12zu %12.1f %10zu %9.2fx %5.2fx (%.2f-%.2f) %3d\n", ns[i], per, ops[i],
+                   per / first, r, ratio[i][0], ratio[i][rounds - 1], nruns[i]);
+    }
+    /* The check on the method: if the untimed runs did not bring N = 1k's
+     * working set back, its first timed run in a round is the slower. */
+    if (!csv)
+        printf("  N = 1k, first and last timed run of a round: %.1f and %.1f ns (medians)\n",
+               median_of(first_run, rounds), median_of(last_run, rounds));
+    fflush(stdout);
 }
 
 /* ------------------------------------------------------------------------
@@ -748,7 +816,8 @@ static void usage(FILE *out)
                  "Measures devactor against direct driver calls in the same run:\n"
                  "  alloc   allocate+free pair latency of every resource and stack at\n"
                  "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
-                 "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k\n"
+                 "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k,\n"
+                 "          the sizes in alternating rounds on one CPU\n"
                  "  actor   round trip through the actor beside a bare ping-pong over the\n"
                  "          same ring; allocate+release pairs/s with 1, 8 and 4x-cores\n"
                  "          clients (per-client rings and one shared ring) beside 8\n"
