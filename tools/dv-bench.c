@@ -23,7 +23,10 @@
  *
  * Latencies are taken over batches of BATCH pairs (one clock read per
  * batch, so the clock's own cost is spread thin); median and p99 are over
- * batches, reported per pair.
+ * batches, reported per pair.  Rows that are compared (the resources of
+ * one size, the sizes of random_allocations) are timed in alternating
+ * rounds, so that a change of the shared host's speed falls on all of
+ * them alike.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getcpu, CPU_SET */
@@ -60,6 +63,7 @@ static int cmp_u64(const void *a, const void *b)
 
 typedef struct result {
     double median_ns, p99_ns;
+    double ratio; /* to the driver's stream-ordered pair */
     size_t pairs;
     int error;
 } result;
@@ -67,37 +71,7 @@ typedef struct result {
 /* A pair to time: one allocate and one free. */
 typedef int (*pair_fn)(void *ctx, uint64_t bytes);
 
-static result measure(pair_fn fn, void *ctx, uint64_t bytes, double budget_s, size_t max_batches)
-{
-    result res = {0};
-    size_t cap = max_batches, n = 0;
-    uint64_t *per = malloc(cap * sizeof(*per));
-    int rc;
-
-    for (int i = 0; i < 4 * BATCH; i++) /* warm up */
-        if ((rc = fn(ctx, bytes)) != DV_OK) {
-            res.error = rc;
-            free(per);
-            return res;
-        }
-    uint64_t deadline = now_ns() + (uint64_t)(budget_s * 1e9);
-    while (n < cap && (n < 8 || now_ns() < deadline)) {
-        uint64_t t0 = now_ns();
-        for (int i = 0; i < BATCH; i++)
-            if ((rc = fn(ctx, bytes)) != DV_OK) {
-                res.error = rc;
-                free(per);
-                return res;
-            }
-        per[n++] = now_ns() - t0;
-    }
-    qsort(per, n, sizeof(*per), cmp_u64);
-    res.median_ns = (double)per[n / 2] / BATCH;
-    res.p99_ns = (double)per[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / BATCH;
-    res.pairs = n * BATCH;
-    free(per);
-    return res;
-}
+static int cmp_double(const void *x, const void *y);
 
 /* ------------------------------------------------------------------------
  * The pairs
@@ -204,7 +178,7 @@ static void unbuild(stack *s)
         dv_log_sink_destroy(s->sink);
 }
 
-static void print_row(const char *what, uint64_t bytes, result r, double ref_ns)
+static void print_row(const char *what, uint64_t bytes, result r)
 {
     char size[32];
     if (bytes >= (1u << 20))
@@ -222,10 +196,85 @@ static void print_row(const char *what, uint64_t bytes, result r, double ref_ns)
     }
     if (csv)
         printf("alloc,%s,%llu,%.1f,%.1f,%.4f,%zu\n", what, (unsigned long long)bytes, r.median_ns,
-               r.p99_ns, ref_ns > 0 ? r.median_ns / ref_ns : 0.0, r.pairs);
+               r.p99_ns, r.ratio, r.pairs);
     else
-        printf("  %-32s %8s %10.1f %10.1f %9.3f %9zu\n", what, size, r.median_ns, r.p99_ns,
-               ref_ns > 0 ? r.median_ns / ref_ns : 0.0, r.pairs);
+        printf("  %-32s %8s %10.1f %10.1f %9.3f %9zu\n", what, size, r.median_ns, r.p99_ns, r.ratio,
+               r.pairs);
+}
+
+/*
+ * The rows of one size are timed in rounds, each row for a slice of every
+ * round (after one untimed batch), so that each sees the same states of
+ * the machine: on a shared host a core's speed, and the driver's pair
+ * with it, changes by half between stretches of a few seconds, and a row
+ * timed seconds after the driver's would be compared with another host.
+ * A row's median and p99 are over all its batches; its ratio is the
+ * median over the rounds of its median there over the driver's
+ * stream-ordered pair's.
+ */
+#define ALLOC_ROUNDS    10
+#define ALLOC_ROWS      (2 + NSTACKS)
+#define ALLOC_ROUND_CAP 20000 /* batches of one row in one round */
+
+typedef struct alloc_row {
+    const char *name;
+    pair_fn fn;
+    void *ctx;
+    uint64_t *per; /* ns per batch, every round */
+    size_t n;
+    double round_median[ALLOC_ROUNDS];
+    int error;
+} alloc_row;
+
+static int run_batch(alloc_row *r, uint64_t bytes)
+{
+    for (int i = 0; i < BATCH; i++) {
+        int rc = r->fn(r->ctx, bytes);
+        if (rc != DV_OK)
+            return rc;
+    }
+    return DV_OK;
+}
+
+static void time_round(alloc_row *r, uint64_t bytes, double budget_s, int round)
+{
+    size_t first = r->n, n = 0;
+    if ((r->error = run_batch(r, bytes)) != DV_OK) /* untimed: back in cache */
+        return;
+    uint64_t deadline = now_ns() + (uint64_t)(budget_s * 1e9);
+    while (n < ALLOC_ROUND_CAP && (n < 4 || now_ns() < deadline)) {
+        uint64_t t0 = now_ns();
+        if ((r->error = run_batch(r, bytes)) != DV_OK)
+            return;
+        r->per[r->n++] = now_ns() - t0;
+        n++;
+    }
+    uint64_t *mine = malloc(n * sizeof(*mine));
+    if (mine == NULL) {
+        r->error = DV_ENOMEM;
+        return;
+    }
+    memcpy(mine, r->per + first, n * sizeof(*mine));
+    qsort(mine, n, sizeof(*mine), cmp_u64);
+    r->round_median[round] = (double)mine[n / 2] / BATCH;
+    free(mine);
+}
+
+static result row_result(alloc_row *r, const alloc_row *driver)
+{
+    result res = {.error = r->error};
+    double ratio[ALLOC_ROUNDS];
+    if (r->error != DV_OK || r->n == 0)
+        return res;
+    qsort(r->per, r->n, sizeof(*r->per), cmp_u64);
+    res.median_ns = (double)r->per[r->n / 2] / BATCH;
+    res.p99_ns = (double)r->per[(r->n * 99) / 100] / BATCH;
+    res.pairs = r->n * BATCH;
+    for (int q = 0; q < ALLOC_ROUNDS; q++)
+        ratio[q] = r->round_median[q] / driver->round_median[q];
+    qsort(ratio, ALLOC_ROUNDS, sizeof(*ratio), cmp_double);
+    res.ratio = (ratio[ALLOC_ROUNDS / 2 - 1] + ratio[ALLOC_ROUNDS / 2]) / 2;
+    return res;
 }
 
 static void bench_alloc(dv_res_env *env, double seconds)
@@ -234,29 +283,46 @@ static void bench_alloc(dv_res_env *env, double seconds)
     if (csv)
         printf("section,what,bytes,median_ns,p99_ns,ratio_to_driver_async,pairs\n");
     else
-        printf("\nallocate+free pair latency, ns per pair (ratio: median / driver stream-ordered "
-               "pair)\n  %-32s %8s %10s %10s %9s %9s\n",
-               "resource", "size", "median", "p99", "ratio", "pairs");
+        printf("\nallocate+free pair latency, ns per pair; every row of a size timed in %d "
+               "alternating rounds\n(ratio: median over the rounds of the row over the driver's "
+               "stream-ordered pair)\n  %-32s %8s %10s %10s %9s %9s\n",
+               ALLOC_ROUNDS, "resource", "size", "median", "p99", "ratio", "pairs");
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         uint64_t bytes = sizes[i];
-        result ra = measure(pair_driver_async, env, bytes, seconds, 200000);
-        result rs = measure(pair_driver_sync, env, bytes, seconds, 200000);
-        dv_res_env_sync(env);
-        print_row("driver stream-ordered pair", bytes, ra, ra.median_ns);
-        print_row("driver synchronous pair", bytes, rs, ra.median_ns);
+        alloc_row rows[ALLOC_ROWS] = {
+            {.name = "driver stream-ordered pair", .fn = pair_driver_async, .ctx = env},
+            {.name = "driver synchronous pair", .fn = pair_driver_sync, .ctx = env},
+        };
+        stack stacks[NSTACKS];
         for (int k = 0; k < NSTACKS; k++) {
-            stack s;
-            int rc = build(k, env, &s);
-            if (rc != DV_OK) {
-                result bad = {.error = rc};
-                print_row("(stack failed to build)", bytes, bad, 0);
+            alloc_row *r = &rows[2 + k];
+            r->fn = pair_resource;
+            if ((r->error = build(k, env, &stacks[k])) != DV_OK) {
+                r->name = "(stack failed to build)";
                 continue;
             }
-            result r = measure(pair_resource, s.top, bytes, seconds, 200000);
-            print_row(s.name, bytes, r, ra.median_ns);
-            dv_res_env_sync(env);
-            unbuild(&s);
+            r->name = stacks[k].name;
+            r->ctx = stacks[k].top;
         }
+        for (int j = 0; j < ALLOC_ROWS; j++) {
+            rows[j].per = malloc(ALLOC_ROUNDS * ALLOC_ROUND_CAP * sizeof(*rows[j].per));
+            if (rows[j].per == NULL)
+                rows[j].error = DV_ENOMEM;
+            for (int w = 0; w < 4 && rows[j].error == DV_OK; w++) /* warm up */
+                rows[j].error = run_batch(&rows[j], bytes);
+        }
+        for (int q = 0; q < ALLOC_ROUNDS; q++)
+            for (int j = 0; j < ALLOC_ROWS; j++)
+                if (rows[j].error == DV_OK)
+                    time_round(&rows[j], bytes, seconds / ALLOC_ROUNDS, q);
+        dv_res_env_sync(env);
+        for (int j = 0; j < ALLOC_ROWS; j++) {
+            print_row(rows[j].name, bytes, row_result(&rows[j], &rows[0]));
+            free(rows[j].per);
+        }
+        for (int k = 0; k < NSTACKS; k++)
+            if (rows[2 + k].ctx != NULL)
+                unbuild(&stacks[k]);
         fflush(stdout);
     }
 }
