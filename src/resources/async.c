@@ -104,9 +104,10 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
                       .state = DV_BLOCK_LIVE};
     dv_tracked b = dv_tracker_insert(a->t, out, 0);
     if (!dv_tracked_ok(b)) {
+        rc = dv__detail()->status; /* the tracker's answer, detail set */
         (void)dv_drv_mem_free_async(r->env->streams[stream], ptr);
         out->state = DV_BLOCK_FREED;
-        return DV_ENOMEM;
+        return rc;
     }
     /* Where the free finds them (the driver call dwarfs the entry's miss). */
     dv_track_entry *e = dv_tracker_entry(a->t, b);

@@ -42,9 +42,10 @@ static int direct_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, 
                       .state = DV_BLOCK_LIVE};
     dv_tracked b = dv_tracker_insert(DIRECT(r)->live, out, 0);
     if (!dv_tracked_ok(b)) {
+        rc = dv__detail()->status; /* the tracker's answer, detail set */
         (void)dv_drv_mem_free(r->env->ctx, ptr);
         out->state = DV_BLOCK_FREED;
-        return dv__fail(DV_ENOMEM, "allocate", "out of host memory");
+        return rc;
     }
     dv_track_entry *e = dv_tracker_entry(DIRECT(r)->live, b);
     e->ptr = ptr;

@@ -776,11 +776,12 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
                       .device = res->device,
                       .state = DV_BLOCK_LIVE};
     if (!dv_tracked_ok(dv_tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
-        /* Back to s: the stamp covers any wait take queued on s. */
+        /* Back to s: the stamp covers any wait take queued on s.  The
+         * answer is the tracker's, detail set. */
         b.freed_epoch = dv_tracker_mark(p->t, s);
         release(p, b, s, owner_class);
         out->state = DV_BLOCK_FREED;
-        return DV_ENOMEM;
+        return dv__detail()->status;
     }
     p->live_bytes += need;
     atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);

@@ -178,9 +178,10 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos)
 static int slab_add(dv_tracker *t)
 {
     uint32_t n = slab_slots(t->nslabs);
+    /* Slab k's slots carry k + 1 in their top 16 bits, never 0. */
+    if (t->nslabs == (1u << (32 - DV__TRACK_SLOT_SHIFT)) - 1)
+        return -1;
     if (t->nslabs == t->dir_cap) {
-        if (t->dir_cap >= (1u << (32 - DV__TRACK_SLOT_SHIFT)) - 1)
-            return -1;
         uint32_t cap = t->dir_cap ? 2 * t->dir_cap : 16;
         struct dv__track_slab *dir = realloc(t->dir, cap * sizeof(*dir));
         if (dir == NULL)
@@ -216,6 +217,14 @@ uint32_t dv__tracker_fresh_slot(dv_tracker *t)
     }
     k = t->nslabs - 1;
     return ((k + 1) << DV__TRACK_SLOT_SHIFT) | t->dir[k].used++;
+}
+
+void dv__tracker_unkeyable(const dv_block *block)
+{
+    dv__fail(DV_EINVAL, "allocate",
+             "allocate: block 0x%llx of generation %llu cannot be tracked: the live table keys "
+             "pointers and generations below 2^55",
+             (unsigned long long)block->ptr, (unsigned long long)block->generation);
 }
 
 void dv__tracker_not_found(dv_tracker *t, dv_block_id id, dv_tracked at, const char *op)
@@ -286,7 +295,7 @@ int dv_tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_acce
 
 /* Add a use to the outstanding reads: one entry per stream (the later
  * use on a stream covers the earlier). */
-static void add_read(dv_track_entry *e, dv_stream_pos pos)
+static void add_read(dv_tracker *t, dv_track_entry *e, dv_stream_pos pos)
 {
     for (uint32_t i = 0; i < e->nreads; i++) {
         if (e->reads[i].stream == pos.stream) {
@@ -297,10 +306,16 @@ static void add_read(dv_track_entry *e, dv_stream_pos pos)
     if (e->nreads == DV_TRACK_INLINE_READS && e->reads == e->reads_inline) {
         dv_stream_pos *heap = malloc(DV_MAX_STREAMS * sizeof(*heap));
         if (heap == NULL) {
-            /* No room for the edge: make the read the last write instead.
-             * Readers and writers then wait on it too (more than needed),
-             * and it covers the old last write, which its prepare waited
-             * for.  Safe, only slower. */
+            /* No room for the edge: the read becomes the last write.  The
+             * old last write must stay covered (a recorded use had no
+             * prepare that waited for it), so the read's stream waits for
+             * it, behind the read, and the position after that wait is
+             * the new last write.  Readers and writers then wait on more
+             * than needed; never less.  Should the wait itself fail, the
+             * driver has failed the context, and every later call with
+             * it. */
+            if (dv_tracker_wait(t, pos.stream, dv_track_last_write(e)) == DV_OK)
+                pos.epoch = dv_tracker_mark(t, pos.stream);
             e->last_write_stream = pos.stream;
             e->last_write_epoch = pos.epoch;
             return;
@@ -329,7 +344,7 @@ void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_acce
     dv_track_entry *e = dv_tracker_entry(t, b);
     dv_stream_pos pos = {stream, dv_tracker_mark(t, stream)};
     if (a == DV_ACCESS_READ) {
-        add_read(e, pos);
+        add_read(t, e, pos);
         update_cross(b, stream);
         return;
     }
@@ -343,6 +358,6 @@ void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_acce
 
 void dv_tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream)
 {
-    add_read(dv_tracker_entry(t, b), (dv_stream_pos){stream, dv_tracker_mark(t, stream)});
+    add_read(t, dv_tracker_entry(t, b), (dv_stream_pos){stream, dv_tracker_mark(t, stream)});
     update_cross(b, stream);
 }

@@ -165,7 +165,8 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos);
  * Register a block just allocated on block->alloc_stream (the allocation
  * was enqueued there: it counts as the block's first write, so a use on
  * another stream waits for it), with the resource's word owner, and set
- * block->slot.  NULL hot: out of host memory (DV_ENOMEM, detail set).
+ * block->slot.  NULL hot, detail set: out of host memory (DV_ENOMEM), or
+ * a pointer or generation at or past 2^55 (DV_EINVAL; no real one is).
  */
 static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner);
 /* The live block id names, or hot == NULL with the detail set
@@ -249,6 +250,8 @@ struct dv_tracker {
 /* A fresh slot (none free): the next of the newest slab, or a new slab.
  * 0: out of memory. */
 uint32_t dv__tracker_fresh_slot(dv_tracker *t);
+/* Sets the detail for a block insert cannot key (DV_EINVAL). */
+void dv__tracker_unkeyable(const dv_block *block);
 /* Sets the detail for an id find did not find. */
 void dv__tracker_not_found(dv_tracker *t, dv_block_id id, dv_tracked at, const char *op);
 
@@ -276,16 +279,26 @@ static inline dv_tracked dv__tracker_slot_at(const dv_tracker *t, uint32_t slot)
 /*
  * A block's key, in the tag's top 55 bits: its generation xor its pointer
  * times an odd constant.  Multiplying by an odd number is a bijection of
- * the integers modulo 2^55, so an id with the live block's pointer and
- * another generation, or with its generation and another pointer, never
- * has its key (for generations and pointers below 2^55: a generation a
- * nanosecond would take over a year to get there); only an id wrong in
- * both could, by a 2^-55 chance.  Generations are never reused, so the
- * generation is what tells a stale id from the live block.
+ * the integers modulo 2^55, so for generations and pointers below 2^55
+ * (DV__TRACK_KEY_LIMIT; a generation a nanosecond would take over a year
+ * to get there, and device pointers stay far below) an id with the live
+ * block's pointer and another generation, or with its generation and
+ * another pointer, never has its key; only an id wrong in both could, by
+ * a 2^-55 chance.  Ids and blocks at or past the limit are refused, not
+ * folded.  Generations are never reused, so the generation is what tells
+ * a stale id from the live block.
  */
+#define DV__TRACK_KEY_LIMIT (UINT64_C(1) << (64 - DV_TRACK_KEY_SHIFT))
+
 static inline uint64_t dv__track_key(uint64_t generation, dv_dptr ptr)
 {
     return (generation ^ (ptr * UINT64_C(0x9E3779B97F4A7C15))) << DV_TRACK_KEY_SHIFT;
+}
+
+/* Can the key tell this block or id apart exactly? */
+static inline bool dv__track_keyable(uint64_t generation, dv_dptr ptr)
+{
+    return generation != 0 && (generation | ptr) < DV__TRACK_KEY_LIMIT;
 }
 
 /* Only the owner thread writes the count: a plain store for readers on
@@ -302,6 +315,10 @@ static inline void dv__tracker_live_set(dv_tracker *t, uint64_t n)
 
 static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner)
 {
+    if (!dv__track_keyable(block->generation, block->ptr)) {
+        dv__tracker_unkeyable(block);
+        return (dv_tracked){NULL, NULL, 0};
+    }
     if (t->nfree > DV__TRACK_SLOT_PREFETCH)
         __builtin_prefetch(&t->free_slots[t->nfree - 1 - DV__TRACK_SLOT_PREFETCH]);
     uint32_t slot = t->nfree > 0 ? t->free_slots[--t->nfree] : dv__tracker_fresh_slot(t);
@@ -324,7 +341,7 @@ static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const ch
     dv_tracked b = dv__tracker_slot_at(t, id.slot);
     /* The key and the live flag; not the stream, CROSS or ENTRY. */
     const uint64_t mask = ~(uint64_t)((1u << DV_TRACK_KEY_SHIFT) - 1) | DV_TRACK_LIVE;
-    if (b.hot != NULL &&
+    if (b.hot != NULL && dv__track_keyable(id.generation, id.ptr) &&
         (b.hot->tag & mask) == (dv__track_key(id.generation, id.ptr) | DV_TRACK_LIVE))
         return b;
     dv__tracker_not_found(t, id, b, op);

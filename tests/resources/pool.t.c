@@ -542,7 +542,7 @@ static void test_tracking(void)
 
 /* ------------------------------------------------------------------------ */
 
-#define STALE_TESTS 6
+#define STALE_TESTS 9
 
 static void test_stale(void)
 {
@@ -570,6 +570,19 @@ static void test_stale(void)
     forged.generation += 1000;
     is_status(dv_res_deallocate(pool, &forged), DV_EUSE_AFTER_FREE,
               "stale: a live address with a wrong generation is EUSE_AFTER_FREE");
+    /* A pointer or generation wrong only in high bits: the pool would
+     * otherwise stack the wrong address and hand it out again. */
+    forged = b;
+    forged.ptr ^= UINT64_C(1) << 60;
+    is_status(dv_res_deallocate(pool, &forged), DV_EUSE_AFTER_FREE,
+              "stale: the live generation with a pointer wrong in bit 60 is EUSE_AFTER_FREE");
+    forged = b;
+    forged.generation += UINT64_C(1) << 55;
+    is_status(dv_res_deallocate(pool, &forged), DV_EUSE_AFTER_FREE,
+              "stale: the live address with generation + 2^55 is EUSE_AFTER_FREE");
+    is_status(dv_res_prepare_block_use(pool, (dv_block_id){b.ptr, 0, b.alloc_stream, 0, b.slot}, S0,
+                                       DV_ACCESS_READ),
+              DV_EUSE_AFTER_FREE, "stale: generation 0 is EUSE_AFTER_FREE");
     is_u64(dv_res_bytes_outstanding(pool), before,
            "stale: refused deallocations changed no accounting");
     rc = dv_res_deallocate(pool, &b);

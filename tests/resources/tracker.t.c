@@ -24,6 +24,16 @@ static void test_tracker_direct(test_env *t)
        "another generation at the pointer is EUSE_AFTER_FREE");
     ok(!dv_tracked_ok(dv_tracker_find(tr, (dv_block_id){0x1100, 77, 0, 0, b.slot}, "test")),
        "the generation with another pointer is EUSE_AFTER_FREE");
+    ok(!dv_tracked_ok(dv_tracker_find(
+           tr, (dv_block_id){0x1000 | UINT64_C(1) << 60, 77, 0, 0, b.slot}, "test")) &&
+           !dv_tracked_ok(dv_tracker_find(
+               tr, (dv_block_id){0x1000, 77 + (UINT64_C(1) << 55), 0, 0, b.slot}, "test")),
+       "pointer or generation wrong only above bit 55: EUSE_AFTER_FREE");
+    dv_block far = {.ptr = UINT64_C(1) << 56, .generation = 78};
+    dv_block zero = {.ptr = 0x1100, .generation = 0};
+    ok(!dv_tracked_ok(dv_tracker_insert(tr, &far, 0)) && dv_last_error()->status == DV_EINVAL &&
+           !dv_tracked_ok(dv_tracker_insert(tr, &zero, 0)),
+       "a block the key cannot tell apart (pointer past 2^55, generation 0) is refused");
 
     /* Same stream: no event, no wait. */
     for (int i = 0; i < 100; i++) {
@@ -315,7 +325,7 @@ static void test_async_retired(test_env *t)
 int main(void)
 {
     test_env t;
-    plan(44);
+    plan(46);
     is_status(test_env_sim(&t, 6, 20), DV_OK, "sim environment");
     test_tracker_direct(&t);
     test_fence(&t);
