@@ -1017,6 +1017,7 @@ int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out)
     *out = (dv_pool_stats){
         .chunk_bytes = p->chunk_bytes,
         .free_bytes = free_bytes,
+        .stacked_bytes = p->stacked_bytes,
         .largest_free = largest,
         .chunks = p->nchunks,
         .fragmentation = free_bytes != 0 ? 1.0 - (double)largest / (double)free_bytes : 0.0,

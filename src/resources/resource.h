@@ -257,9 +257,10 @@ void dv_pool_config_init(dv_pool_config *cfg);
 int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
 
 typedef struct dv_pool_stats {
-    uint64_t chunk_bytes;  /* held from upstream */
-    uint64_t free_bytes;   /* in chunks, not handed out */
-    uint64_t largest_free; /* largest block allocatable without growing */
+    uint64_t chunk_bytes;   /* held from upstream */
+    uint64_t free_bytes;    /* in chunks, not handed out */
+    uint64_t stacked_bytes; /* of those, freed small blocks on their stacks (not coalesced) */
+    uint64_t largest_free;  /* largest block allocatable without growing */
     uint32_t chunks;
     double fragmentation; /* 1 - largest_free / free_bytes (0 when empty) */
 } dv_pool_stats;

@@ -937,12 +937,14 @@ static void test_many(void)
     dv_resource *pool = make_pool(0, 0, 0, NULL);
     dv_block *b = calloc(MANY_N, sizeof(*b)), *sorted = calloc(MANY_N, sizeof(*b));
     uint64_t *size = calloc(MANY_N, sizeof(*size));
-    int failures = 0, overlaps = 0;
+    dv_dptr *first = calloc(MANY_N, sizeof(*first));
+    int failures = 0, overlaps = 0, moved = 0;
+    uint64_t stacked = 0, handed_out = 0;
 
-    if (pool == NULL || b == NULL || sorted == NULL || size == NULL) {
+    if (pool == NULL || b == NULL || sorted == NULL || size == NULL || first == NULL) {
         for (int i = 0; i < MANY_TESTS; i++)
             ok(false, "many: no pool");
-        free(b), free(sorted), free(size);
+        free(b), free(sorted), free(size), free(first);
         return;
     }
     for (int i = 0; i < MANY_N; i++)
@@ -956,16 +958,24 @@ static void test_many(void)
         qsort(sorted, MANY_N, sizeof(*sorted), cmp_block_ptr);
         for (int i = 1; i < MANY_N; i++)
             overlaps += sorted[i - 1].ptr + sorted[i - 1].bytes > sorted[i].ptr;
+        for (int i = 0; i < MANY_N; i++) {
+            if (round == 0)
+                first[i] = sorted[i].ptr;
+            else
+                moved += sorted[i].ptr != first[i];
+        }
         if (round == 0) {
+            for (int i = 0; i < MANY_N; i++)
+                handed_out += b[i].bytes;
             ok(failures == 0 && overlaps == 0,
                "many: %d small blocks live on two streams, none overlapping (%d failed, %d "
                "overlaps)",
                MANY_N, failures, overlaps);
         } else {
-            ok(failures == 0 && overlaps == 0 && stats_of(pool).chunks == 1,
-               "many: all of them again, off the stacks: the pool did not grow (%u chunks, %d "
-               "overlaps)",
-               stats_of(pool).chunks, overlaps);
+            ok(failures == 0 && overlaps == 0 && moved == 0 && stats_of(pool).chunks == 1,
+               "many: all of them again, at the same addresses: the pool did not grow (%u "
+               "chunks, %d overlaps, %d new addresses)",
+               stats_of(pool).chunks, overlaps, moved);
         }
         /* Free in random order (Fisher-Yates over the indices). */
         for (int i = MANY_N - 1; i > 0; i--) {
@@ -976,8 +986,14 @@ static void test_many(void)
         }
         for (int i = 0; i < MANY_N; i++)
             failures += dv_res_deallocate(pool, &b[i]) != DV_OK;
+        if (round == 0)
+            stacked = stats_of(pool).stacked_bytes;
     }
-    ok(failures == 0, "many: every block deallocated, twice over (%d failures)", failures);
+    /* Freed small blocks wait on their stacks, not coalesced. */
+    ok(failures == 0 && stacked == handed_out,
+       "many: every block deallocated, twice over, each onto its stack (%d failures, %llu of "
+       "%llu bytes stacked)",
+       failures, (unsigned long long)stacked, (unsigned long long)handed_out);
     is_u64(dv_res_bytes_outstanding(pool), 0, "many: nothing outstanding");
     uint64_t released = 0, held = stats_of(pool).chunk_bytes;
     int rc = dv_pool_trim(pool, &released);
@@ -988,6 +1004,7 @@ static void test_many(void)
     free(b);
     free(sorted);
     free(size);
+    free(first);
 }
 
 /* ------------------------------------------------------------------------ */
