@@ -416,6 +416,16 @@ static void bins_release(pool_res *p, pool_range *r)
     bin_insert(p, s, r);
 }
 
+/* A used block's range back into stream s's bins, stamped with its free
+ * there. */
+static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
+{
+    pool_range *r = range_at(p, b.index);
+    r->freed_epoch = b.freed_epoch;
+    r->owner = (uint8_t)s;
+    bins_release(p, r);
+}
+
 /* ------------------------------------------------------------------------
  * Stacks
  * ------------------------------------------------------------------------ */
@@ -432,10 +442,7 @@ static void stack_push(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
         uint32_t cap = st->cap ? 2 * st->cap : 64;
         pool_stacked *items = realloc(st->items, cap * sizeof(*items));
         if (items == NULL) {
-            pool_range *r = range_at(p, b.index);
-            r->freed_epoch = b.freed_epoch;
-            r->owner = (uint8_t)s;
-            bins_release(p, r);
+            bins_return(p, b, s);
             return;
         }
         st->items = items;
@@ -471,11 +478,7 @@ static void flush_stacks(pool_res *p)
     for (unsigned c = 0; c < SMALL_CLASSES; c++) {
         while (p->streams_with_class[c] != 0) {
             dv_stream_id s = (dv_stream_id)__builtin_ctzll(p->streams_with_class[c]);
-            pool_stacked top = stack_pop(p, s, c);
-            pool_range *r = range_at(p, top.index);
-            r->freed_epoch = top.freed_epoch;
-            r->owner = (uint8_t)s;
-            bins_release(p, r);
+            bins_return(p, stack_pop(p, s, c), s);
         }
     }
 }
@@ -561,14 +564,10 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
  * lists, stamped with the free's epoch there. */
 static void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
 {
-    if (c != OWNER_LARGE) {
+    if (c != OWNER_LARGE)
         stack_push(p, b, s, c);
-        return;
-    }
-    pool_range *r = range_at(p, b.index);
-    r->freed_epoch = b.freed_epoch;
-    r->owner = (uint8_t)s;
-    bins_release(p, r);
+    else
+        bins_return(p, b, s);
 }
 
 /* ------------------------------------------------------------------------

@@ -113,17 +113,13 @@ static inline dv_block_id dv_block_id_of(const dv_block *b)
  * DV_SLAB_HUGE bytes up it is mapped 2 MiB-aligned and advised for
  * transparent huge pages: with a hundred thousand live blocks the slabs
  * span tens of megabytes, and over 4 KiB pages most random accesses would
- * miss the TLB as well as the cache.  Callers grow slabs geometrically
- * (dv__slab_next), so a small pool never maps a huge page.  NULL: out of
- * memory.  Free with the same size.
+ * miss the TLB as well as the cache.  Callers grow slabs geometrically, up
+ * to a huge page, so a small pool never maps one.  NULL: out of memory.
+ * Free with the same size.
  */
 #define DV_SLAB_HUGE ((size_t)2 << 20)
 void *dv__slab_alloc(size_t bytes);
 void dv__slab_free(void *p, size_t bytes);
-static inline size_t dv__slab_next(size_t bytes)
-{
-    return bytes * 2 < DV_SLAB_HUGE ? bytes * 2 : DV_SLAB_HUGE;
-}
 
 /*
  * What a resource stack runs against: the device's context and stream

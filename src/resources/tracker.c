@@ -37,8 +37,7 @@ int dv_tracker_create(dv_res_env *env, dv_tracker **out)
 static void free_reads(dv_tracked b, void *arg)
 {
     (void)arg;
-    if (dv_track_cross(b.hot) && b.e->reads != b.e->reads_inline)
-        free(b.e->reads);
+    dv__tracker_free_reads(b);
 }
 
 void dv_tracker_destroy(dv_tracker *t)
@@ -227,9 +226,8 @@ void dv__tracker_unkeyable(const dv_block *block)
              (unsigned long long)block->ptr, (unsigned long long)block->generation);
 }
 
-void dv__tracker_not_found(dv_tracker *t, dv_block_id id, dv_tracked at, const char *op)
+void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op)
 {
-    (void)t;
     if (at.hot == NULL)
         dv__fail(DV_EUSE_AFTER_FREE, op,
                  "%s: no block 0x%llx (generation %llu) was ever allocated here: foreign or "

@@ -242,7 +242,6 @@ struct dv_tracker {
     uint32_t slots;       /* in all slabs */
     uint32_t *free_slots; /* a stack: the slot freed last on top; room for every slot */
     uint32_t nfree;
-    uint64_t live; /* owner's count; stats.live_blocks mirrors it */
     atomic_uint_fast64_t waits, waits_skipped, records, events, live_blocks;
     struct dv__track_stream st[DV_MAX_STREAMS];
 };
@@ -253,7 +252,7 @@ uint32_t dv__tracker_fresh_slot(dv_tracker *t);
 /* Sets the detail for a block insert cannot key (DV_EINVAL). */
 void dv__tracker_unkeyable(const dv_block *block);
 /* Sets the detail for an id find did not find. */
-void dv__tracker_not_found(dv_tracker *t, dv_block_id id, dv_tracked at, const char *op);
+void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op);
 
 static inline uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream)
 {
@@ -301,12 +300,20 @@ static inline bool dv__track_keyable(uint64_t generation, dv_dptr ptr)
     return generation != 0 && (generation | ptr) < DV__TRACK_KEY_LIMIT;
 }
 
-/* Only the owner thread writes the count: a plain store for readers on
- * other threads, not a locked read-modify-write. */
-static inline void dv__tracker_live_set(dv_tracker *t, uint64_t n)
+/* Only the owner thread writes the count: a load and a store, not a
+ * locked read-modify-write. */
+static inline void dv__tracker_live_add(dv_tracker *t, int delta)
 {
-    t->live = n;
-    atomic_store_explicit(&t->live_blocks, n, memory_order_relaxed);
+    uint64_t n = atomic_load_explicit(&t->live_blocks, memory_order_relaxed);
+    atomic_store_explicit(&t->live_blocks, n + (uint64_t)(int64_t)delta, memory_order_relaxed);
+}
+
+/* A block's reads past the inline ones, when it has them: only after a
+ * use on another stream (CROSS). */
+static inline void dv__tracker_free_reads(dv_tracked b)
+{
+    if (dv_track_cross(b.hot) && b.e->reads != b.e->reads_inline)
+        free(b.e->reads);
 }
 
 /* Free slots a few pops ahead are prefetched: a stack that shrinks walks
@@ -332,7 +339,7 @@ static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint3
     b.hot->owner = owner;
     b.hot->alloc_epoch = (uint32_t)dv_tracker_mark(t, block->alloc_stream);
     block->slot = slot;
-    dv__tracker_live_set(t, t->live + 1);
+    dv__tracker_live_add(t, 1);
     return b;
 }
 
@@ -344,7 +351,7 @@ static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const ch
     if (b.hot != NULL && dv__track_keyable(id.generation, id.ptr) &&
         (b.hot->tag & mask) == (dv__track_key(id.generation, id.ptr) | DV_TRACK_LIVE))
         return b;
-    dv__tracker_not_found(t, id, b, op);
+    dv__tracker_not_found(id, b, op);
     return (dv_tracked){NULL, NULL, 0};
 }
 
@@ -357,12 +364,10 @@ static inline int dv_tracker_fence_uses(dv_tracker *t, dv_tracked b)
 
 static inline void dv_tracker_remove(dv_tracker *t, dv_tracked b)
 {
-    /* Reads go to the heap only with uses on other streams (CROSS). */
-    if (dv_track_cross(b.hot) && b.e->reads != b.e->reads_inline)
-        free(b.e->reads);
+    dv__tracker_free_reads(b);
     b.hot->tag = 0;
     t->free_slots[t->nfree++] = b.slot;
-    dv__tracker_live_set(t, t->live - 1);
+    dv__tracker_live_add(t, -1);
 }
 
 #endif /* DV_RESOURCES_TRACKER_H */
