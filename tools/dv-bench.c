@@ -61,6 +61,18 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 typedef struct result {
     double median_ns, p99_ns;
     double ratio; /* to the driver's stream-ordered pair */
@@ -70,8 +82,6 @@ typedef struct result {
 
 /* A pair to time: one allocate and one free. */
 typedef int (*pair_fn)(void *ctx, uint64_t bytes);
-
-static int cmp_double(const void *x, const void *y);
 
 /* ------------------------------------------------------------------------
  * The pairs
@@ -249,15 +259,9 @@ static void time_round(alloc_row *r, uint64_t bytes, double budget_s, int round)
         r->per[r->n++] = now_ns() - t0;
         n++;
     }
-    uint64_t *mine = malloc(n * sizeof(*mine));
-    if (mine == NULL) {
-        r->error = DV_ENOMEM;
-        return;
-    }
-    memcpy(mine, r->per + first, n * sizeof(*mine));
-    qsort(mine, n, sizeof(*mine), cmp_u64);
-    r->round_median[round] = (double)mine[n / 2] / BATCH;
-    free(mine);
+    /* In place: row_result sorts all the batches anyway. */
+    qsort(r->per + first, n, sizeof(*r->per), cmp_u64);
+    r->round_median[round] = (double)r->per[first + n / 2] / BATCH;
 }
 
 static result row_result(alloc_row *r, const alloc_row *driver)
@@ -272,8 +276,7 @@ static result row_result(alloc_row *r, const alloc_row *driver)
     res.pairs = r->n * BATCH;
     for (int q = 0; q < ALLOC_ROUNDS; q++)
         ratio[q] = r->round_median[q] / driver->round_median[q];
-    qsort(ratio, ALLOC_ROUNDS, sizeof(*ratio), cmp_double);
-    res.ratio = (ratio[ALLOC_ROUNDS / 2 - 1] + ratio[ALLOC_ROUNDS / 2]) / 2;
+    res.ratio = median_of(ratio, ALLOC_ROUNDS);
     return res;
 }
 
@@ -374,18 +377,6 @@ static int bench_random_one(dv_resource *pool, size_t n, uint64_t max_size, doub
 #define RANDOM_ROUNDS_MIN 15
 #define RANDOM_ROUNDS_MAX 400
 #define RANDOM_SECONDS    1.5
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static int random_pool(dv_res_env *env, dv_resource **pool)
 {
@@ -496,8 +487,7 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
     double first = median_of(runs[0], nruns[0]);
     for (int i = 0; i < RANDOM_SIZES; i++) {
         double per = median_of(runs[i], nruns[i]);
-        double r = median_of(ratio[i], rounds);
-        qsort(ratio[i], (size_t)rounds, sizeof(double), cmp_double);
+        double r = median_of(ratio[i], rounds); /* sorts them: [0] and [rounds - 1] below */
         if (csv)
             printf("random,%zu,%llu,%.1f,%zu,%.3f,%.3f,%d,%d\n", ns[i],
                    (unsigned long long)max_size, per, ops[i], per / first, r, nruns[i], rounds);
