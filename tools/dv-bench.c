@@ -91,24 +91,24 @@ static int pair_driver_sync(void *ctx, uint64_t bytes)
 {
     dv_res_env *env = ctx;
     dv_dptr p;
-    int rc = dv_drv_mem_alloc(env->ctx, bytes, &p);
-    return rc != DV_OK ? rc : dv_drv_mem_free(env->ctx, p);
+    int rc = dv__drv_mem_alloc(env->ctx, bytes, &p);
+    return rc != DV_OK ? rc : dv__drv_mem_free(env->ctx, p);
 }
 
 static int pair_driver_async(void *ctx, uint64_t bytes)
 {
     dv_res_env *env = ctx;
     dv_dptr p;
-    int rc = dv_drv_mem_alloc_async(env->streams[0], bytes, &p);
-    return rc != DV_OK ? rc : dv_drv_mem_free_async(env->streams[0], p);
+    int rc = dv__drv_mem_alloc_async(env->streams[0], bytes, &p);
+    return rc != DV_OK ? rc : dv__drv_mem_free_async(env->streams[0], p);
 }
 
 static int pair_resource(void *ctx, uint64_t bytes)
 {
     dv_resource *r = ctx;
     dv_block b;
-    int rc = dv_res_allocate(r, bytes, 0, (dv_tag){"bench", 0}, &b);
-    return rc != DV_OK ? rc : dv_res_deallocate(r, &b);
+    int rc = dv__res_allocate(r, bytes, 0, (dv_tag){"bench", 0}, &b);
+    return rc != DV_OK ? rc : dv__res_deallocate(r, &b);
 }
 
 /* ------------------------------------------------------------------------
@@ -126,16 +126,16 @@ static int build(int k, dv_res_env *env, stack *s)
     dv_resource *async = NULL, *mid = NULL;
     dv_pool_config pcfg;
     dv_guard_config gcfg;
-    dv_pool_config_init(&pcfg);
-    dv_guard_config_init(&gcfg);
+    dv__pool_config_init(&pcfg);
+    dv__guard_config_init(&gcfg);
     memset(s, 0, sizeof(*s));
     const uint64_t big = UINT64_C(1) << 40;
 
     if (k == 0) {
         s->name = "direct";
-        return dv_direct_resource_create(env, &s->top);
+        return dv__direct_resource_create(env, &s->top);
     }
-    int rc = dv_async_resource_create(env, &async);
+    int rc = dv__async_resource_create(env, &async);
     if (rc != DV_OK)
         return rc;
     switch (k) {
@@ -145,47 +145,47 @@ static int build(int k, dv_res_env *env, stack *s)
         return DV_OK;
     case 2:
         s->name = "pool(async)";
-        rc = dv_pool_resource_create(async, &pcfg, &s->top);
+        rc = dv__pool_resource_create(async, &pcfg, &s->top);
         break;
     case 3:
         s->name = "budget(async)";
-        rc = dv_budget_resource_create(async, big, &s->top);
+        rc = dv__budget_resource_create(async, big, &s->top);
         break;
     case 4:
         s->name = "logging(async,null)";
-        if ((rc = dv_log_sink_null(&s->sink)) == DV_OK)
-            rc = dv_logging_resource_create(async, s->sink, &s->top);
+        if ((rc = dv__log_sink_null(&s->sink)) == DV_OK)
+            rc = dv__logging_resource_create(async, s->sink, &s->top);
         break;
     case 5:
         s->name = "guard(async)";
-        rc = dv_guard_resource_create(async, &gcfg, &s->top);
+        rc = dv__guard_resource_create(async, &gcfg, &s->top);
         break;
     case 6:
         s->name = "budget->logging->guard->async";
-        if ((rc = dv_guard_resource_create(async, &gcfg, &mid)) == DV_OK &&
-            (rc = dv_log_sink_null(&s->sink)) == DV_OK &&
-            (rc = dv_logging_resource_create(mid, s->sink, &mid)) == DV_OK)
-            rc = dv_budget_resource_create(mid, big, &s->top);
+        if ((rc = dv__guard_resource_create(async, &gcfg, &mid)) == DV_OK &&
+            (rc = dv__log_sink_null(&s->sink)) == DV_OK &&
+            (rc = dv__logging_resource_create(mid, s->sink, &mid)) == DV_OK)
+            rc = dv__budget_resource_create(mid, big, &s->top);
         break;
     case 7:
         s->name = "budget->pool->async";
-        if ((rc = dv_pool_resource_create(async, &pcfg, &mid)) == DV_OK)
-            rc = dv_budget_resource_create(mid, big, &s->top);
+        if ((rc = dv__pool_resource_create(async, &pcfg, &mid)) == DV_OK)
+            rc = dv__budget_resource_create(mid, big, &s->top);
         break;
     default:
         rc = DV_EINVAL;
     }
     if (rc != DV_OK)
-        dv_res_destroy_stack(mid != NULL ? mid : async);
+        dv__res_destroy_stack(mid != NULL ? mid : async);
     return rc;
 }
 #define NSTACKS 8
 
 static void unbuild(stack *s)
 {
-    dv_res_destroy_stack(s->top);
+    dv__res_destroy_stack(s->top);
     if (s->sink != NULL)
-        dv_log_sink_destroy(s->sink);
+        dv__log_sink_destroy(s->sink);
 }
 
 static void print_row(const char *what, uint64_t bytes, result r)
@@ -318,7 +318,7 @@ static void bench_alloc(dv_res_env *env, double seconds)
             for (int j = 0; j < ALLOC_ROWS; j++)
                 if (rows[j].error == DV_OK)
                     time_round(&rows[j], bytes, seconds / ALLOC_ROUNDS, q);
-        dv_res_env_sync(env);
+        dv__res_env_sync(env);
         for (int j = 0; j < ALLOC_ROWS; j++) {
             print_row(rows[j].name, bytes, row_result(&rows[j], &rows[0]));
             free(rows[j].per);
@@ -351,14 +351,14 @@ static int bench_random_one(dv_resource *pool, size_t n, uint64_t max_size, doub
         bool do_alloc = made < n && (nlive == 0 || (rng % 100) < 73);
         if (do_alloc) {
             uint64_t bytes = 1 + (rng >> 20) % max_size;
-            if ((rc = dv_res_allocate(pool, bytes, 0, (dv_tag){"random", 0}, &live[nlive])) !=
+            if ((rc = dv__res_allocate(pool, bytes, 0, (dv_tag){"random", 0}, &live[nlive])) !=
                 DV_OK)
                 break;
             nlive++;
             made++;
         } else {
             size_t i = (size_t)((rng >> 8) % nlive);
-            if ((rc = dv_res_deallocate(pool, &live[i])) != DV_OK)
+            if ((rc = dv__res_deallocate(pool, &live[i])) != DV_OK)
                 break;
             live[i] = live[--nlive];
         }
@@ -366,7 +366,7 @@ static int bench_random_one(dv_resource *pool, size_t n, uint64_t max_size, doub
     }
     uint64_t dt = now_ns() - t0;
     for (size_t i = 0; i < nlive; i++)
-        dv_res_deallocate(pool, &live[i]);
+        dv__res_deallocate(pool, &live[i]);
     free(live);
     *ns_per_op = ops ? (double)dt / (double)ops : 0;
     *ops_out = ops;
@@ -382,10 +382,10 @@ static int random_pool(dv_res_env *env, dv_resource **pool)
 {
     dv_resource *async;
     dv_pool_config pcfg;
-    dv_pool_config_init(&pcfg);
-    int rc = dv_async_resource_create(env, &async);
-    if (rc == DV_OK && (rc = dv_pool_resource_create(async, &pcfg, pool)) != DV_OK)
-        dv_res_destroy_stack(async);
+    dv__pool_config_init(&pcfg);
+    int rc = dv__async_resource_create(env, &async);
+    if (rc == DV_OK && (rc = dv__pool_resource_create(async, &pcfg, pool)) != DV_OK)
+        dv__res_destroy_stack(async);
     return rc;
 }
 
@@ -462,8 +462,8 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
     }
     for (int i = 0; i < RANDOM_SIZES; i++) {
         if (pool[i] != NULL) {
-            dv_res_env_sync(env);
-            dv_res_destroy_stack(pool[i]);
+            dv__res_env_sync(env);
+            dv__res_destroy_stack(pool[i]);
         }
     }
     if (pinned)
@@ -608,9 +608,9 @@ static void *churn_main(void *arg)
                 rc = dv_ref_release(r);
         } else {
             dv_dptr p;
-            rc = dv_drv_mem_alloc_async(c->stream, 4096, &p);
+            rc = dv__drv_mem_alloc_async(c->stream, 4096, &p);
             if (rc == DV_OK)
-                rc = dv_drv_mem_free_async(c->stream, p);
+                rc = dv__drv_mem_free_async(c->stream, p);
         }
         if (rc != DV_OK) {
             c->error = rc;
@@ -633,7 +633,7 @@ static double bench_churn(dv_actor *a, dv_res_env *env, int threads, double seco
     for (int i = 0; i < threads; i++) {
         c[i] = (struct churn){.actor = a, .seconds = seconds, .go = &go};
         if (a == NULL) {
-            if ((*error = dv_drv_stream_create(env->ctx, &own[i])) != DV_OK)
+            if ((*error = dv__drv_stream_create(env->ctx, &own[i])) != DV_OK)
                 threads = i;
             c[i].stream = own[i];
         }
@@ -652,8 +652,8 @@ static double bench_churn(dv_actor *a, dv_res_env *env, int threads, double seco
     double dt = (double)(now_ns() - t0) * 1e-9;
     for (int i = 0; i < threads; i++) {
         if (own[i] != NULL) {
-            dv_drv_stream_sync(own[i]);
-            dv_drv_stream_destroy(own[i]);
+            dv__drv_stream_sync(own[i]);
+            dv__drv_stream_destroy(own[i]);
         }
     }
     free(th);
@@ -747,13 +747,13 @@ static double bench_raw_launch(dv_res_env *env, dv_drv_func *f, size_t n)
 {
     dv_dim3 one = {1, 1, 1};
     for (int i = 0; i < 1000; i++)
-        dv_drv_launch(f, one, one, 0, env->streams[0], NULL);
-    dv_drv_stream_sync(env->streams[0]);
+        dv__drv_launch(f, one, one, 0, env->streams[0], NULL);
+    dv__drv_stream_sync(env->streams[0]);
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < n; i++)
-        dv_drv_launch(f, one, one, 0, env->streams[0], NULL);
+        dv__drv_launch(f, one, one, 0, env->streams[0], NULL);
     double per = (double)(now_ns() - t0) / (double)n;
-    dv_drv_stream_sync(env->streams[0]);
+    dv__drv_stream_sync(env->streams[0]);
     return per;
 }
 
@@ -808,13 +808,13 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
     dv_drv_func *f;
     const void *image;
     size_t bytes;
-    dv_drv_builtin_image(env->drv, &image, &bytes);
+    dv__drv_builtin_image(env->drv, &image, &bytes);
     dv_actor *a = bench_actor(drv, device, false);
     dv_kernel *k = NULL;
     dv_ref refs[8];
     if (a == NULL || dv_kernel_get(a, NULL, 0, "empty", &k) != DV_OK ||
-        dv_drv_module_load(env->ctx, image, bytes, &mod) != DV_OK ||
-        dv_drv_func_get(mod, "empty", &f) != DV_OK) {
+        dv__drv_module_load(env->ctx, image, bytes, &mod) != DV_OK ||
+        dv__drv_func_get(mod, "empty", &f) != DV_OK) {
         fprintf(stderr, "dv-bench: launch: %s\n", dv_last_error()->message);
         dv_actor_destroy(a);
         return;
@@ -860,7 +860,7 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
     for (int i = 0; i < 8; i++)
         dv_ref_release(refs[i]);
     dv_actor_destroy(a);
-    dv_drv_module_unload(mod);
+    dv__drv_module_unload(mod);
 }
 
 static void usage(FILE *out)
@@ -900,7 +900,7 @@ int main(int argc, char **argv)
     uint64_t max_size = 65536;
     int device = 0, c;
 
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
      * (its memory is mapped lazily, so untouched bytes cost nothing). */
     cfg.sim.memory_bytes = UINT64_C(8) << 30;
@@ -941,18 +941,18 @@ int main(int argc, char **argv)
     dv_driver *drv;
     dv_res_env env;
     dv_device_info info;
-    int rc = dv_driver_open(&cfg, &drv);
+    int rc = dv__driver_open(&cfg, &drv);
     if (rc == DV_OK)
-        rc = dv_drv_device_info(drv, device, &info);
+        rc = dv__drv_device_info(drv, device, &info);
     if (rc == DV_OK)
-        rc = dv_res_env_init(&env, drv, device, 2);
+        rc = dv__res_env_init(&env, drv, device, 2);
     if (rc != DV_OK) {
         fprintf(stderr, "dv-bench: %s\n", dv_last_error()->message);
         return 2;
     }
-    (void)dv_drv_pool_set_release_threshold(env.ctx, UINT64_MAX);
+    (void)dv__drv_pool_set_release_threshold(env.ctx, UINT64_MAX);
     if (!csv)
-        printf("dv-bench: backend %s, device %d: %s\n", dv_driver_backend_name(drv), device,
+        printf("dv-bench: backend %s, device %d: %s\n", dv__driver_backend_name(drv), device,
                info.name);
     if (strcmp(section, "all") == 0 || strcmp(section, "alloc") == 0)
         bench_alloc(&env, seconds);
@@ -962,7 +962,7 @@ int main(int argc, char **argv)
         bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds);
     if (strcmp(section, "all") == 0 || strcmp(section, "launch") == 0)
         bench_launches(drv, &env, device);
-    dv_res_env_fini(&env);
-    dv_driver_close(drv);
+    dv__res_env_fini(&env);
+    dv__driver_close(drv);
     return 0;
 }

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     int device = 0, rounds = 8, c;
     uint64_t n = UINT64_C(4) << 20;
 
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     while ((c = getopt_long(argc, argv, "b:d:n:r:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
@@ -103,18 +103,18 @@ int main(int argc, char **argv)
     }
 
     dv_driver *drv = NULL;
-    int rc = dv_driver_open(&cfg, &drv);
+    int rc = dv__driver_open(&cfg, &drv);
     if (rc != DV_OK) {
         const char *why = dv_last_error()->message;
         fprintf(stderr, "dv-demo: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
         return 2;
     }
     dv_device_info info;
-    TRY(dv_drv_device_info(drv, device, &info));
-    printf("dv-demo: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n", dv_driver_backend_name(drv),
+    TRY(dv__drv_device_info(drv, device, &info));
+    printf("dv-demo: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n", dv__driver_backend_name(drv),
            device, info.name, (unsigned long long)(info.total_bytes >> 20), info.cc_major,
            info.cc_minor);
-    if (dv_driver_backend(drv) == DV_BACKEND_SIM && cfg.backend == DV_BACKEND_AUTO &&
+    if (dv__driver_backend(drv) == DV_BACKEND_SIM && cfg.backend == DV_BACKEND_AUTO &&
         getenv("DV_BACKEND") == NULL)
         printf("dv-demo: no CUDA device answered, so this ran on the simulated device "
                "(DV_BACKEND=cuda requires a GPU)\n");
@@ -126,21 +126,21 @@ int main(int argc, char **argv)
     dv_drv_func *f_fill, *f_add, *f_sum;
     dv_dptr a, b, out, sum;
     const uint64_t bytes = n * 4;
-    TRY(dv_drv_ctx_retain(drv, device, &ctx));
-    TRY(dv_drv_stream_create(ctx, &s0));
-    TRY(dv_drv_stream_create(ctx, &s1));
-    TRY(dv_drv_event_create(ctx, &ev));
+    TRY(dv__drv_ctx_retain(drv, device, &ctx));
+    TRY(dv__drv_stream_create(ctx, &s0));
+    TRY(dv__drv_stream_create(ctx, &s1));
+    TRY(dv__drv_event_create(ctx, &ev));
     const void *image;
     size_t image_bytes;
-    dv_drv_builtin_image(drv, &image, &image_bytes);
-    TRY(dv_drv_module_load(ctx, image, image_bytes, &mod));
-    TRY(dv_drv_func_get(mod, "fill_u32", &f_fill));
-    TRY(dv_drv_func_get(mod, "add_u32", &f_add));
-    TRY(dv_drv_func_get(mod, "checksum", &f_sum));
-    TRY(dv_drv_mem_alloc(ctx, bytes, &a));
-    TRY(dv_drv_mem_alloc_async(s0, bytes, &b));
-    TRY(dv_drv_mem_alloc_async(s0, bytes, &out));
-    TRY(dv_drv_mem_alloc(ctx, 8, &sum));
+    dv__drv_builtin_image(drv, &image, &image_bytes);
+    TRY(dv__drv_module_load(ctx, image, image_bytes, &mod));
+    TRY(dv__drv_func_get(mod, "fill_u32", &f_fill));
+    TRY(dv__drv_func_get(mod, "add_u32", &f_add));
+    TRY(dv__drv_func_get(mod, "checksum", &f_sum));
+    TRY(dv__drv_mem_alloc(ctx, bytes, &a));
+    TRY(dv__drv_mem_alloc_async(s0, bytes, &b));
+    TRY(dv__drv_mem_alloc_async(s0, bytes, &out));
+    TRY(dv__drv_mem_alloc(ctx, 8, &sum));
 
     uint32_t *host = malloc(bytes), *back = malloc(bytes);
     if (host == NULL || back == NULL) {
@@ -156,20 +156,20 @@ int main(int argc, char **argv)
         uint32_t add = 1000u + (uint32_t)r;
         /* s0 writes a (from the host) and b (a kernel); s1 waits, adds,
          * sums and reads back. */
-        TRY(dv_drv_memcpy_htod(s0, a, host, bytes));
+        TRY(dv__drv_memcpy_htod(s0, a, host, bytes));
         void *pf[] = {&b, &add, &n};
-        TRY(dv_drv_launch(f_fill, grid, block, 0, s0, pf));
-        TRY(dv_drv_event_record(ev, s0));
-        TRY(dv_drv_stream_wait_event(s1, ev));
+        TRY(dv__drv_launch(f_fill, grid, block, 0, s0, pf));
+        TRY(dv__drv_event_record(ev, s0));
+        TRY(dv__drv_stream_wait_event(s1, ev));
         void *pa[] = {&out, &a, &b, &n};
-        TRY(dv_drv_launch(f_add, grid, block, 0, s1, pa));
-        TRY(dv_drv_memset_d8(s1, sum, 0, 8));
+        TRY(dv__drv_launch(f_add, grid, block, 0, s1, pa));
+        TRY(dv__drv_memset_d8(s1, sum, 0, 8));
         void *ps[] = {&out, &n, &sum};
-        TRY(dv_drv_launch(f_sum, grid, block, 0, s1, ps));
+        TRY(dv__drv_launch(f_sum, grid, block, 0, s1, ps));
         uint64_t got = 0;
-        TRY(dv_drv_memcpy_dtoh(s1, back, out, bytes));
-        TRY(dv_drv_memcpy_dtoh(s1, &got, sum, 8));
-        TRY(dv_drv_stream_sync(s1));
+        TRY(dv__drv_memcpy_dtoh(s1, back, out, bytes));
+        TRY(dv__drv_memcpy_dtoh(s1, &got, sum, 8));
+        TRY(dv__drv_stream_sync(s1));
         uint64_t bad = 0;
         for (uint64_t i = 0; i < n; i++) {
             host[i] += add;
@@ -184,17 +184,17 @@ int main(int argc, char **argv)
         }
     }
     double dt = now_s() - t0;
-    TRY(dv_drv_mem_free_async(s0, b));
-    TRY(dv_drv_mem_free_async(s0, out));
-    TRY(dv_drv_stream_sync(s0));
-    TRY(dv_drv_mem_free(ctx, a));
-    TRY(dv_drv_mem_free(ctx, sum));
-    TRY(dv_drv_module_unload(mod));
-    TRY(dv_drv_event_destroy(ev));
-    TRY(dv_drv_stream_destroy(s0));
-    TRY(dv_drv_stream_destroy(s1));
-    TRY(dv_drv_ctx_release(ctx));
-    dv_driver_close(drv);
+    TRY(dv__drv_mem_free_async(s0, b));
+    TRY(dv__drv_mem_free_async(s0, out));
+    TRY(dv__drv_stream_sync(s0));
+    TRY(dv__drv_mem_free(ctx, a));
+    TRY(dv__drv_mem_free(ctx, sum));
+    TRY(dv__drv_module_unload(mod));
+    TRY(dv__drv_event_destroy(ev));
+    TRY(dv__drv_stream_destroy(s0));
+    TRY(dv__drv_stream_destroy(s1));
+    TRY(dv__drv_ctx_release(ctx));
+    dv__driver_close(drv);
     free(host);
     free(back);
 

@@ -1718,19 +1718,19 @@ static const dv_drv_call injected_calls[] = {DV_CALL_MEMCPY_HTOD, DV_CALL_MEMCPY
 static void faults_tick(faults *f, uint64_t now, double fraction)
 {
     if (now >= f->next_alloc_ns) {
-        if (dv_sim_fail_alloc_nth(run.drv, 1 + rnd_below(&f->rng, 4)) == DV_OK)
+        if (dv__sim_fail_alloc_nth(run.drv, 1 + rnd_below(&f->rng, 4)) == DV_OK)
             f->armed_allocs++;
         f->next_alloc_ns = now + 100000000u + rnd_below(&f->rng, 200000000u);
     }
     if (now >= f->next_inject_ns) {
         dv_drv_call call = injected_calls[rnd_below(&f->rng, NINJECTED)];
-        if (dv_sim_inject(run.drv, call, 1 + rnd_below(&f->rng, 64), DV_CU_UNKNOWN) == DV_OK)
+        if (dv__sim_inject(run.drv, call, 1 + rnd_below(&f->rng, 64), DV_CU_UNKNOWN) == DV_OK)
             f->armed_calls++;
         f->next_inject_ns = now + 50000000u + rnd_below(&f->rng, 150000000u);
     }
     static const double poison_at[] = {0.35, 0.70};
     if (f->poisons_done < 2 && fraction >= poison_at[f->poisons_done]) {
-        if (dv_sim_poison(run.drv, run.opt.device, DV_SIM_POISON_RECOVERABLE, 0) == DV_OK)
+        if (dv__sim_poison(run.drv, run.opt.device, DV_SIM_POISON_RECOVERABLE, 0) == DV_OK)
             f->poisons++;
         f->poisons_done++;
     }
@@ -1738,9 +1738,9 @@ static void faults_tick(faults *f, uint64_t now, double fraction)
 
 static void faults_disarm(void)
 {
-    (void)dv_sim_fail_alloc_nth(run.drv, 0);
+    (void)dv__sim_fail_alloc_nth(run.drv, 0);
     for (size_t i = 0; i < NINJECTED; i++)
-        (void)dv_sim_inject(run.drv, injected_calls[i], 0, 0);
+        (void)dv__sim_inject(run.drv, injected_calls[i], 0, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -1787,20 +1787,20 @@ int main(int argc, char **argv)
      * budget) is known before the actor is composed on it. */
     dv_driver_config dcfg;
     dv_driver *drv = NULL;
-    dv_driver_config_init(&dcfg);
+    dv__driver_config_init(&dcfg);
     dcfg.backend = o->backend;
     dcfg.sim.seed = o->seed;
     dcfg.sim.delay_max_us = o->sim_delay_us;
     /* Room for the pool's fragmentation beyond the budget on the sim. */
     uint64_t sim_budget = o->budget != 0 ? o->budget : 256 * MIB;
     dcfg.sim.memory_bytes = 4 * sim_budget > GIB ? 4 * sim_budget : GIB;
-    rc = dv_driver_open(&dcfg, &drv);
+    rc = dv__driver_open(&dcfg, &drv);
     if (rc != DV_OK) {
         const char *why = dv_last_error()->message;
         fprintf(stderr, "dv-stress: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
         return 2;
     }
-    bool sim = dv_sim_is_sim(drv);
+    bool sim = dv__sim_is_sim(drv);
 
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -1824,7 +1824,7 @@ int main(int argc, char **argv)
     if (rc != DV_OK) {
         const char *why = dv_last_error()->message;
         fprintf(stderr, "dv-stress: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
-        dv_driver_close(drv);
+        dv__driver_close(drv);
         return 2;
     }
     run.drv = dv__actor_driver(run.actor); /* drv: the faults are armed on it */
@@ -1832,7 +1832,7 @@ int main(int argc, char **argv)
     void *libcuda = NULL;
     const char *no_tasks = setup_kernels_and_tasks(&libcuda);
     dv_device_info info = {0};
-    (void)dv_drv_device_info(run.drv, o->device, &info);
+    (void)dv__drv_device_info(run.drv, o->device, &info);
     char b1[32], b2[32];
     printf("dv-stress: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n",
            dv_actor_backend_name(run.actor), o->device, info.name,
@@ -1876,7 +1876,7 @@ int main(int argc, char **argv)
         if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL) {
             fprintf(stderr, "dv-stress: out of host memory for thread %d's buffers\n", i);
             dv_actor_destroy(run.actor);
-            dv_driver_close(drv);
+            dv__driver_close(drv);
             return 2;
         }
     }
@@ -2072,7 +2072,7 @@ int main(int argc, char **argv)
     printf("result: %s\n", verdict);
 
     dv_actor_destroy(run.actor);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
     if (libcuda != NULL)
         dlclose(libcuda);
     for (int i = 0; i < o->threads; i++) {

@@ -120,69 +120,69 @@ static inline void stat_inc(atomic_uint_fast64_t *c)
 static int build_stack(dv_actor *a)
 {
     dv_resource *r = NULL, *top;
-    int rc = a->cfg.direct_alloc ? dv_direct_resource_create(&a->env, &r)
-                                 : dv_async_resource_create(&a->env, &r);
+    int rc = a->cfg.direct_alloc ? dv__direct_resource_create(&a->env, &r)
+                                 : dv__async_resource_create(&a->env, &r);
     if (rc != DV_OK)
         return rc;
     top = r;
     if (a->cfg.pool && !a->cfg.direct_alloc) {
         dv_pool_config pcfg;
-        dv_pool_config_init(&pcfg);
+        dv__pool_config_init(&pcfg);
         if (a->cfg.pool_initial_bytes)
             pcfg.initial_chunk_bytes = a->cfg.pool_initial_bytes;
         if (a->cfg.pool_max_chunk_bytes)
             pcfg.max_chunk_bytes = a->cfg.pool_max_chunk_bytes;
-        if ((rc = dv_pool_resource_create(top, &pcfg, &top)) != DV_OK)
+        if ((rc = dv__pool_resource_create(top, &pcfg, &top)) != DV_OK)
             goto fail;
     }
     if (a->cfg.guard) {
         dv_guard_config gcfg;
-        dv_guard_config_init(&gcfg);
-        if ((rc = dv_guard_resource_create(top, &gcfg, &top)) != DV_OK)
+        dv__guard_config_init(&gcfg);
+        if ((rc = dv__guard_resource_create(top, &gcfg, &top)) != DV_OK)
             goto fail;
     }
     if (a->cfg.log_path != NULL) {
-        if (a->sink == NULL && (rc = dv_log_sink_file(a->cfg.log_path, &a->sink)) != DV_OK)
+        if (a->sink == NULL && (rc = dv__log_sink_file(a->cfg.log_path, &a->sink)) != DV_OK)
             goto fail;
-        if ((rc = dv_logging_resource_create(top, a->sink, &top)) != DV_OK)
+        if ((rc = dv__logging_resource_create(top, a->sink, &top)) != DV_OK)
             goto fail;
     }
     if (a->cfg.budget_bytes) {
-        if ((rc = dv_budget_resource_create(top, a->cfg.budget_bytes, &top)) != DV_OK)
+        if ((rc = dv__budget_resource_create(top, a->cfg.budget_bytes, &top)) != DV_OK)
             goto fail;
     }
     a->stack = top;
     return DV_OK;
 fail:
-    dv_res_destroy_stack(top);
+    dv__res_destroy_stack(top);
     return rc;
 }
 
 /* Context, streams, resources, completion tracker (actor thread). */
 int dv__actor_build(dv_actor *a)
 {
-    int rc = dv_res_env_init(&a->env, a->drv, a->device, a->cfg.streams);
+    int rc = dv__res_env_init(&a->env, a->drv, a->device, a->cfg.streams);
     if (rc != DV_OK)
         return rc;
-    (void)dv_drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
+    (void)dv__drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
     if ((rc = build_stack(a)) != DV_OK)
         goto fail_env;
-    if ((rc = dv_tracker_create(&a->env, &a->done)) != DV_OK)
+    if ((rc = dv__tracker_create(&a->env, &a->done)) != DV_OK)
         goto fail_stack;
     /* Reuse is checked where devactor's pool hands memory out again; the
      * driver orders its own. */
     if (a->cfg.check_order &&
-        (rc = dv_checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, &a->chk)) != DV_OK)
+        (rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, &a->chk)) != DV_OK)
         goto fail_done;
     return DV_OK;
 fail_done:
-    dv_tracker_destroy(a->done);
+    dv__tracker_destroy(a->done);
     a->done = NULL;
 fail_stack:
-    dv_res_destroy_stack(a->stack);
+    dv__res_destroy_stack(a->stack);
     a->stack = NULL;
 fail_env:
-    dv_res_env_fini(&a->env);
+    dv__res_env_fini(&a->env);
     return rc;
 }
 
@@ -190,23 +190,23 @@ fail_env:
 static void teardown(dv_actor *a)
 {
     if (a->kernels != NULL)
-        (void)dv_drv_module_unload(a->kernels);
+        (void)dv__drv_module_unload(a->kernels);
     a->kernels = NULL;
     /* Kernel handles stay; their modules go with the context. */
     for (struct dv_kernel *k = a->kernel_list; k != NULL; k = k->next) {
         if (k->module != NULL)
-            (void)dv_drv_module_unload(k->module);
+            (void)dv__drv_module_unload(k->module);
         k->module = NULL;
         k->func = NULL;
         k->context = 0;
     }
     if (a->done != NULL)
-        dv_tracker_destroy(a->done);
+        dv__tracker_destroy(a->done);
     a->done = NULL;
     if (a->stack != NULL)
-        dv_res_destroy_stack(a->stack); /* frees the blocks still live */
+        dv__res_destroy_stack(a->stack); /* frees the blocks still live */
     a->stack = NULL;
-    dv_checker_destroy(a->chk);
+    dv__checker_destroy(a->chk);
     a->chk = NULL;
 }
 
@@ -262,13 +262,13 @@ static int pending_push(dv_actor *a, dv_stream s, const dv_msg *m, const char *w
         q->head = 0;
     }
     q->items[(q->head + q->count) % q->cap] = (dv_pending){
-        .epoch = dv_tracker_mark(a->done, s),
+        .epoch = dv__tracker_mark(a->done, s),
         .reply = m->reply,
         .type = m->type,
         .producer = m->producer,
         .seq = m->seq,
         .what = what,
-        .chk_seq = a->chk != NULL ? dv_checker_stream_seq(a->chk, s) : 0,
+        .chk_seq = a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0,
     };
     q->count++;
     q->marked = true;
@@ -403,7 +403,7 @@ static void poll_completions(dv_actor *a)
         while (q->count > 0) {
             dv_pending *p = &q->items[q->head];
             bool reached = false;
-            int rc = dv_tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
+            int rc = dv__tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
             if (rc != DV_OK) {
                 on_fault(a, rc, s, NULL);
                 return;
@@ -425,7 +425,7 @@ static void flush_marks(dv_actor *a)
         if (!a->pend[s].marked)
             continue;
         a->pend[s].marked = false;
-        int rc = dv_tracker_flush(a->done, s);
+        int rc = dv__tracker_flush(a->done, s);
         if (rc != DV_OK) {
             on_fault(a, rc, s, NULL);
             return;
@@ -463,23 +463,23 @@ static int rebuild(dv_actor *a)
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown(a);
     for (uint32_t i = 0; i < a->env.nstreams; i++)
-        (void)dv_drv_stream_destroy(a->env.streams[i]);
+        (void)dv__drv_stream_destroy(a->env.streams[i]);
     a->env.nstreams = 0;
-    int rc = dv_drv_ctx_reset(a->env.ctx);
+    int rc = dv__drv_ctx_reset(a->env.ctx);
     uint32_t want = a->cfg.streams;
     for (uint32_t i = 0; rc == DV_OK && i < want; i++) {
-        rc = dv_drv_stream_create(a->env.ctx, &a->env.streams[i]);
+        rc = dv__drv_stream_create(a->env.ctx, &a->env.streams[i]);
         if (rc == DV_OK)
             a->env.nstreams = i + 1;
     }
     if (rc == DV_OK)
-        (void)dv_drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
+        (void)dv__drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
     if (rc == DV_OK)
         rc = build_stack(a);
     if (rc == DV_OK)
-        rc = dv_tracker_create(&a->env, &a->done);
+        rc = dv__tracker_create(&a->env, &a->done);
     if (rc == DV_OK && a->cfg.check_order)
-        rc = dv_checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, &a->chk);
+        rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, &a->chk);
     if (rc != DV_OK) {
         dv_error_detail cause = *dv_last_error();
         become_lost(a, &cause);
@@ -499,7 +499,7 @@ static int rebuild(dv_actor *a)
 /* Wait for every stream; complete what was pending (explicit reset). */
 static int drain_device(dv_actor *a)
 {
-    int rc = dv_res_env_sync(&a->env);
+    int rc = dv__res_env_sync(&a->env);
     if (rc != DV_OK)
         return rc;
     for (uint32_t s = 0; s < a->env.nstreams; s++) {
@@ -595,17 +595,17 @@ static void handle_alloc(dv_actor *a, const dv_msg *m)
     dv_block b;
     dv_ref ref;
     const char *tag = intern_tag(a, (const char *)(uintptr_t)m->b);
-    int rc = dv_res_allocate(a->stack, m->a, m->stream, (dv_tag){tag, m->c}, &b);
+    int rc = dv__res_allocate(a->stack, m->a, m->stream, (dv_tag){tag, m->c}, &b);
     if (rc == DV_OK) {
         rc = dv__ref_mint(a->refs, &b, &ref);
         if (rc != DV_OK)
-            (void)dv_res_deallocate(a->stack, &b);
+            (void)dv__res_deallocate(a->stack, &b);
     }
     if (rc == DV_OK) {
         stat_inc(&a->st_allocs);
         /* A hazard here is the allocator's own: counted, the block kept. */
         if (a->chk != NULL)
-            (void)checked(a, dv_checker_alloc(a->chk, b.ptr, b.bytes, m->stream, tag,
+            (void)checked(a, dv__checker_alloc(a->chk, b.ptr, b.bytes, m->stream, tag,
                                               m->producer, m->seq));
         if (m->reply != NULL)
             m->reply->ref = ref;
@@ -620,10 +620,10 @@ static void handle_free(dv_actor *a, const dv_msg *m)
     dv_ref_slot *slot = dv__ref_lookup_dead(a->refs, (dv_ref){m->a});
     if (slot == NULL)
         return; /* already dropped by a rebuild */
-    int rc = dv_res_deallocate(a->stack, &slot->block);
+    int rc = dv__res_deallocate(a->stack, &slot->block);
     /* After the resource fenced the free: a use it could not see races. */
     if (rc == DV_OK && a->chk != NULL) {
-        (void)checked(a, dv_checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
+        (void)checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
                                          m->producer, m->seq));
     }
     dv__ref_recycle(a->refs, slot);
@@ -647,7 +647,7 @@ static int uses_prepare(dv_actor *a, use *u, int n, dv_stream s)
     }
     for (int i = 0; i < n; i++) {
         int rc =
-            dv_res_prepare_block_use(a->stack, dv_block_id_of(&u[i].slot->block), s, u[i].access);
+            dv__res_prepare_block_use(a->stack, dv__block_id_of(&u[i].slot->block), s, u[i].access);
         if (rc != DV_OK)
             return rc;
     }
@@ -657,7 +657,7 @@ static int uses_prepare(dv_actor *a, use *u, int n, dv_stream s)
 static void uses_finish(dv_actor *a, use *u, int n, dv_stream s)
 {
     for (int i = 0; i < n; i++) {
-        (void)dv_res_finish_block_use(a->stack, dv_block_id_of(&u[i].slot->block), s, u[i].access);
+        (void)dv__res_finish_block_use(a->stack, dv__block_id_of(&u[i].slot->block), s, u[i].access);
         if (u[i].access != DV_ACCESS_READ)
             dv__ref_set_last_write(u[i].slot, s);
     }
@@ -669,7 +669,7 @@ static int sync_debug(dv_actor *a, dv_stream s, const dv_msg *m)
 {
     if (!a->cfg.synchronous)
         return DV_OK;
-    int rc = dv_drv_stream_sync(a->env.streams[s]);
+    int rc = dv__drv_stream_sync(a->env.streams[s]);
     if (rc == DV_ECONTEXT_LOST)
         on_fault(a, rc, s, m);
     return rc;
@@ -720,34 +720,34 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
                                         [DV_MSG_MEMSET] = DV_CHK_MEMSET};
         bool host = m->type == DV_MSG_HTOD || m->type == DV_MSG_DTOH;
         uint64_t bytes = m->type == DV_MSG_DTOD ? m->e : m->d;
-        dv_chk_op_init(&chk_op, kinds[m->type], s, NULL, m->producer, m->seq);
-        dv_chk_op_add(&chk_op, u[0].slot->block.ptr + m->b, bytes,
+        dv__chk_op_init(&chk_op, kinds[m->type], s, NULL, m->producer, m->seq);
+        dv__chk_op_add(&chk_op, u[0].slot->block.ptr + m->b, bytes,
                       m->type == DV_MSG_DTOH ? DV_READ : DV_WRITE, false);
         if (m->type == DV_MSG_DTOD)
-            dv_chk_op_add(&chk_op, (n == 2 ? u[1].slot : u[0].slot)->block.ptr + m->d, bytes,
+            dv__chk_op_add(&chk_op, (n == 2 ? u[1].slot : u[0].slot)->block.ptr + m->d, bytes,
                           DV_READ, false);
         if (host) {
             chk_op.host_known = (const dv_known *)(uintptr_t)m->e; /* the poster's */
-            dv_chk_op_add(&chk_op, m->c, bytes, m->type == DV_MSG_HTOD ? DV_READ : DV_WRITE, true);
+            dv__chk_op_add(&chk_op, m->c, bytes, m->type == DV_MSG_HTOD ? DV_READ : DV_WRITE, true);
         }
-        if ((rc = checked(a, dv_checker_check(a->chk, &chk_op))) != DV_OK)
+        if ((rc = checked(a, dv__checker_check(a->chk, &chk_op))) != DV_OK)
             goto done;
     }
     dv_drv_stream *st = a->env.streams[s];
     switch (m->type) {
     case DV_MSG_HTOD:
-        rc = dv_drv_memcpy_htod(st, u[0].slot->block.ptr + m->b, (const void *)(uintptr_t)m->c,
+        rc = dv__drv_memcpy_htod(st, u[0].slot->block.ptr + m->b, (const void *)(uintptr_t)m->c,
                                 m->d);
         break;
     case DV_MSG_DTOH:
-        rc = dv_drv_memcpy_dtoh(st, (void *)(uintptr_t)m->c, u[0].slot->block.ptr + m->b, m->d);
+        rc = dv__drv_memcpy_dtoh(st, (void *)(uintptr_t)m->c, u[0].slot->block.ptr + m->b, m->d);
         break;
     case DV_MSG_MEMSET:
-        rc = dv_drv_memset_d8(st, u[0].slot->block.ptr + m->b, (uint8_t)m->c, m->d);
+        rc = dv__drv_memset_d8(st, u[0].slot->block.ptr + m->b, (uint8_t)m->c, m->d);
         break;
     case DV_MSG_DTOD: {
         dv_ref_slot *src = n == 2 ? u[1].slot : u[0].slot;
-        rc = dv_drv_memcpy_dtod(st, u[0].slot->block.ptr + m->b, src->block.ptr + m->d, m->e);
+        rc = dv__drv_memcpy_dtod(st, u[0].slot->block.ptr + m->b, src->block.ptr + m->d, m->e);
         break;
     }
     default:
@@ -759,7 +759,7 @@ static void handle_copy(dv_actor *a, const dv_msg *m)
     }
     uses_finish(a, u, nuse, s);
     if (a->chk != NULL)
-        dv_checker_commit(a->chk, &chk_op);
+        dv__checker_commit(a->chk, &chk_op);
     if (m->type == DV_MSG_MEMSET)
         stat_inc(&a->st_memsets);
     else
@@ -794,7 +794,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     /* In the actor's order: frees queued before this message count as
      * outstanding only until the device reaches them, so wait for that. */
     if (a->stack != NULL) {
-        int rc = dv_res_reap_pending(a->stack);
+        int rc = dv__res_reap_pending(a->stack);
         if (rc == DV_ECONTEXT_LOST)
             on_fault(a, rc, 0, m);
     }
@@ -809,7 +809,7 @@ static void handle_stats(dv_actor *a, const dv_msg *m)
     out->batches = atomic_load(&a->st_batches);
     out->hazards = atomic_load(&a->st_hazards);
     out->tasks = atomic_load(&a->st_tasks);
-    out->bytes_outstanding = a->stack != NULL ? dv_res_bytes_outstanding(a->stack) : 0;
+    out->bytes_outstanding = a->stack != NULL ? dv__res_bytes_outstanding(a->stack) : 0;
     out->refs_alive = dv__ref_held(a->refs);
     out->client_rings = dv__inbox_rings(a->inbox);
     complete(m->reply, DV_OK);
@@ -848,7 +848,7 @@ static void handle_launch(dv_actor *a, const dv_msg *m)
     if (rc == DV_OK)
         rc = kernel_func(a, k, &f);
     if (rc == DV_OK)
-        rc = dv_drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[m->stream],
+        rc = dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[m->stream],
                            params);
     if (rc == DV_OK) {
         /* sync_debug handles a fault it finds itself. */
@@ -904,7 +904,7 @@ static void handle_peer(dv_actor *a, const dv_msg *m)
         rc = enqueue_failed(a, rc, s, m);
         goto done;
     }
-    rc = dv_drv_memcpy_peer(a->env.streams[s], a->env.ctx, slot->block.ptr + m->b, src->env.ctx,
+    rc = dv__drv_memcpy_peer(a->env.streams[s], a->env.ctx, slot->block.ptr + m->b, src->env.ctx,
                             m->c, m->e);
     if (rc != DV_OK) {
         enqueue_failed(a, rc, s, m);
@@ -930,16 +930,16 @@ static int kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out)
             if (a->kernels == NULL) {
                 const void *image;
                 size_t bytes;
-                dv_drv_builtin_image(a->drv, &image, &bytes);
-                rc = dv_drv_module_load(a->env.ctx, image, bytes, &a->kernels);
+                dv__drv_builtin_image(a->drv, &image, &bytes);
+                rc = dv__drv_module_load(a->env.ctx, image, bytes, &a->kernels);
             }
             mod = a->kernels;
         } else {
-            rc = dv_drv_module_load(a->env.ctx, k->image, k->image_bytes, &k->module);
+            rc = dv__drv_module_load(a->env.ctx, k->image, k->image_bytes, &k->module);
             mod = k->module;
         }
         if (rc == DV_OK)
-            rc = dv_drv_func_get(mod, k->name, &k->func);
+            rc = dv__drv_func_get(mod, k->name, &k->func);
         if (rc != DV_OK)
             return rc;
         k->context = ctx;
@@ -973,7 +973,7 @@ static int kernel_find_or_load(dv_actor *a, const void *image, size_t image_byte
     /* Load now, so a bad image or name is reported here. */
     if ((rc = kernel_func(a, k, &f)) != DV_OK) {
         if (k->module != NULL)
-            (void)dv_drv_module_unload(k->module);
+            (void)dv__drv_module_unload(k->module);
         free(k);
         return rc;
     }
@@ -1041,7 +1041,7 @@ static int resolve_args(dv_actor *a, const dv_arg *args, unsigned nargs, uint64_
             return dv__fail(DV_EINVAL, op, "%s: argument %u has kind %u", op, i, arg->kind);
         }
     }
-    if (nuses > 0 && !dv_res_supports_block_use_tracking(a->stack))
+    if (nuses > 0 && !dv__res_supports_block_use_tracking(a->stack))
         return dv__res_no_tracking(a->stack, op);
     *nuses_out = nuses;
     return DV_OK;
@@ -1056,13 +1056,13 @@ static int check_args(dv_actor *a, dv_chk_op *op, dv_chk_kind kind, const char *
                       const dv_arg *args, unsigned nargs, const use *uses, int nuses,
                       dv_stream s, const dv_msg *m)
 {
-    dv_chk_op_init(op, kind, s, name, m->producer, m->seq);
+    dv__chk_op_init(op, kind, s, name, m->producer, m->seq);
     for (int i = 0; i < nuses; i++)
-        dv_chk_op_add(op, uses[i].slot->block.ptr, 0, (uint8_t)uses[i].access, false);
+        dv__chk_op_add(op, uses[i].slot->block.ptr, 0, (uint8_t)uses[i].access, false);
     for (unsigned i = 0; i < nargs; i++)
         if (args[i].kind == DV_ARG_PTR)
-            dv_chk_op_add(op, args[i].u.ptr, 0, args[i].access, false);
-    return checked(a, dv_checker_check(a->chk, op));
+            dv__chk_op_add(op, args[i].u.ptr, 0, args[i].access, false);
+    return checked(a, dv__checker_check(a->chk, op));
 }
 
 /* A launch's arguments, resolved, and its function in this context. */
@@ -1089,7 +1089,7 @@ static int launch_resolve(dv_actor *a, struct dv_kernel *k, const dv_arg *args, 
 static int prepare_all(dv_actor *a, use *uses, int nuses, dv_stream s, const dv_msg *m)
 {
     for (int i = 0; i < nuses; i++) {
-        int rc = dv_res_prepare_block_use(a->stack, dv_block_id_of(&uses[i].slot->block), s,
+        int rc = dv__res_prepare_block_use(a->stack, dv__block_id_of(&uses[i].slot->block), s,
                                           uses[i].access);
         if (rc != DV_OK)
             return enqueue_failed(a, rc, s, m);
@@ -1126,14 +1126,14 @@ static void handle_launch_tracked(dv_actor *a, const dv_msg *m)
         (rc = check_args(a, &op, DV_CHK_LAUNCH, k->name, args, nargs, l.uses, l.nuses, s, m)) !=
             DV_OK)
         goto done;
-    rc = dv_drv_launch(l.f, grid, block, shared, a->env.streams[s], nargs ? l.params : NULL);
+    rc = dv__drv_launch(l.f, grid, block, shared, a->env.streams[s], nargs ? l.params : NULL);
     if (rc != DV_OK) {
         rc = enqueue_failed(a, rc, s, m);
         goto done;
     }
     uses_finish(a, l.uses, l.nuses, s);
     if (a->chk != NULL)
-        dv_checker_commit(a->chk, &op);
+        dv__checker_commit(a->chk, &op);
     recent_push(a, s, m, k->name);
     stat_inc(&a->st_launches);
     rc = sync_debug(a, s, m);
@@ -1158,7 +1158,7 @@ static void handle_task(dv_actor *a, const dv_msg *m)
     if (rc == DV_OK)
         rc = prepare_all(a, uses, nuses, s, m);
     if (rc == DV_OK)
-        rc = dv_drv_ctx_make_current(a->env.ctx);
+        rc = dv__drv_ctx_make_current(a->env.ctx);
     if (rc != DV_OK)
         goto done;
     if (a->chk != NULL) {
@@ -1167,10 +1167,10 @@ static void handle_task(dv_actor *a, const dv_msg *m)
         dv_chk_op op;
         if ((rc = check_args(a, &op, DV_CHK_TASK, NULL, args, nargs, uses, nuses, s, m)) != DV_OK)
             goto done;
-        dv_checker_commit(a->chk, &op);
+        dv__checker_commit(a->chk, &op);
     }
-    ctx.native_stream = dv_drv_stream_native(a->env.streams[s]);
-    ctx.simulated = dv_driver_backend(a->drv) == DV_BACKEND_SIM;
+    ctx.native_stream = dv__drv_stream_native(a->env.streams[s]);
+    ctx.simulated = dv__driver_backend(a->drv) == DV_BACKEND_SIM;
     ctx.internal = a;
     a->task_msg = m;
     a->task_hazard = false;
@@ -1228,12 +1228,12 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
         a->task_hazard = true;
         return rc;
     }
-    rc = dv_drv_launch(l.f, grid, block, shared_bytes, a->env.streams[ctx->stream],
+    rc = dv__drv_launch(l.f, grid, block, shared_bytes, a->env.streams[ctx->stream],
                        nargs ? l.params : NULL);
     if (rc != DV_OK)
         return rc; /* a sticky error surfaces at the task's completion */
     if (a->chk != NULL)
-        dv_checker_commit(a->chk, &op);
+        dv__checker_commit(a->chk, &op);
     stat_inc(&a->st_launches);
     return DV_OK;
 }
@@ -1243,14 +1243,14 @@ int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg)
     if (ctx == NULL || ctx->internal == NULL)
         return dv__fail(DV_EINVAL, "task_host_fn", "task_host_fn: not inside a task");
     dv_actor *a = ctx->internal;
-    return dv_drv_launch_host_fn(a->env.streams[ctx->stream], fn, arg);
+    return dv__drv_launch_host_fn(a->env.streams[ctx->stream], fn, arg);
 }
 
 void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)
 {
     if (ctx == NULL || ctx->internal == NULL || !ctx->simulated)
         return NULL;
-    return dv_sim_host_ptr(((dv_actor *)ctx->internal)->drv, ptr, bytes);
+    return dv__sim_host_ptr(((dv_actor *)ctx->internal)->drv, ptr, bytes);
 }
 
 static void handle(dv_actor *a, const dv_msg *m)
@@ -1308,7 +1308,7 @@ static void handle(dv_actor *a, const dv_msg *m)
         /* a = host address, b = bytes, c = what the poster knew, access */
         complete(m->reply,
                  a->chk == NULL ? DV_OK
-                                : checked(a, dv_checker_host_access(
+                                : checked(a, dv__checker_host_access(
                                                  a->chk, m->a, m->b, m->access,
                                                  (const dv_known *)(uintptr_t)m->c, m->producer,
                                                  m->seq)));
@@ -1339,7 +1339,7 @@ static void shutdown_state(dv_actor *a)
     }
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown(a);
-    dv_res_env_fini(&a->env);
+    dv__res_env_fini(&a->env);
 }
 
 void *dv__actor_main(void *arg)
@@ -1348,7 +1348,7 @@ void *dv__actor_main(void *arg)
     dv_msg batch[BATCH];
     unsigned idle = 0;
 
-    dv_res_env_adopt(&a->env);
+    dv__res_env_adopt(&a->env);
     for (;;) {
         unsigned n = dv__inbox_drain(a->inbox, batch, BATCH);
         for (unsigned i = 0; i < n; i++)

@@ -63,7 +63,7 @@ static void vc_merge(dv_checker *c, uint64_t *dst, const uint64_t *src)
             dst[i] = src[i];
 }
 
-uint64_t dv_checker_stream_seq(const dv_checker *c, uint32_t stream)
+uint64_t dv__checker_stream_seq(const dv_checker *c, uint32_t stream)
 {
     return stream < c->ns ? c->vc[(size_t)stream * c->nc + stream] : 0;
 }
@@ -79,7 +79,7 @@ static void client_clock(dv_checker *c, const dv_known *k, uint64_t *V)
 /* The stream index of a driver stream of this context, or UINT32_MAX. */
 static uint32_t comp_of(dv_checker *c, dv_drv_stream *st)
 {
-    uintptr_t v = (uintptr_t)*dv_drv_shadow(st);
+    uintptr_t v = (uintptr_t)*dv__drv_shadow(st);
     return v == 0 || v > c->ns ? UINT32_MAX : (uint32_t)(v - 1);
 }
 
@@ -91,7 +91,7 @@ static void on_record(void *self, dv_drv_event *ev, dv_drv_stream *st)
 {
     dv_checker *c = self;
     uint32_t s = comp_of(c, st);
-    ev_shadow **slot = (ev_shadow **)dv_drv_shadow(ev);
+    ev_shadow **slot = (ev_shadow **)dv__drv_shadow(ev);
     ev_shadow *e = *slot;
 
     if (s == UINT32_MAX)
@@ -116,7 +116,7 @@ static void on_wait(void *self, dv_drv_stream *st, dv_drv_event *ev)
 {
     dv_checker *c = self;
     uint32_t s = comp_of(c, st);
-    ev_shadow *e = *(ev_shadow **)dv_drv_shadow(ev);
+    ev_shadow *e = *(ev_shadow **)dv__drv_shadow(ev);
     if (s != UINT32_MAX && e != NULL && e->owner == c)
         vc_merge(c, row(c, s), e->vc);
 }
@@ -124,7 +124,7 @@ static void on_wait(void *self, dv_drv_stream *st, dv_drv_event *ev)
 static void on_event_done(void *self, dv_drv_event *ev)
 {
     dv_checker *c = self;
-    ev_shadow *e = *(ev_shadow **)dv_drv_shadow(ev);
+    ev_shadow *e = *(ev_shadow **)dv__drv_shadow(ev);
     if (e != NULL && e->owner == c)
         vc_merge(c, row(c, c->ns), e->vc);
 }
@@ -141,14 +141,14 @@ static void shadow_free(ev_shadow *e)
 {
     e->prev->next = e->next;
     e->next->prev = e->prev;
-    *dv_drv_shadow(e->event) = NULL;
+    *dv__drv_shadow(e->event) = NULL;
     free(e);
 }
 
 static void on_event_destroy(void *self, dv_drv_event *ev)
 {
     dv_checker *c = self;
-    ev_shadow *e = *(ev_shadow **)dv_drv_shadow(ev);
+    ev_shadow *e = *(ev_shadow **)dv__drv_shadow(ev);
     if (e != NULL && e->owner == c)
         shadow_free(e);
 }
@@ -479,7 +479,7 @@ static uint64_t tick(dv_checker *c, uint32_t s)
     return ++V[s];
 }
 
-void dv_chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char *name,
+void dv__chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char *name,
                     uint32_t producer, uint32_t msg)
 {
     op->kind = (uint8_t)kind;
@@ -492,7 +492,7 @@ void dv_chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char
     op->n = 0;
 }
 
-void dv_chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access, bool host)
+void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access, bool host)
 {
     if (op->n == DV_CHK_MAX_ACCESSES)
         return;
@@ -508,7 +508,7 @@ static uint64_t acc_end(uint64_t ptr, uint64_t bytes)
     return ptr + (bytes ? bytes : 1);
 }
 
-int dv_checker_check(dv_checker *c, dv_chk_op *op)
+int dv__checker_check(dv_checker *c, dv_chk_op *op)
 {
     if (op->stream >= c->ns)
         return DV_OK;
@@ -542,7 +542,7 @@ int dv_checker_check(dv_checker *c, dv_chk_op *op)
     return DV_OK;
 }
 
-void dv_checker_commit(dv_checker *c, const dv_chk_op *op)
+void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
 {
     if (op->stream >= c->ns || op->seq == 0)
         return;
@@ -561,13 +561,13 @@ void dv_checker_commit(dv_checker *c, const dv_chk_op *op)
     }
 }
 
-int dv_checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream,
+int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream,
                      const char *tag, uint32_t producer, uint32_t msg)
 {
     if (stream >= c->ns || bytes == 0)
         return DV_OK;
     dv_chk_op op;
-    dv_chk_op_init(&op, DV_CHK_ALLOC, stream, NULL, producer, msg);
+    dv__chk_op_init(&op, DV_CHK_ALLOC, stream, NULL, producer, msg);
     op.seq = tick(c, stream);
     chk_stamp now = stamp_of(&op, stream);
     const uint64_t *V = row(c, stream);
@@ -600,14 +600,14 @@ int dv_checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t strea
     return status;
 }
 
-int dv_checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
+int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
                     uint32_t msg)
 {
     chk_rec *r = tree_floor(c->root, ptr);
     if (stream >= c->ns || r == NULL || r->lo != ptr || r->freed)
         return DV_OK;
     dv_chk_op op;
-    dv_chk_op_init(&op, DV_CHK_FREE, stream, NULL, producer, msg);
+    dv__chk_op_init(&op, DV_CHK_FREE, stream, NULL, producer, msg);
     op.seq = tick(c, stream);
     chk_stamp now = stamp_of(&op, stream);
     int rc = check_rec(c, row(c, stream), &now, DV_WRITE, r, false, "frees");
@@ -616,7 +616,7 @@ int dv_checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t produ
     return rc;
 }
 
-int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
+int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
                            const dv_known *known, uint32_t producer, uint32_t msg)
 {
     uint64_t *H = row(c, c->ns);
@@ -634,7 +634,7 @@ int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t 
  * Life
  * ------------------------------------------------------------------------ */
 
-int dv_checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
+int dv__checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
 {
     dv_checker *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -657,7 +657,7 @@ int dv_checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
         return dv__fail(DV_ENOMEM, "check_order", "out of host memory for the checker");
     }
     for (uint32_t s = 0; s < c->ns; s++)
-        *dv_drv_shadow(env->streams[s]) = (void *)(uintptr_t)(s + 1);
+        *dv__drv_shadow(env->streams[s]) = (void *)(uintptr_t)(s + 1);
     c->obs = (dv_drv_observer){
         .self = c,
         .record = on_record,
@@ -666,20 +666,20 @@ int dv_checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
         .stream_done = on_stream_done,
         .event_destroy = on_event_destroy,
     };
-    dv_drv_ctx_set_observer(env->ctx, &c->obs);
+    dv__drv_ctx_set_observer(env->ctx, &c->obs);
     *out = c;
     return DV_OK;
 }
 
-void dv_checker_destroy(dv_checker *c)
+void dv__checker_destroy(dv_checker *c)
 {
     if (c == NULL)
         return;
-    dv_drv_ctx_set_observer(c->env->ctx, NULL);
+    dv__drv_ctx_set_observer(c->env->ctx, NULL);
     while (c->events.next != &c->events)
         shadow_free(c->events.next);
     for (uint32_t s = 0; s < c->ns; s++)
-        *dv_drv_shadow(c->env->streams[s]) = NULL;
+        *dv__drv_shadow(c->env->streams[s]) = NULL;
     tree_free(c->root);
     for (uint32_t i = 0; i < c->nhost; i++)
         free(c->host[i]);

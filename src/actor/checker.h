@@ -69,7 +69,7 @@ typedef struct dv_chk_op {
     const char *name;  /* a kernel's name, or NULL */
     uint32_t producer; /* the message (client ring and sequence) */
     uint32_t msg;
-    uint64_t seq;        /* set by dv_checker_check: the stamp on its stream */
+    uint64_t seq;        /* set by dv__checker_check: the stamp on its stream */
     const dv_known *host_known; /* what the posting thread knew complete (below) */
     unsigned n;
     struct {
@@ -82,40 +82,40 @@ typedef struct dv_chk_op {
 
 /* The checker of env's context; check_reuse: memory handed out again by
  * a pool of devactor's (not by the driver, which orders its own reuse). */
-int dv_checker_create(dv_res_env *env, bool check_reuse, dv_checker **out);
+int dv__checker_create(dv_res_env *env, bool check_reuse, dv_checker **out);
 /* Detaches from the context and frees everything. */
-void dv_checker_destroy(dv_checker *c);
+void dv__checker_destroy(dv_checker *c);
 
-void dv_chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char *name,
+void dv__chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char *name,
                     uint32_t producer, uint32_t msg);
-void dv_chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access, bool host);
+void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access, bool host);
 
 /* Stamp op and check every access: DV_OK, or DV_EHAZARD with the detail
  * naming both operations.  Nothing is recorded. */
-int dv_checker_check(dv_checker *c, dv_chk_op *op);
+int dv__checker_check(dv_checker *c, dv_chk_op *op);
 /* Record op's accesses (after it was enqueued). */
-void dv_checker_commit(dv_checker *c, const dv_chk_op *op);
+void dv__checker_commit(dv_checker *c, const dv_chk_op *op);
 
 /* A block allocated on stream (its first write); DV_EHAZARD when memory
  * freed earlier is reused before its free and uses are ordered before. */
-int dv_checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream,
+int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream,
                      const char *tag, uint32_t producer, uint32_t msg);
 /* The block at ptr was freed on stream; DV_EHAZARD when an access of it
  * is not ordered before the free (the free is made all the same). */
-int dv_checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
+int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
                     uint32_t msg);
 /*
  * What a client thread knows.  The actor's view of completions is not a
  * client's: a client knows the operations whose futures it waited on (a
  * copy, a sync), per stream (future.h, dv_known).  A host buffer's use
- * (dv_checker_host_access, and a copy's host side, with the device's own
+ * (dv__checker_host_access, and a copy's host side, with the device's own
  * order before the copy) is checked against that, so a client that never
  * waited is told of its race even when the device happened to be done.
  * The operation's number on its stream goes into its future:
  */
-uint64_t dv_checker_stream_seq(const dv_checker *c, uint32_t stream);
+uint64_t dv__checker_stream_seq(const dv_checker *c, uint32_t stream);
 /* The host reads or writes [ptr, ptr + bytes) of its own memory. */
-int dv_checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
+int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
                            const dv_known *known, uint32_t producer, uint32_t msg);
 
 #endif /* DV_ACTOR_CHECKER_H */

@@ -139,9 +139,9 @@ static void actor_free(dv_actor *a)
     }
     free(a->tags);
     if (a->sink != NULL)
-        dv_log_sink_destroy(a->sink);
+        dv__log_sink_destroy(a->sink);
     if (a->own_drv)
-        dv_driver_close(a->drv);
+        dv__driver_close(a->drv);
     pthread_mutex_destroy(&a->health_mu);
     free(a);
 }
@@ -149,7 +149,7 @@ static void actor_free(dv_actor *a)
 static int open_driver(const dv_actor_config *cfg, dv_driver **out)
 {
     dv_driver_config dcfg;
-    dv_driver_config_init(&dcfg);
+    dv__driver_config_init(&dcfg);
     dcfg.backend = cfg->backend;
     if (cfg->sim_devices > 0)
         dcfg.sim.devices = cfg->sim_devices;
@@ -157,7 +157,7 @@ static int open_driver(const dv_actor_config *cfg, dv_driver **out)
         dcfg.sim.memory_bytes = cfg->sim_memory_bytes;
     dcfg.sim.seed = cfg->sim_seed;
     dcfg.sim.delay_max_us = cfg->sim_delay_max_us;
-    return dv_driver_open(&dcfg, out);
+    return dv__driver_open(&dcfg, out);
 }
 
 static int actor_start(const dv_actor_config *cfg, dv_driver *shared, bool registered,
@@ -200,7 +200,7 @@ static int actor_start(const dv_actor_config *cfg, dv_driver *shared, bool regis
         rc = lost_answer(a);
         goto fail;
     }
-    if (cfg->log_path != NULL && (rc = dv_log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
+    if (cfg->log_path != NULL && (rc = dv__log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
         goto fail;
     a->cfg.log_path = cfg->log_path != NULL ? "" : NULL; /* the sink is open */
     if ((rc = dv__inbox_create(cfg->shared_queue ? DV_INBOX_MPSC : DV_INBOX_SPSC,
@@ -312,7 +312,7 @@ int dv_actor_device(const dv_actor *a)
 
 const char *dv_actor_backend_name(const dv_actor *a)
 {
-    return a != NULL ? dv_driver_backend_name(a->drv) : "none";
+    return a != NULL ? dv__driver_backend_name(a->drv) : "none";
 }
 
 int dv_actor_health_get(const dv_actor *a, dv_actor_health *out)

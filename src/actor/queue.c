@@ -16,7 +16,7 @@
 
 CK_RING_PROTOTYPE(msg, dv_msg)
 
-#include "driver/tsan.h"
+#include "base/tsan.h"
 
 /*
  * ck publishes in both directions with its own fences, which TSan does not
@@ -27,10 +27,10 @@ CK_RING_PROTOTYPE(msg, dv_msg)
  * only the copies of the message bytes into and out of ring slots are
  * hidden from TSan.
  */
-#define HANDOFF_RELEASE(p) dv_tsan_release(p)
-#define HANDOFF_ACQUIRE(p) dv_tsan_acquire(p)
-#define SLOT_COPY_BEGIN()  dv_tsan_ignore_begin()
-#define SLOT_COPY_END()    dv_tsan_ignore_end()
+#define HANDOFF_RELEASE(p) dv__tsan_release(p)
+#define HANDOFF_ACQUIRE(p) dv__tsan_acquire(p)
+#define SLOT_COPY_BEGIN()  dv__tsan_ignore_begin()
+#define SLOT_COPY_END()    dv__tsan_ignore_end()
 
 struct dv_ring {
     ck_ring_t ring;

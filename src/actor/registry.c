@@ -54,8 +54,8 @@ static int shared_driver(dv_driver **out)
     pthread_mutex_lock(&driver_mu);
     if (process_driver == NULL) {
         dv_driver_config cfg;
-        dv_driver_config_init(&cfg);
-        rc = dv_driver_open(&cfg, &process_driver);
+        dv__driver_config_init(&cfg);
+        rc = dv__driver_open(&cfg, &process_driver);
     }
     *out = process_driver;
     pthread_mutex_unlock(&driver_mu);
@@ -83,10 +83,10 @@ int dv_actor_get(int ordinal, dv_actor **out)
         dv_driver *drv = NULL;
         int count = 0;
         if ((rc = shared_driver(&drv)) == DV_OK &&
-            (rc = dv_drv_device_count(drv, &count)) == DV_OK && ordinal >= count)
+            (rc = dv__drv_device_count(drv, &count)) == DV_OK && ordinal >= count)
             rc = dv__fail(DV_ENODEVICE, "actor_get",
                           "actor_get: no device %d (the %s backend has %d)", ordinal,
-                          dv_driver_backend_name(drv), count);
+                          dv__driver_backend_name(drv), count);
         if (rc == DV_OK) {
             dv_actor_config cfg;
             dv_actor_config_init(&cfg);

@@ -18,14 +18,14 @@ static const char *const call_names[DV_CALL__COUNT] = {
 #undef DV__CALL_NAME
 };
 
-const char *dv_drv_call_name(dv_drv_call call)
+const char *dv__drv_call_name(dv_drv_call call)
 {
     if ((unsigned)call >= DV_CALL__COUNT)
         return "unknown";
     return call_names[call];
 }
 
-void dv_driver_config_init(dv_driver_config *cfg)
+void dv__driver_config_init(dv_driver_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->backend = DV_BACKEND_AUTO;
@@ -203,7 +203,7 @@ static int open_backend(const dv_driver_ops *ops, const dv_driver_config *cfg, d
     return DV_OK;
 }
 
-int dv_driver_open(const dv_driver_config *cfg, dv_driver **out)
+int dv__driver_open(const dv_driver_config *cfg, dv_driver **out)
 {
     dv_driver_config defaults;
     dv_backend backend;
@@ -212,7 +212,7 @@ int dv_driver_open(const dv_driver_config *cfg, dv_driver **out)
         return dv__fail(DV_EINVAL, "driver_open", "driver_open: out is NULL");
     *out = NULL;
     if (cfg == NULL) {
-        dv_driver_config_init(&defaults);
+        dv__driver_config_init(&defaults);
         cfg = &defaults;
     }
     backend = cfg->backend;
@@ -260,7 +260,7 @@ int dv_driver_open(const dv_driver_config *cfg, dv_driver **out)
     }
 }
 
-void dv_driver_close(dv_driver *drv)
+void dv__driver_close(dv_driver *drv)
 {
     if (drv == NULL)
         return;
@@ -281,12 +281,12 @@ void dv_driver_close(dv_driver *drv)
     free(drv);
 }
 
-const char *dv_driver_backend_name(const dv_driver *drv)
+const char *dv__driver_backend_name(const dv_driver *drv)
 {
     return drv != NULL ? drv->ops->name : "none";
 }
 
-dv_backend dv_driver_backend(const dv_driver *drv)
+dv_backend dv__driver_backend(const dv_driver *drv)
 {
     return drv != NULL ? drv->ops->backend : DV_BACKEND_AUTO;
 }
@@ -295,7 +295,7 @@ dv_backend dv_driver_backend(const dv_driver *drv)
  * Devices and contexts
  * ------------------------------------------------------------------------ */
 
-int dv_drv_device_count(dv_driver *drv, int *count)
+int dv__drv_device_count(dv_driver *drv, int *count)
 {
     CHECK_PTR(drv, "driver", "device_count");
     CHECK_PTR(count, "count", "device_count");
@@ -314,7 +314,7 @@ static int check_ordinal(dv_driver *drv, int ordinal, const char *call)
     return DV_OK;
 }
 
-int dv_drv_device_info(dv_driver *drv, int ordinal, dv_device_info *info)
+int dv__drv_device_info(dv_driver *drv, int ordinal, dv_device_info *info)
 {
     int rc;
     CHECK_PTR(drv, "driver", "device_info");
@@ -326,7 +326,7 @@ int dv_drv_device_info(dv_driver *drv, int ordinal, dv_device_info *info)
     return drv_result(drv, DV_CALL_DEVICE_INFO, drv->ops->device_info(drv, ordinal, info));
 }
 
-int dv_drv_ctx_retain(dv_driver *drv, int ordinal, dv_drv_ctx **ctx)
+int dv__drv_ctx_retain(dv_driver *drv, int ordinal, dv_drv_ctx **ctx)
 {
     dv_drv_obj *obj;
     int rc;
@@ -348,7 +348,7 @@ int dv_drv_ctx_retain(dv_driver *drv, int ordinal, dv_drv_ctx **ctx)
     return DV_OK;
 }
 
-int dv_drv_ctx_release(dv_drv_ctx *ctx)
+int dv__drv_ctx_release(dv_drv_ctx *ctx)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "ctx_release");
     dv_driver *drv = OBJ(ctx)->drv;
@@ -357,7 +357,7 @@ int dv_drv_ctx_release(dv_drv_ctx *ctx)
     return drv_result(drv, DV_CALL_CTX_RELEASE, rc);
 }
 
-int dv_drv_ctx_device(const dv_drv_ctx *ctx)
+int dv__drv_ctx_device(const dv_drv_ctx *ctx)
 {
     if (!obj_alive(ctx, DV_DRV_CTX))
         return -1;
@@ -386,7 +386,7 @@ static int (*destroy_op(const dv_driver_ops *ops, int kind))(dv_drv_obj *)
     }
 }
 
-int dv_drv_ctx_reset(dv_drv_ctx *ctx)
+int dv__drv_ctx_reset(dv_drv_ctx *ctx)
 {
     static const int order[] = {DV_DRV_FUNC, DV_DRV_MODULE, DV_DRV_EVENT, DV_DRV_STREAM};
     CHECK_OBJ(ctx, DV_DRV_CTX, "ctx_reset");
@@ -419,7 +419,7 @@ int dv_drv_ctx_reset(dv_drv_ctx *ctx)
     return drv_result(drv, DV_CALL_CTX_RESET, drv->ops->ctx_reset(OBJ(ctx)));
 }
 
-int dv_drv_mem_info(dv_drv_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes)
+int dv__drv_mem_info(dv_drv_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "mem_info");
     CHECK_PTR(free_bytes, "free_bytes", "mem_info");
@@ -468,14 +468,14 @@ static int destroy_obj(void *h, int kind, dv_drv_call call, int (*op)(dv_drv_obj
  * Streams and events
  * ------------------------------------------------------------------------ */
 
-int dv_drv_stream_create(dv_drv_ctx *ctx, dv_drv_stream **stream)
+int dv__drv_stream_create(dv_drv_ctx *ctx, dv_drv_stream **stream)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "stream_create");
     return create_in_ctx(ctx, DV_DRV_STREAM, DV_CALL_STREAM_CREATE, OPS(ctx)->stream_create,
                          (void **)stream);
 }
 
-int dv_drv_stream_destroy(dv_drv_stream *stream)
+int dv__drv_stream_destroy(dv_drv_stream *stream)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "stream_destroy");
     return destroy_obj(stream, DV_DRV_STREAM, DV_CALL_STREAM_DESTROY, OPS(stream)->stream_destroy);
@@ -487,24 +487,24 @@ static inline const dv_drv_observer *observer_of(const void *obj)
     return (const dv_drv_observer *)((const dv_drv_obj *)obj)->ctx->shadow;
 }
 
-void dv_drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer)
+void dv__drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer)
 {
     if (obj_alive(ctx, DV_DRV_CTX))
         OBJ(ctx)->shadow = (void *)observer;
 }
 
-void dv_driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits)
+void dv__driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits)
 {
     *records = atomic_load_explicit(&drv->event_records, memory_order_relaxed);
     *waits = atomic_load_explicit(&drv->stream_waits, memory_order_relaxed);
 }
 
-void **dv_drv_shadow(void *event_or_stream)
+void **dv__drv_shadow(void *event_or_stream)
 {
     return &((dv_drv_obj *)event_or_stream)->shadow;
 }
 
-int dv_drv_stream_sync(dv_drv_stream *stream)
+int dv__drv_stream_sync(dv_drv_stream *stream)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "stream_sync");
     int rc =
@@ -515,7 +515,7 @@ int dv_drv_stream_sync(dv_drv_stream *stream)
     return rc;
 }
 
-int dv_drv_stream_query(dv_drv_stream *stream, bool *done)
+int dv__drv_stream_query(dv_drv_stream *stream, bool *done)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "stream_query");
     CHECK_PTR(done, "done", "stream_query");
@@ -527,14 +527,14 @@ int dv_drv_stream_query(dv_drv_stream *stream, bool *done)
     return rc;
 }
 
-int dv_drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event)
+int dv__drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "event_create");
     return create_in_ctx(ctx, DV_DRV_EVENT, DV_CALL_EVENT_CREATE, OPS(ctx)->event_create,
                          (void **)event);
 }
 
-int dv_drv_event_destroy(dv_drv_event *event)
+int dv__drv_event_destroy(dv_drv_event *event)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_destroy");
     const dv_drv_observer *obs = observer_of(event);
@@ -543,7 +543,7 @@ int dv_drv_event_destroy(dv_drv_event *event)
     return destroy_obj(event, DV_DRV_EVENT, DV_CALL_EVENT_DESTROY, OPS(event)->event_destroy);
 }
 
-int dv_drv_event_record(dv_drv_event *event, dv_drv_stream *stream)
+int dv__drv_event_record(dv_drv_event *event, dv_drv_stream *stream)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_record");
     CHECK_OBJ(stream, DV_DRV_STREAM, "event_record");
@@ -561,7 +561,7 @@ int dv_drv_event_record(dv_drv_event *event, dv_drv_stream *stream)
     return rc;
 }
 
-int dv_drv_event_query(dv_drv_event *event, bool *done)
+int dv__drv_event_query(dv_drv_event *event, bool *done)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_query");
     CHECK_PTR(done, "done", "event_query");
@@ -573,7 +573,7 @@ int dv_drv_event_query(dv_drv_event *event, bool *done)
     return rc;
 }
 
-int dv_drv_event_sync(dv_drv_event *event)
+int dv__drv_event_sync(dv_drv_event *event)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_sync");
     int rc = drv_result(OBJ(event)->drv, DV_CALL_EVENT_SYNC, OPS(event)->event_sync(OBJ(event)));
@@ -583,7 +583,7 @@ int dv_drv_event_sync(dv_drv_event *event)
     return rc;
 }
 
-int dv_drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
+int dv__drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "stream_wait_event");
     CHECK_OBJ(event, DV_DRV_EVENT, "stream_wait_event");
@@ -603,7 +603,7 @@ int dv_drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
  * Memory
  * ------------------------------------------------------------------------ */
 
-int dv_drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr)
+int dv__drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "mem_alloc");
     CHECK_PTR(dptr, "dptr", "mem_alloc");
@@ -616,14 +616,14 @@ int dv_drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr)
     return rc;
 }
 
-int dv_drv_mem_free(dv_drv_ctx *ctx, dv_dptr dptr)
+int dv__drv_mem_free(dv_drv_ctx *ctx, dv_dptr dptr)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "mem_free");
     CHECK_PTR(dptr, "dptr", "mem_free");
     return drv_result(OBJ(ctx)->drv, DV_CALL_MEM_FREE, OPS(ctx)->mem_free(OBJ(ctx), dptr));
 }
 
-int dv_drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr)
+int dv__drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "mem_alloc_async");
     CHECK_PTR(dptr, "dptr", "mem_alloc_async");
@@ -636,7 +636,7 @@ int dv_drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr)
     return rc;
 }
 
-int dv_drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr)
+int dv__drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "mem_free_async");
     CHECK_PTR(dptr, "dptr", "mem_free_async");
@@ -644,14 +644,14 @@ int dv_drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr)
                       OPS(stream)->mem_free_async(OBJ(stream), dptr));
 }
 
-int dv_drv_pool_set_release_threshold(dv_drv_ctx *ctx, uint64_t bytes)
+int dv__drv_pool_set_release_threshold(dv_drv_ctx *ctx, uint64_t bytes)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "pool_set_release_threshold");
     return drv_result(OBJ(ctx)->drv, DV_CALL_POOL_SET_THRESHOLD,
                       OPS(ctx)->pool_set_threshold(OBJ(ctx), bytes));
 }
 
-int dv_drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes)
+int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "pool_get_release_threshold");
     CHECK_PTR(bytes, "bytes", "pool_get_release_threshold");
@@ -659,7 +659,7 @@ int dv_drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes)
                       OPS(ctx)->pool_get_threshold(OBJ(ctx), bytes));
 }
 
-int dv_drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uint64_t bytes)
+int dv__drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uint64_t bytes)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memcpy_htod_async");
     CHECK_PTR(dst, "dst", "memcpy_htod_async");
@@ -669,7 +669,7 @@ int dv_drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uint
                       OPS(stream)->memcpy_htod(OBJ(stream), dst, src, bytes));
 }
 
-int dv_drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t bytes)
+int dv__drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t bytes)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memcpy_dtoh_async");
     CHECK_PTR(dst, "dst", "memcpy_dtoh_async");
@@ -679,7 +679,7 @@ int dv_drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t b
                       OPS(stream)->memcpy_dtoh(OBJ(stream), dst, src, bytes));
 }
 
-int dv_drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t bytes)
+int dv__drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t bytes)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memcpy_dtod_async");
     CHECK_PTR(dst, "dst", "memcpy_dtod_async");
@@ -689,7 +689,7 @@ int dv_drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t
                       OPS(stream)->memcpy_dtod(OBJ(stream), dst, src, bytes));
 }
 
-int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
+int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
                        dv_dptr src, uint64_t bytes)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memcpy_peer_async");
@@ -709,7 +709,7 @@ int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, 
         OPS(stream)->memcpy_peer(OBJ(stream), OBJ(dst_ctx), dst, OBJ(src_ctx), src, bytes));
 }
 
-int dv_drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count)
+int dv__drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memset_d8_async");
     CHECK_PTR(dst, "dst", "memset_d8_async");
@@ -718,7 +718,7 @@ int dv_drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t
                       OPS(stream)->memset_d8(OBJ(stream), dst, value, count));
 }
 
-int dv_drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64_t count)
+int dv__drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64_t count)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memset_d32_async");
     CHECK_PTR(dst, "dst", "memset_d32_async");
@@ -738,7 +738,7 @@ int dv_drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64
  * Modules and launches
  * ------------------------------------------------------------------------ */
 
-int dv_drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
+int dv__drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
                        dv_drv_module **module)
 {
     dv_drv_obj *obj;
@@ -762,7 +762,7 @@ int dv_drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
     return DV_OK;
 }
 
-int dv_drv_module_unload(dv_drv_module *module)
+int dv__drv_module_unload(dv_drv_module *module)
 {
     CHECK_OBJ(module, DV_DRV_MODULE, "module_unload");
     /* Functions of the module die with it. */
@@ -782,7 +782,7 @@ int dv_drv_module_unload(dv_drv_module *module)
     return drv_result(drv, DV_CALL_MODULE_UNLOAD, rc);
 }
 
-int dv_drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func)
+int dv__drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func)
 {
     dv_drv_obj *obj;
     int rc;
@@ -811,7 +811,7 @@ int dv_drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func)
     return DV_OK;
 }
 
-void dv_drv_builtin_image(const dv_driver *drv, const void **image, size_t *bytes)
+void dv__drv_builtin_image(const dv_driver *drv, const void **image, size_t *bytes)
 {
     *image = NULL;
     *bytes = 0;
@@ -824,7 +824,7 @@ static bool dim_ok(dv_dim3 d)
     return d.x > 0 && d.y > 0 && d.z > 0;
 }
 
-int dv_drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
+int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
                   dv_drv_stream *stream, void **params)
 {
     CHECK_OBJ(func, DV_DRV_FUNC, "launch");
@@ -847,7 +847,7 @@ int dv_drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t share
                       OPS(func)->launch(OBJ(func), grid, block, shared_bytes, OBJ(stream), params));
 }
 
-int dv_drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
+int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "launch_host_fn");
     if (fn == NULL)
@@ -856,14 +856,14 @@ int dv_drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
                       OPS(stream)->host_fn(OBJ(stream), fn, arg));
 }
 
-void *dv_drv_stream_native(dv_drv_stream *stream)
+void *dv__drv_stream_native(dv_drv_stream *stream)
 {
     if (!obj_alive(stream, DV_DRV_STREAM) || OPS(stream)->native_stream == NULL)
         return NULL;
     return OPS(stream)->native_stream(OBJ(stream));
 }
 
-int dv_drv_ctx_make_current(dv_drv_ctx *ctx)
+int dv__drv_ctx_make_current(dv_drv_ctx *ctx)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "ctx_make_current");
     if (OPS(ctx)->make_current == NULL)
@@ -871,7 +871,7 @@ int dv_drv_ctx_make_current(dv_drv_ctx *ctx)
     return drv_result(OBJ(ctx)->drv, DV_CALL_CTX_RETAIN, OPS(ctx)->make_current(OBJ(ctx)));
 }
 
-const char *dv_drv_error_name(const dv_driver *drv, int code)
+const char *dv__drv_error_name(const dv_driver *drv, int code)
 {
     const char *name = NULL;
     if (drv != NULL && drv->ops->error_name != NULL)
@@ -881,7 +881,7 @@ const char *dv_drv_error_name(const dv_driver *drv, int code)
     return name != NULL ? name : "CUDA_ERROR_UNRECOGNIZED";
 }
 
-const char *dv_drv_error_string(const dv_driver *drv, int code)
+const char *dv__drv_error_string(const dv_driver *drv, int code)
 {
     const char *text = NULL;
     if (drv != NULL && drv->ops->error_string != NULL)

@@ -51,7 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "devactor.h"
+#include "base/error.h"
 
 /* A device address.  0 is never a valid allocation. */
 typedef uint64_t dv_dptr;
@@ -108,7 +108,7 @@ typedef struct dv_driver_config {
 } dv_driver_config;
 
 /* Default values for every field (backend AUTO, sim defaults, no faults). */
-void dv_driver_config_init(dv_driver_config *cfg);
+void dv__driver_config_init(dv_driver_config *cfg);
 
 /*
  * Open a driver.  AUTO picks the DV_BACKEND environment variable ("cuda" or
@@ -116,12 +116,12 @@ void dv_driver_config_init(dv_driver_config *cfg);
  * An explicit cuda without driver or device: DV_ENODEVICE, and the detail's
  * message says why ("libcuda.so.1 not found", "no CUDA device", ...).
  */
-int dv_driver_open(const dv_driver_config *cfg, dv_driver **out);
+int dv__driver_open(const dv_driver_config *cfg, dv_driver **out);
 /* Close a driver; every object it made must be gone or is reclaimed. */
-void dv_driver_close(dv_driver *drv);
+void dv__driver_close(dv_driver *drv);
 /* "cuda" or "sim". */
-const char *dv_driver_backend_name(const dv_driver *drv);
-dv_backend dv_driver_backend(const dv_driver *drv);
+const char *dv__driver_backend_name(const dv_driver *drv);
+dv_backend dv__driver_backend(const dv_driver *drv);
 
 /* The X-macro of port calls: names for error detail and fault injection. */
 #define DV_DRV_CALLS(X)                                                                            \
@@ -166,20 +166,20 @@ typedef enum dv_drv_call {
         DV_CALL__COUNT
 } dv_drv_call;
 
-const char *dv_drv_call_name(dv_drv_call call);
+const char *dv__drv_call_name(dv_drv_call call);
 
 /* ------------------------------------------------------------------------
  * The wrappers.  Every one returns 0 or a negative dv_status and, on
  * failure, fills dv_last_error() with the call's name and the raw code.
  * ------------------------------------------------------------------------ */
 
-int dv_drv_device_count(dv_driver *drv, int *count);
-int dv_drv_device_info(dv_driver *drv, int ordinal, dv_device_info *info);
+int dv__drv_device_count(dv_driver *drv, int *count);
+int dv__drv_device_info(dv_driver *drv, int ordinal, dv_device_info *info);
 
 /* Primary context of a device, retained.  The sim answers DV_ECONTEXT_LOST
  * after a process-fatal poison, like the real driver after a sticky fault. */
-int dv_drv_ctx_retain(dv_driver *drv, int ordinal, dv_drv_ctx **ctx);
-int dv_drv_ctx_release(dv_drv_ctx *ctx);
+int dv__drv_ctx_retain(dv_driver *drv, int ordinal, dv_drv_ctx **ctx);
+int dv__drv_ctx_release(dv_drv_ctx *ctx);
 /*
  * Reset the device's primary context: every stream, event, module,
  * function and allocation made in it is gone (their handles read DEAD and
@@ -187,82 +187,82 @@ int dv_drv_ctx_release(dv_drv_ctx *ctx);
  * Clears a recoverable poison; after a process-fatal one it "succeeds" but
  * later calls still fail, as on the real driver.
  */
-int dv_drv_ctx_reset(dv_drv_ctx *ctx);
-int dv_drv_ctx_device(const dv_drv_ctx *ctx); /* ordinal, -1 if not a ctx */
+int dv__drv_ctx_reset(dv_drv_ctx *ctx);
+int dv__drv_ctx_device(const dv_drv_ctx *ctx); /* ordinal, -1 if not a ctx */
 /* Free and total device memory. */
-int dv_drv_mem_info(dv_drv_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
+int dv__drv_mem_info(dv_drv_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Streams are always non-blocking (never synchronise with the legacy
  * NULL stream). */
-int dv_drv_stream_create(dv_drv_ctx *ctx, dv_drv_stream **stream);
+int dv__drv_stream_create(dv_drv_ctx *ctx, dv_drv_stream **stream);
 /* Work already enqueued still runs; the handle is dead at once. */
-int dv_drv_stream_destroy(dv_drv_stream *stream);
-int dv_drv_stream_sync(dv_drv_stream *stream);
+int dv__drv_stream_destroy(dv_drv_stream *stream);
+int dv__drv_stream_sync(dv_drv_stream *stream);
 /* *done = true when every op enqueued so far has finished. */
-int dv_drv_stream_query(dv_drv_stream *stream, bool *done);
+int dv__drv_stream_query(dv_drv_stream *stream, bool *done);
 
 /* Events never record timing. */
-int dv_drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event);
-int dv_drv_event_destroy(dv_drv_event *event);
+int dv__drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event);
+int dv__drv_event_destroy(dv_drv_event *event);
 /* Capture the work enqueued on stream so far.  Event and stream must
  * belong to the same context. */
-int dv_drv_event_record(dv_drv_event *event, dv_drv_stream *stream);
+int dv__drv_event_record(dv_drv_event *event, dv_drv_stream *stream);
 /* *done = true when the captured work has finished (or never recorded). */
-int dv_drv_event_query(dv_drv_event *event, bool *done);
-int dv_drv_event_sync(dv_drv_event *event);
+int dv__drv_event_query(dv_drv_event *event, bool *done);
+int dv__drv_event_sync(dv_drv_event *event);
 /* Later work on stream waits for the event's captured work.  Works across
  * contexts of the same driver. */
-int dv_drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event);
+int dv__drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event);
 
 /* Synchronous allocation: usable on every stream at once.  mem_free waits
  * for the device's outstanding work first (as the real driver does). */
-int dv_drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr);
-int dv_drv_mem_free(dv_drv_ctx *ctx, dv_dptr dptr);
+int dv__drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr);
+int dv__drv_mem_free(dv_drv_ctx *ctx, dv_dptr dptr);
 /* Stream-ordered allocation from the device's default pool.  The memory is
  * usable in stream order on stream; after free_async it is reusable only
  * once stream reaches the free. */
-int dv_drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr);
-int dv_drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr);
+int dv__drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr);
+int dv__drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr);
 /* Release threshold of the device's default stream-ordered pool. */
-int dv_drv_pool_set_release_threshold(dv_drv_ctx *ctx, uint64_t bytes);
-int dv_drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes);
+int dv__drv_pool_set_release_threshold(dv_drv_ctx *ctx, uint64_t bytes);
+int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes);
 
 /* Asynchronous copies and sets, ordered on stream.  Host buffers are read
  * or written when the stream reaches the op, not at the call. */
-int dv_drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uint64_t bytes);
-int dv_drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t bytes);
-int dv_drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t bytes);
+int dv__drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uint64_t bytes);
+int dv__drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t bytes);
+int dv__drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t bytes);
 /* Copy between devices; stream may belong to either context. */
-int dv_drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
+int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
                        dv_dptr src, uint64_t bytes);
-int dv_drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count);
-int dv_drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64_t count);
+int dv__drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count);
+int dv__drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64_t count);
 
 /*
  * Modules.  image is a cubin, fatbin or PTX (cuda); the sim accepts the same
  * images and resolves function names against its kernel registry, so one
- * image works on both.  dv_drv_builtin_image() is the image of devactor's
+ * image works on both.  dv__drv_builtin_image() is the image of devactor's
  * own kernels (tools/kernels): the embedded fatbin, or a sim image where
  * the build had no nvcc.
  */
-int dv_drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
+int dv__drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
                        dv_drv_module **module);
-int dv_drv_module_unload(dv_drv_module *module);
-int dv_drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func);
-void dv_drv_builtin_image(const dv_driver *drv, const void **image, size_t *bytes);
+int dv__drv_module_unload(dv_drv_module *module);
+int dv__drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func);
+void dv__drv_builtin_image(const dv_driver *drv, const void **image, size_t *bytes);
 
 /* params: an array of pointers to the argument values, as cuLaunchKernel. */
-int dv_drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
+int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
                   dv_drv_stream *stream, void **params);
 /* fn runs once the stream reaches this point; it must not call the port. */
-int dv_drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg);
+int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg);
 
 /* The backend's own handle of a stream (a CUstream), NULL on the sim or
  * for a dead handle; for library calls (cuBLAS, cuFFT, NCCL) in tasks. */
-void *dv_drv_stream_native(dv_drv_stream *stream);
+void *dv__drv_stream_native(dv_drv_stream *stream);
 /* Make ctx current on the calling thread (the CUDA context a library call
  * runs in); a no-op on the sim. */
-int dv_drv_ctx_make_current(dv_drv_ctx *ctx);
+int dv__drv_ctx_make_current(dv_drv_ctx *ctx);
 
 /*
  * An observer of a context's ordering operations (the stream-order
@@ -270,7 +270,7 @@ int dv_drv_ctx_make_current(dv_drv_ctx *ctx);
  * succeeded: an event recorded on a stream, a stream made to wait on an
  * event, an event or a stream the host saw complete (a query that answered
  * done, or a sync), an event about to be destroyed.  Observers keep their
- * data in dv_drv_shadow() of events and streams (NULL when created).
+ * data in dv__drv_shadow() of events and streams (NULL when created).
  */
 typedef struct dv_drv_observer {
     void *self;
@@ -281,15 +281,15 @@ typedef struct dv_drv_observer {
     void (*event_destroy)(void *self, dv_drv_event *event);
 } dv_drv_observer;
 /* Set (or, with NULL, clear) the observer of ctx; it must outlive its use. */
-void dv_drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer);
+void dv__drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer);
 /* Event records and stream waits made through the port so far. */
-void dv_driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits);
+void dv__driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits);
 /* The observer's slot in an event or stream object. */
-void **dv_drv_shadow(void *event_or_stream);
+void **dv__drv_shadow(void *event_or_stream);
 
 /* Name and description of a raw driver code (never NULL). */
-const char *dv_drv_error_name(const dv_driver *drv, int code);
-const char *dv_drv_error_string(const dv_driver *drv, int code);
+const char *dv__drv_error_name(const dv_driver *drv, int code);
+const char *dv__drv_error_string(const dv_driver *drv, int code);
 
 /* ------------------------------------------------------------------------
  * Shared with the backends.
@@ -461,15 +461,7 @@ extern const dv_driver_ops dv__cuda_ops;
 extern const unsigned char dv__kernels_fatbin[];
 extern const size_t dv__kernels_fatbin_size;
 
-/* Record a failure in the calling thread's detail; returns status. */
-int dv__fail(int status, const char *call, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
 /* Record a driver failure (code, name) and return the mapped status. */
 int dv__fail_driver(const dv_driver *drv, const char *call, int code);
-/* Writable detail of the calling thread. */
-dv_error_detail *dv__detail(void);
 
 #endif /* DV_DRIVER_PORT_H */

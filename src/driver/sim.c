@@ -39,10 +39,10 @@
 
 #include "driver/sim.h"
 
-#include "driver/tsan.h"
+#include "base/tsan.h"
 
-#define DATA_PLANE_BEGIN() dv_tsan_ignore_begin()
-#define DATA_PLANE_END()   dv_tsan_ignore_end()
+#define DATA_PLANE_BEGIN() dv__tsan_ignore_begin()
+#define DATA_PLANE_END()   dv__tsan_ignore_end()
 
 #define SIM_ALIGN         256u
 #define SIM_BASE          UINT64_C(0x00007a0000000000)
@@ -1269,7 +1269,7 @@ static int sim_module_unload(dv_drv_obj *module)
 static int sim_func_get(dv_drv_obj *module, dv_drv_obj *func, const char *name)
 {
     SIM_ENTER(DEV_OF(module), DV_CALL_FUNC_GET);
-    const dv_sim_kernel *k = dv_sim_find_kernel(name);
+    const dv_sim_kernel *k = dv__sim_find_kernel(name);
     if (k == NULL)
         return DV_CU_NOT_FOUND;
     ((struct sim_func *)func)->kernel = k;
@@ -1336,17 +1336,17 @@ static int sim_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
  * Kernel context
  * ------------------------------------------------------------------------ */
 
-void *dv_sim_kmem(dv_sim_kctx *k, dv_dptr dptr, uint64_t bytes)
+void *dv__sim_kmem(dv_sim_kctx *k, dv_dptr dptr, uint64_t bytes)
 {
     return arena_range(k->sd, dptr, bytes);
 }
 
-dv_dim3 dv_sim_kgrid(const dv_sim_kctx *k)
+dv_dim3 dv__sim_kgrid(const dv_sim_kctx *k)
 {
     return k->grid;
 }
 
-dv_dim3 dv_sim_kblock(const dv_sim_kctx *k)
+dv_dim3 dv__sim_kblock(const dv_sim_kctx *k)
 {
     return k->block;
 }
@@ -1355,25 +1355,25 @@ dv_dim3 dv_sim_kblock(const dv_sim_kctx *k)
  * Fault and delay controls (sim.h)
  * ------------------------------------------------------------------------ */
 
-void *dv_sim_host_ptr(dv_driver *drv, dv_dptr dptr, uint64_t bytes)
+void *dv__sim_host_ptr(dv_driver *drv, dv_dptr dptr, uint64_t bytes)
 {
-    if (!dv_sim_is_sim(drv))
+    if (!dv__sim_is_sim(drv))
         return NULL;
     return arena_range(SD(drv), dptr, bytes);
 }
 
-bool dv_sim_is_sim(const dv_driver *drv)
+bool dv__sim_is_sim(const dv_driver *drv)
 {
     return drv != NULL && drv->ops == &dv__sim_ops;
 }
 
 #define REQUIRE_SIM(drv, call)                                                                     \
     do {                                                                                           \
-        if (!dv_sim_is_sim(drv))                                                                   \
+        if (!dv__sim_is_sim(drv))                                                                   \
             return dv__fail(DV_EINVAL, (call), "%s: not a sim driver", (call));                    \
     } while (0)
 
-int dv_sim_fail_alloc_nth(dv_driver *drv, uint64_t nth)
+int dv__sim_fail_alloc_nth(dv_driver *drv, uint64_t nth)
 {
     REQUIRE_SIM(drv, "sim_fail_alloc_nth");
     struct sim_driver *sd = SD(drv);
@@ -1383,7 +1383,7 @@ int dv_sim_fail_alloc_nth(dv_driver *drv, uint64_t nth)
     return DV_OK;
 }
 
-int dv_sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code)
+int dv__sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code)
 {
     REQUIRE_SIM(drv, "sim_inject");
     if ((unsigned)call >= DV_CALL__COUNT || (code != 0 && nth == 0))
@@ -1400,7 +1400,7 @@ int dv_sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code)
     return DV_OK;
 }
 
-int dv_sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code)
+int dv__sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code)
 {
     REQUIRE_SIM(drv, "sim_poison");
     struct sim_driver *sd = SD(drv);
@@ -1413,33 +1413,33 @@ int dv_sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code)
     return DV_OK;
 }
 
-int dv_sim_sticky_code(dv_driver *drv, int device)
+int dv__sim_sticky_code(dv_driver *drv, int device)
 {
-    if (!dv_sim_is_sim(drv) || device < 0 || device >= SD(drv)->ndev)
+    if (!dv__sim_is_sim(drv) || device < 0 || device >= SD(drv)->ndev)
         return 0;
     return sticky_code(&SD(drv)->dev[device]);
 }
 
-int dv_sim_set_delay(dv_driver *drv, uint32_t max_us)
+int dv__sim_set_delay(dv_driver *drv, uint32_t max_us)
 {
     REQUIRE_SIM(drv, "sim_set_delay");
     atomic_store(&SD(drv)->delay_max_us, max_us);
     return DV_OK;
 }
 
-int dv_sim_stream_set_delay(dv_drv_stream *stream, uint32_t extra_us)
+int dv__sim_stream_set_delay(dv_drv_stream *stream, uint32_t extra_us)
 {
     dv_drv_obj *obj = (dv_drv_obj *)stream;
-    if (obj == NULL || obj->magic != DV_DRV_MAGIC(DV_DRV_STREAM) || !dv_sim_is_sim(obj->drv))
+    if (obj == NULL || obj->magic != DV_DRV_MAGIC(DV_DRV_STREAM) || !dv__sim_is_sim(obj->drv))
         return dv__fail(DV_EINVAL, "sim_stream_set_delay",
                         "sim_stream_set_delay: not a sim stream");
     atomic_store(&STREAM(obj)->extra_us, extra_us);
     return DV_OK;
 }
 
-uint64_t dv_sim_allocated_bytes(dv_driver *drv, int device)
+uint64_t dv__sim_allocated_bytes(dv_driver *drv, int device)
 {
-    if (!dv_sim_is_sim(drv) || device < 0 || device >= SD(drv)->ndev)
+    if (!dv__sim_is_sim(drv) || device < 0 || device >= SD(drv)->ndev)
         return 0;
     struct sim_device *dev = &SD(drv)->dev[device];
     pthread_mutex_lock(&dev->mu);

@@ -34,7 +34,7 @@
 typedef struct dv_sim_kctx dv_sim_kctx;
 
 /* A kernel of the sim: returns 0 or a raw code (DV_CU_ILLEGAL_ADDRESS when
- * dv_sim_kmem said no).  params as cuLaunchKernel: pointers to values. */
+ * dv__sim_kmem said no).  params as cuLaunchKernel: pointers to values. */
 typedef int (*dv_sim_kernel_fn)(dv_sim_kctx *k, void **params);
 
 typedef struct dv_sim_kernel {
@@ -46,26 +46,26 @@ typedef struct dv_sim_kernel {
 
 /* Add a kernel to the process-wide registry (names are unique; the
  * registry keeps the pointer).  DV_EINVAL for a duplicate or bad entry. */
-int dv_sim_register_kernel(const dv_sim_kernel *kernel);
-const dv_sim_kernel *dv_sim_find_kernel(const char *name);
+int dv__sim_register_kernel(const dv_sim_kernel *kernel);
+const dv_sim_kernel *dv__sim_find_kernel(const char *name);
 
 /* Inside a kernel: host address of [dptr, dptr + bytes) on the launching
  * driver's devices, or NULL where any byte is outside every arena. */
-void *dv_sim_kmem(dv_sim_kctx *k, dv_dptr dptr, uint64_t bytes);
-dv_dim3 dv_sim_kgrid(const dv_sim_kctx *k);
-dv_dim3 dv_sim_kblock(const dv_sim_kctx *k);
+void *dv__sim_kmem(dv_sim_kctx *k, dv_dptr dptr, uint64_t bytes);
+dv_dim3 dv__sim_kgrid(const dv_sim_kctx *k);
+dv_dim3 dv__sim_kblock(const dv_sim_kctx *k);
 
 /* Host address of [dptr, dptr + bytes) of a sim driver's device memory,
  * or NULL (host functions of tasks compute on it in stream order). */
-void *dv_sim_host_ptr(dv_driver *drv, dv_dptr dptr, uint64_t bytes);
+void *dv__sim_host_ptr(dv_driver *drv, dv_dptr dptr, uint64_t bytes);
 
 /* Is this a sim driver? */
-bool dv_sim_is_sim(const dv_driver *drv);
+bool dv__sim_is_sim(const dv_driver *drv);
 
 /* The next nth allocation (1 = the very next) fails with OOM; 0 disarms. */
-int dv_sim_fail_alloc_nth(dv_driver *drv, uint64_t nth);
+int dv__sim_fail_alloc_nth(dv_driver *drv, uint64_t nth);
 /* The next nth call of `call` on any device returns `code`; code 0 disarms. */
-int dv_sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code);
+int dv__sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code);
 
 typedef enum dv_sim_poison_kind {
     DV_SIM_POISON_RECOVERABLE,
@@ -74,16 +74,16 @@ typedef enum dv_sim_poison_kind {
 
 /* Poison now.  code 0 picks LAUNCH_FAILED (recoverable) or ILLEGAL_ADDRESS
  * (fatal). */
-int dv_sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code);
+int dv__sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code);
 /* Raw sticky code of a device (0 if healthy). */
-int dv_sim_sticky_code(dv_driver *drv, int device);
+int dv__sim_sticky_code(dv_driver *drv, int device);
 
 /* Random per-op delay of every stream, from now on (0 = off). */
-int dv_sim_set_delay(dv_driver *drv, uint32_t max_us);
+int dv__sim_set_delay(dv_driver *drv, uint32_t max_us);
 /* Fixed extra delay before each op of one stream. */
-int dv_sim_stream_set_delay(dv_drv_stream *stream, uint32_t extra_us);
+int dv__sim_stream_set_delay(dv_drv_stream *stream, uint32_t extra_us);
 /* Bytes allocated on a device (live plus freed-but-not-yet-reached). */
-uint64_t dv_sim_allocated_bytes(dv_driver *drv, int device);
+uint64_t dv__sim_allocated_bytes(dv_driver *drv, int device);
 
 /* The sim's image of the built-in kernels (used when there is no fatbin). */
 extern const unsigned char dv__sim_builtin_image[];

@@ -1,7 +1,7 @@
 /*
  * The sim's kernel registry and the host twins of tools/kernels/kernels.cu:
  * same names, same parameters, same results.  A kernel reaches device
- * memory only through dv_sim_kmem(); an address outside every arena is an
+ * memory only through dv__sim_kmem(); an address outside every arena is an
  * illegal address, reported as the real GPU would report it.
  */
 #include <pthread.h>
@@ -16,7 +16,7 @@ static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static const dv_sim_kernel *registry[MAX_KERNELS];
 static int nregistry;
 
-int dv_sim_register_kernel(const dv_sim_kernel *kernel)
+int dv__sim_register_kernel(const dv_sim_kernel *kernel)
 {
     int rc = DV_OK;
     if (kernel == NULL || kernel->name == NULL || kernel->name[0] == '\0' || kernel->fn == NULL ||
@@ -45,7 +45,7 @@ out:
     return rc;
 }
 
-const dv_sim_kernel *dv_sim_find_kernel(const char *name)
+const dv_sim_kernel *dv__sim_find_kernel(const char *name)
 {
     const dv_sim_kernel *k = NULL;
     pthread_mutex_lock(&registry_mu);
@@ -65,7 +65,7 @@ const dv_sim_kernel *dv_sim_find_kernel(const char *name)
 static int k_fill_u32(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 2);
-    uint32_t *p = dv_sim_kmem(k, ARG(dv_dptr, 0), n * 4);
+    uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), n * 4);
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     uint32_t v = ARG(uint32_t, 1);
@@ -77,8 +77,8 @@ static int k_fill_u32(dv_sim_kctx *k, void **params)
 static int k_copy(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 2);
-    uint8_t *dst = dv_sim_kmem(k, ARG(dv_dptr, 0), n);
-    const uint8_t *src = dv_sim_kmem(k, ARG(dv_dptr, 1), n);
+    uint8_t *dst = dv__sim_kmem(k, ARG(dv_dptr, 0), n);
+    const uint8_t *src = dv__sim_kmem(k, ARG(dv_dptr, 1), n);
     if (dst == NULL || src == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     memmove(dst, src, n);
@@ -88,9 +88,9 @@ static int k_copy(dv_sim_kctx *k, void **params)
 static int k_add_u32(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 3);
-    uint32_t *c = dv_sim_kmem(k, ARG(dv_dptr, 0), n * 4);
-    const uint32_t *a = dv_sim_kmem(k, ARG(dv_dptr, 1), n * 4);
-    const uint32_t *b = dv_sim_kmem(k, ARG(dv_dptr, 2), n * 4);
+    uint32_t *c = dv__sim_kmem(k, ARG(dv_dptr, 0), n * 4);
+    const uint32_t *a = dv__sim_kmem(k, ARG(dv_dptr, 1), n * 4);
+    const uint32_t *b = dv__sim_kmem(k, ARG(dv_dptr, 2), n * 4);
     if (c == NULL || a == NULL || b == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     for (uint64_t i = 0; i < n; i++)
@@ -101,8 +101,8 @@ static int k_add_u32(dv_sim_kctx *k, void **params)
 static int k_checksum(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 1);
-    const uint32_t *p = dv_sim_kmem(k, ARG(dv_dptr, 0), n * 4);
-    uint64_t *out = dv_sim_kmem(k, ARG(dv_dptr, 2), 8);
+    const uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), n * 4);
+    uint64_t *out = dv__sim_kmem(k, ARG(dv_dptr, 2), 8);
     if (p == NULL || out == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     uint64_t sum = 0;
@@ -118,7 +118,7 @@ static int k_oob_write(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 1);
     uint32_t over = ARG(uint32_t, 2);
-    uint8_t *p = dv_sim_kmem(k, ARG(dv_dptr, 0) + n, over);
+    uint8_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0) + n, over);
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     memset(p, ARG(uint8_t, 3), over);
@@ -127,7 +127,7 @@ static int k_oob_write(dv_sim_kctx *k, void **params)
 
 static int k_poke_u8(dv_sim_kctx *k, void **params)
 {
-    uint8_t *p = dv_sim_kmem(k, ARG(dv_dptr, 0) + (uint64_t)ARG(int64_t, 1), 1);
+    uint8_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0) + (uint64_t)ARG(int64_t, 1), 1);
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     *p = ARG(uint8_t, 2);
@@ -136,7 +136,7 @@ static int k_poke_u8(dv_sim_kctx *k, void **params)
 
 static int k_illegal_address(dv_sim_kctx *k, void **params)
 {
-    uint32_t *p = dv_sim_kmem(k, ARG(uint64_t, 0), 4);
+    uint32_t *p = dv__sim_kmem(k, ARG(uint64_t, 0), 4);
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     *p = 0xDEADBEEFu; /* the address happened to be device memory */
@@ -181,7 +181,7 @@ static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 static void register_builtins(void)
 {
     for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
-        (void)dv_sim_register_kernel(&builtins[i]);
+        (void)dv__sim_register_kernel(&builtins[i]);
 }
 
 void dv__sim_register_builtins(void)

@@ -85,14 +85,6 @@ struct dv_ref_domain {
 
 static _Atomic(dv_ref_domain *) domains[DV_REF_MAX_DOMAINS + 1];
 
-unsigned dv__thread_shard(void)
-{
-    static atomic_uint next_shard;
-    static _Thread_local unsigned shard = UINT_MAX;
-    if (shard == UINT_MAX)
-        shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DV_THREAD_SHARDS;
-    return shard;
-}
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static dv_ref_domain *pool;   /* closed domains, LIFO */
 static uint32_t domains_made; /* indices 1..domains_made are allocated */

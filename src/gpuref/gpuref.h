@@ -36,20 +36,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/shard.h"
 #include "devactor.h"
 #include "resources/resource.h"
 
 #define DV_REF_MAX_DOMAINS 255u
 #define DV_REF_CHUNK_SLOTS 4096u
 
-/*
- * Counters that many client threads move (posters in flight, releasers
- * posting a free) are split into DV_THREAD_SHARDS, one cache line each;
- * threads take the shards in turn.  Readers that must see zero wait on
- * every shard.
- */
-#define DV_THREAD_SHARDS 16
-unsigned dv__thread_shard(void);
 #define DV_REF_MAX_SLOTS   (1u << 24)
 
 typedef enum dv_domain_state {

@@ -66,10 +66,10 @@ static int reap(async_res *a, bool block)
         struct retired *oldest = &a->fifo[a->head];
         int rc;
         if (block) {
-            rc = dv_tracker_sync(a->t, oldest->pos);
+            rc = dv__tracker_sync(a->t, oldest->pos);
         } else {
             bool reached = false;
-            rc = dv_tracker_reached(a->t, oldest->pos, &reached);
+            rc = dv__tracker_reached(a->t, oldest->pos, &reached);
             if (rc == DV_OK && !reached)
                 return DV_OK;
         }
@@ -91,7 +91,7 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
     /* Opportunistic and non-blocking: only what the device has reached. */
     if (a->count >= 64)
         (void)reap(a, false);
-    if ((rc = dv_drv_mem_alloc_async(r->env->streams[stream], size, &ptr)) != DV_OK)
+    if ((rc = dv__drv_mem_alloc_async(r->env->streams[stream], size, &ptr)) != DV_OK)
         return rc;
     *out = (dv_block){.ptr = ptr,
                       .bytes = size,
@@ -102,15 +102,15 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
                       .align = DV_BLOCK_ALIGN,
                       .device = r->device,
                       .state = DV_BLOCK_LIVE};
-    dv_tracked b = dv_tracker_insert(a->t, out, 0);
-    if (!dv_tracked_ok(b)) {
+    dv_tracked b = dv__tracker_insert(a->t, out, 0);
+    if (!dv__tracked_ok(b)) {
         rc = dv__detail()->status; /* the tracker's answer, detail set */
-        (void)dv_drv_mem_free_async(r->env->streams[stream], ptr);
+        (void)dv__drv_mem_free_async(r->env->streams[stream], ptr);
         out->state = DV_BLOCK_FREED;
         return rc;
     }
     /* Where the free finds them (the driver call dwarfs the entry's miss). */
-    dv_track_entry *e = dv_tracker_entry(a->t, b);
+    dv_track_entry *e = dv__tracker_entry(a->t, b);
     e->ptr = ptr;
     e->bytes = size;
     atomic_fetch_add_explicit(&a->live_bytes, size, memory_order_relaxed);
@@ -120,21 +120,21 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
 /* Fence, queue the free, account it as retired. */
 static int retire(async_res *a, dv_tracked b)
 {
-    dv_stream_id s = dv_track_alloc_stream(b.hot);
+    dv_stream_id s = dv__track_alloc_stream(b.hot);
     uint64_t size = b.e->bytes;
     int rc;
 
-    if ((rc = dv_tracker_fence_uses(a->t, b)) != DV_OK)
+    if ((rc = dv__tracker_fence_uses(a->t, b)) != DV_OK)
         return rc;
-    if ((rc = dv_drv_mem_free_async(a->base.env->streams[s], b.e->ptr)) != DV_OK)
+    if ((rc = dv__drv_mem_free_async(a->base.env->streams[s], b.e->ptr)) != DV_OK)
         return rc;
-    struct retired item = {{s, dv_tracker_mark(a->t, s)}, size};
-    dv_tracker_remove(a->t, b);
+    struct retired item = {{s, dv__tracker_mark(a->t, s)}, size};
+    dv__tracker_remove(a->t, b);
     atomic_fetch_sub_explicit(&a->live_bytes, size, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->retired_bytes, size, memory_order_relaxed);
     if (fifo_push(a, item) != 0) {
         /* No room to remember it: wait for it now instead. */
-        (void)dv_tracker_sync(a->t, item.pos);
+        (void)dv__tracker_sync(a->t, item.pos);
         atomic_fetch_sub_explicit(&a->retired_bytes, size, memory_order_relaxed);
     }
     return DV_OK;
@@ -142,8 +142,8 @@ static int retire(async_res *a, dv_tracked b)
 
 static int async_deallocate(dv_resource *r, dv_block *block)
 {
-    dv_tracked b = dv_tracker_find(ASYNC(r)->t, dv_block_id_of(block), "deallocate");
-    if (!dv_tracked_ok(b))
+    dv_tracked b = dv__tracker_find(ASYNC(r)->t, dv__block_id_of(block), "deallocate");
+    if (!dv__tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
     int rc = retire(ASYNC(r), b);
     if (rc == DV_OK)
@@ -171,25 +171,25 @@ static bool async_supports_tracking(const dv_resource *r)
 
 static int async_prepare(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
 {
-    dv_tracked b = dv_tracker_find(ASYNC(r)->t, id, "prepare_block_use");
-    return dv_tracked_ok(b) ? dv_tracker_prepare(ASYNC(r)->t, b, s, a) : DV_EUSE_AFTER_FREE;
+    dv_tracked b = dv__tracker_find(ASYNC(r)->t, id, "prepare_block_use");
+    return dv__tracked_ok(b) ? dv__tracker_prepare(ASYNC(r)->t, b, s, a) : DV_EUSE_AFTER_FREE;
 }
 
 static int async_finish(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
 {
-    dv_tracked b = dv_tracker_find(ASYNC(r)->t, id, "finish_block_use");
-    if (!dv_tracked_ok(b))
+    dv_tracked b = dv__tracker_find(ASYNC(r)->t, id, "finish_block_use");
+    if (!dv__tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_finish(ASYNC(r)->t, b, s, a);
+    dv__tracker_finish(ASYNC(r)->t, b, s, a);
     return DV_OK;
 }
 
 static int async_record(dv_resource *r, dv_block_id id, dv_stream_id s)
 {
-    dv_tracked b = dv_tracker_find(ASYNC(r)->t, id, "record_block_use");
-    if (!dv_tracked_ok(b))
+    dv_tracked b = dv__tracker_find(ASYNC(r)->t, id, "record_block_use");
+    if (!dv__tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_record(ASYNC(r)->t, b, s);
+    dv__tracker_record(ASYNC(r)->t, b, s);
     return DV_OK;
 }
 
@@ -202,9 +202,9 @@ static void async_destroy(dv_resource *r)
 {
     async_res *a = ASYNC(r);
     /* Blocks still live go back to the driver in their streams' order. */
-    dv_tracker_foreach(a->t, retire_live, a);
+    dv__tracker_foreach(a->t, retire_live, a);
     (void)reap(a, true);
-    dv_tracker_destroy(a->t);
+    dv__tracker_destroy(a->t);
     free(a->fifo);
     free(a);
 }
@@ -222,14 +222,14 @@ static const dv_resource_ops async_ops = {
     .destroy = async_destroy,
 };
 
-int dv_async_resource_create(dv_res_env *env, dv_resource **out)
+int dv__async_resource_create(dv_res_env *env, dv_resource **out)
 {
     if (env == NULL || out == NULL || env->ctx == NULL)
         return dv__fail(DV_EINVAL, "async_resource_create", "NULL or empty environment");
     async_res *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return dv__fail(DV_ENOMEM, "async_resource_create", "out of host memory");
-    int rc = dv_tracker_create(env, &a->t);
+    int rc = dv__tracker_create(env, &a->t);
     if (rc != DV_OK) {
         free(a);
         return rc;

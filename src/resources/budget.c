@@ -61,7 +61,7 @@ static bool budget_fits(const budget_res *b, uint64_t bytes)
 /* Wait for the inner resource's queued frees; ours are then all reached. */
 static int budget_reap(budget_res *b)
 {
-    int rc = dv_res_reap_pending(b->base.upstream);
+    int rc = dv__res_reap_pending(b->base.upstream);
     if (rc == DV_OK) {
         uint64_t reaped = atomic_exchange_explicit(&b->pending, 0, memory_order_relaxed);
         atomic_fetch_sub_explicit(&b->used, reaped, memory_order_relaxed);
@@ -95,13 +95,13 @@ static int budget_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, 
         if (!budget_fits(b, bytes))
             return budget_refuse(b, bytes);
     }
-    if ((rc = dv_res_allocate(r->upstream, bytes, stream, tag, out)) != DV_OK)
+    if ((rc = dv__res_allocate(r->upstream, bytes, stream, tag, out)) != DV_OK)
         return rc;
     if (!budget_fits(b, out->bytes)) {
         /* Rounded past the limit.  Giving it back queues a free of memory
          * nobody used; it is not ours to count. */
         dv_block back = *out;
-        (void)dv_res_deallocate(r->upstream, &back);
+        (void)dv__res_deallocate(r->upstream, &back);
         memset(out, 0, sizeof(*out));
         return budget_refuse(b, bytes);
     }
@@ -113,7 +113,7 @@ static int budget_deallocate(dv_resource *r, dv_block *block)
 {
     budget_res *b = BUDGET(r);
     uint64_t bytes = block->bytes;
-    int rc = dv_res_deallocate(r->upstream, block);
+    int rc = dv__res_deallocate(r->upstream, block);
     if (rc != DV_OK)
         return rc;
     /* A caller who changed block->bytes would skew the count; never let
@@ -140,22 +140,22 @@ static int budget_reap_pending(dv_resource *r)
 
 static bool budget_supports_tracking(const dv_resource *r)
 {
-    return dv_res_supports_block_use_tracking(r->upstream);
+    return dv__res_supports_block_use_tracking(r->upstream);
 }
 
 static int budget_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
-    return dv_res_prepare_block_use(r->upstream, id, stream, a);
+    return dv__res_prepare_block_use(r->upstream, id, stream, a);
 }
 
 static int budget_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
-    return dv_res_finish_block_use(r->upstream, id, stream, a);
+    return dv__res_finish_block_use(r->upstream, id, stream, a);
 }
 
 static int budget_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
 {
-    return dv_res_record_block_use(r->upstream, id, stream);
+    return dv__res_record_block_use(r->upstream, id, stream);
 }
 
 static void budget_destroy(dv_resource *r)
@@ -178,7 +178,7 @@ static const dv_resource_ops budget_ops = {
     .destroy = budget_destroy,
 };
 
-int dv_budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out)
+int dv__budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out)
 {
     if (upstream == NULL || out == NULL)
         return dv__fail(DV_EINVAL, "budget_resource_create",
@@ -195,7 +195,7 @@ int dv_budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_re
     return DV_OK;
 }
 
-uint64_t dv_budget_limit(const dv_resource *budget)
+uint64_t dv__budget_limit(const dv_resource *budget)
 {
     return budget != NULL && budget->ops == &budget_ops ? ((const budget_res *)budget)->limit : 0;
 }

@@ -28,7 +28,7 @@ static int direct_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, 
 {
     uint64_t size = round_block(bytes);
     dv_dptr ptr;
-    int rc = dv_drv_mem_alloc(r->env->ctx, size, &ptr);
+    int rc = dv__drv_mem_alloc(r->env->ctx, size, &ptr);
     if (rc != DV_OK)
         return rc;
     *out = (dv_block){.ptr = ptr,
@@ -40,14 +40,14 @@ static int direct_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, 
                       .align = DV_BLOCK_ALIGN,
                       .device = r->device,
                       .state = DV_BLOCK_LIVE};
-    dv_tracked b = dv_tracker_insert(DIRECT(r)->live, out, 0);
-    if (!dv_tracked_ok(b)) {
+    dv_tracked b = dv__tracker_insert(DIRECT(r)->live, out, 0);
+    if (!dv__tracked_ok(b)) {
         rc = dv__detail()->status; /* the tracker's answer, detail set */
-        (void)dv_drv_mem_free(r->env->ctx, ptr);
+        (void)dv__drv_mem_free(r->env->ctx, ptr);
         out->state = DV_BLOCK_FREED;
         return rc;
     }
-    dv_track_entry *e = dv_tracker_entry(DIRECT(r)->live, b);
+    dv_track_entry *e = dv__tracker_entry(DIRECT(r)->live, b);
     e->ptr = ptr;
     e->bytes = size;
     atomic_fetch_add_explicit(&DIRECT(r)->bytes, size, memory_order_relaxed);
@@ -56,14 +56,14 @@ static int direct_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, 
 
 static int direct_deallocate(dv_resource *r, dv_block *block)
 {
-    dv_tracked b = dv_tracker_find(DIRECT(r)->live, dv_block_id_of(block), "deallocate");
-    if (!dv_tracked_ok(b))
+    dv_tracked b = dv__tracker_find(DIRECT(r)->live, dv__block_id_of(block), "deallocate");
+    if (!dv__tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    int rc = dv_drv_mem_free(r->env->ctx, b.e->ptr);
+    int rc = dv__drv_mem_free(r->env->ctx, b.e->ptr);
     if (rc != DV_OK)
         return rc;
     atomic_fetch_sub_explicit(&DIRECT(r)->bytes, b.e->bytes, memory_order_relaxed);
-    dv_tracker_remove(DIRECT(r)->live, b);
+    dv__tracker_remove(DIRECT(r)->live, b);
     block->state = DV_BLOCK_FREED;
     return DV_OK;
 }
@@ -106,14 +106,14 @@ static int direct_record(dv_resource *r, dv_block_id id, dv_stream_id s)
 static void free_live(dv_tracked b, void *arg)
 {
     direct_res *d = arg;
-    (void)dv_drv_mem_free(d->base.env->ctx, b.e->ptr);
-    dv_tracker_remove(d->live, b);
+    (void)dv__drv_mem_free(d->base.env->ctx, b.e->ptr);
+    dv__tracker_remove(d->live, b);
 }
 
 static void direct_destroy(dv_resource *r)
 {
-    dv_tracker_foreach(DIRECT(r)->live, free_live, r);
-    dv_tracker_destroy(DIRECT(r)->live);
+    dv__tracker_foreach(DIRECT(r)->live, free_live, r);
+    dv__tracker_destroy(DIRECT(r)->live);
     free(r);
 }
 
@@ -130,14 +130,14 @@ static const dv_resource_ops direct_ops = {
     .destroy = direct_destroy,
 };
 
-int dv_direct_resource_create(dv_res_env *env, dv_resource **out)
+int dv__direct_resource_create(dv_res_env *env, dv_resource **out)
 {
     if (env == NULL || out == NULL || env->ctx == NULL)
         return dv__fail(DV_EINVAL, "direct_resource_create", "NULL or empty environment");
     direct_res *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return dv__fail(DV_ENOMEM, "direct_resource_create", "out of host memory");
-    int rc = dv_tracker_create(env, &d->live);
+    int rc = dv__tracker_create(env, &d->live);
     if (rc != DV_OK) {
         free(d);
         return rc;

@@ -19,7 +19,7 @@
  * The canaries are filled with DV_GUARD_CANARY_BYTE by memsets on the
  * block's alloc stream, marked as a WRITE through the upstream's tracking,
  * so later uses on other streams are ordered after them.  They are read
- * back (on deallocate, and for every live block on dv_guard_check) by
+ * back (on deallocate, and for every live block on dv__guard_check) by
  * copies on the alloc stream after a prepare READ — which makes the alloc
  * stream wait for writes the caller declared on other streams — and a
  * stream sync; then compared on the host.  A damaged canary is
@@ -223,15 +223,15 @@ typedef int (*block_work)(guard_res *g, guard_entry *e, void *arg);
 static int tracked(guard_res *g, guard_entry *e, dv_access a, block_work work, void *arg)
 {
     dv_resource *up = g->base.upstream;
-    bool track = dv_res_supports_block_use_tracking(up);
-    dv_block_id id = dv_block_id_of(&e->up);
+    bool track = dv__res_supports_block_use_tracking(up);
+    dv_block_id id = dv__block_id_of(&e->up);
     int rc;
 
-    if (track && (rc = dv_res_prepare_block_use(up, id, e->up.alloc_stream, a)) != DV_OK)
+    if (track && (rc = dv__res_prepare_block_use(up, id, e->up.alloc_stream, a)) != DV_OK)
         return rc;
     rc = work(g, e, arg);
     if (track) {
-        int frc = dv_res_finish_block_use(up, id, e->up.alloc_stream, a);
+        int frc = dv__res_finish_block_use(up, id, e->up.alloc_stream, a);
         if (rc == DV_OK)
             rc = frc;
     }
@@ -241,10 +241,10 @@ static int tracked(guard_res *g, guard_entry *e, dv_access a, block_work work, v
 static int fill_canaries(guard_res *g, guard_entry *e, void *arg)
 {
     (void)arg;
-    int rc = dv_drv_memset_d8(alloc_stream_of(g, e), e->up.ptr, DV_GUARD_CANARY_BYTE, g->canary);
+    int rc = dv__drv_memset_d8(alloc_stream_of(g, e), e->up.ptr, DV_GUARD_CANARY_BYTE, g->canary);
     if (rc == DV_OK)
         rc =
-            dv_drv_memset_d8(alloc_stream_of(g, e), tail_of(g, e), DV_GUARD_CANARY_BYTE, g->canary);
+            dv__drv_memset_d8(alloc_stream_of(g, e), tail_of(g, e), DV_GUARD_CANARY_BYTE, g->canary);
     return rc;
 }
 
@@ -252,16 +252,16 @@ static int fill_canaries(guard_res *g, guard_entry *e, void *arg)
 static int copy_canaries(guard_res *g, guard_entry *e, void *dst)
 {
     uint8_t *d = dst;
-    int rc = dv_drv_memcpy_dtoh(alloc_stream_of(g, e), d, e->up.ptr, g->canary);
+    int rc = dv__drv_memcpy_dtoh(alloc_stream_of(g, e), d, e->up.ptr, g->canary);
     if (rc == DV_OK)
-        rc = dv_drv_memcpy_dtoh(alloc_stream_of(g, e), d + g->canary, tail_of(g, e), g->canary);
+        rc = dv__drv_memcpy_dtoh(alloc_stream_of(g, e), d + g->canary, tail_of(g, e), g->canary);
     return rc;
 }
 
 static int poison(guard_res *g, guard_entry *e, void *arg)
 {
     (void)arg;
-    return dv_drv_memset_d8(alloc_stream_of(g, e), e->user.ptr, DV_GUARD_POISON_BYTE,
+    return dv__drv_memset_d8(alloc_stream_of(g, e), e->user.ptr, DV_GUARD_POISON_BYTE,
                             e->user.requested);
 }
 
@@ -284,7 +284,7 @@ static int sync_streams(guard_res *g, uint64_t mask, int prior)
     for (uint32_t s = 0; s < g->base.env->nstreams; s++) {
         if (!(mask & (UINT64_C(1) << s)))
             continue;
-        int rc = dv_drv_stream_sync(g->base.env->streams[s]);
+        int rc = dv__drv_stream_sync(g->base.env->streams[s]);
         if (rc != DV_OK && first == DV_OK)
             first = rc;
     }
@@ -386,7 +386,7 @@ static int release(guard_res *g, entry_list *from, guard_entry *e, uint16_t *sta
     table_del(g, e);
     if (from == &g->live)
         atomic_fetch_sub_explicit(&g->live_bytes, e->up.bytes, memory_order_relaxed);
-    int rc = dv_res_deallocate(g->base.upstream, &e->up);
+    int rc = dv__res_deallocate(g->base.upstream, &e->up);
     if (state != NULL)
         *state = rc == DV_OK ? e->up.state : DV_BLOCK_FREED;
     free(e);
@@ -451,7 +451,7 @@ static uint32_t align_within(uint32_t up_align, uint32_t offset)
 static void give_back(dv_resource *upstream, dv_block *up)
 {
     dv_error_detail saved = *dv_last_error();
-    (void)dv_res_deallocate(upstream, up);
+    (void)dv__res_deallocate(upstream, up);
     *dv__detail() = saved;
 }
 
@@ -472,7 +472,7 @@ static int guard_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
     guard_entry *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return dv__fail(DV_ENOMEM, "allocate", "guard: out of host memory");
-    if ((rc = dv_res_allocate(r->upstream, bytes + extra, stream, tag, &e->up)) != DV_OK)
+    if ((rc = dv__res_allocate(r->upstream, bytes + extra, stream, tag, &e->up)) != DV_OK)
         goto fail_upstream;
     e->user = (dv_block){.ptr = e->up.ptr + g->canary,
                          .bytes = bytes,
@@ -502,7 +502,7 @@ fail_upstream:
 static int guard_deallocate(dv_resource *r, dv_block *block)
 {
     guard_res *g = GUARD(r);
-    guard_entry *e = find_live(g, dv_block_id_of(block), "deallocate");
+    guard_entry *e = find_live(g, dv__block_id_of(block), "deallocate");
     dv_error_detail report = {0};
     int first = DV_OK, rc;
 
@@ -542,12 +542,12 @@ static uint64_t guard_bytes_outstanding(const dv_resource *r)
 static int guard_reap_pending(dv_resource *r)
 {
     /* The quarantine is not pending: it is held on purpose. */
-    return dv_res_reap_pending(r->upstream);
+    return dv__res_reap_pending(r->upstream);
 }
 
 static bool guard_supports_tracking(const dv_resource *r)
 {
-    return dv_res_supports_block_use_tracking(r->upstream);
+    return dv__res_supports_block_use_tracking(r->upstream);
 }
 
 static int guard_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
@@ -555,7 +555,7 @@ static int guard_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv
     guard_entry *e = find_live(GUARD(r), id, "prepare_block_use");
     if (e == NULL)
         return DV_EUSE_AFTER_FREE;
-    return dv_res_prepare_block_use(r->upstream, dv_block_id_of(&e->up), stream, a);
+    return dv__res_prepare_block_use(r->upstream, dv__block_id_of(&e->up), stream, a);
 }
 
 static int guard_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
@@ -563,7 +563,7 @@ static int guard_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_
     guard_entry *e = find_live(GUARD(r), id, "finish_block_use");
     if (e == NULL)
         return DV_EUSE_AFTER_FREE;
-    return dv_res_finish_block_use(r->upstream, dv_block_id_of(&e->up), stream, a);
+    return dv__res_finish_block_use(r->upstream, dv__block_id_of(&e->up), stream, a);
 }
 
 static int guard_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
@@ -571,7 +571,7 @@ static int guard_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
     guard_entry *e = find_live(GUARD(r), id, "record_block_use");
     if (e == NULL)
         return DV_EUSE_AFTER_FREE;
-    return dv_res_record_block_use(r->upstream, dv_block_id_of(&e->up), stream);
+    return dv__res_record_block_use(r->upstream, dv__block_id_of(&e->up), stream);
 }
 
 static void guard_destroy(dv_resource *r)
@@ -601,7 +601,7 @@ static const dv_resource_ops guard_ops = {
     .destroy = guard_destroy,
 };
 
-void dv_guard_config_init(dv_guard_config *cfg)
+void dv__guard_config_init(dv_guard_config *cfg)
 {
     *cfg = (dv_guard_config){
         .canary_bytes = 256,
@@ -610,14 +610,14 @@ void dv_guard_config_init(dv_guard_config *cfg)
     };
 }
 
-int dv_guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg, dv_resource **out)
+int dv__guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg, dv_resource **out)
 {
     dv_guard_config defaults;
     if (upstream == NULL || out == NULL)
         return dv__fail(DV_EINVAL, "guard_resource_create",
                         "guard_resource_create: NULL upstream or out");
     if (cfg == NULL) {
-        dv_guard_config_init(&defaults);
+        dv__guard_config_init(&defaults);
         cfg = &defaults;
     }
     /* A multiple of the block alignment keeps ptr aligned like the
@@ -641,11 +641,11 @@ int dv_guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg, 
     return DV_OK;
 }
 
-int dv_guard_check(dv_resource *guard)
+int dv__guard_check(dv_resource *guard)
 {
     if (guard == NULL || guard->ops != &guard_ops)
         return dv__fail(DV_EINVAL, "guard_check", "guard_check: %s resource is not a guard",
-                        dv_res_name(guard));
+                        dv__res_name(guard));
     dv__res_assert_owner(guard, "guard_check");
     guard_res *g = GUARD(guard);
     if (g->canary == 0)

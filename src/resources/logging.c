@@ -133,7 +133,7 @@ static void sink_write(dv_log_sink *s, const char *p, size_t n)
     pthread_mutex_unlock(&s->mu);
 }
 
-int dv_log_sink_file(const char *path, dv_log_sink **out)
+int dv__log_sink_file(const char *path, dv_log_sink **out)
 {
     int rc;
     if (path == NULL || out == NULL)
@@ -163,7 +163,7 @@ int dv_log_sink_file(const char *path, dv_log_sink **out)
     return DV_OK;
 }
 
-int dv_log_sink_memory(dv_log_sink **out)
+int dv__log_sink_memory(dv_log_sink **out)
 {
     int rc;
     if (out == NULL)
@@ -179,7 +179,7 @@ int dv_log_sink_memory(dv_log_sink **out)
     return DV_OK;
 }
 
-int dv_log_sink_null(dv_log_sink **out)
+int dv__log_sink_null(dv_log_sink **out)
 {
     if (out == NULL)
         return dv__fail(DV_EINVAL, "log_sink_null", "log_sink_null: NULL out");
@@ -188,7 +188,7 @@ int dv_log_sink_null(dv_log_sink **out)
 
 /* Not locked: read it once the resources writing to it are quiet (the
  * pointer moves when the buffer grows). */
-const char *dv_log_sink_text(const dv_log_sink *sink, size_t *len)
+const char *dv__log_sink_text(const dv_log_sink *sink, size_t *len)
 {
     bool has_text = sink != NULL && sink->kind == SINK_MEMORY;
     if (len != NULL)
@@ -196,7 +196,7 @@ const char *dv_log_sink_text(const dv_log_sink *sink, size_t *len)
     return has_text ? sink->text : "";
 }
 
-void dv_log_sink_destroy(dv_log_sink *sink)
+void dv__log_sink_destroy(dv_log_sink *sink)
 {
     if (sink == NULL)
         return;
@@ -314,7 +314,7 @@ typedef struct logging_res {
 static int logging_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
                             dv_block *out)
 {
-    int rc = dv_res_allocate(r->upstream, bytes, stream, tag, out);
+    int rc = dv__res_allocate(r->upstream, bytes, stream, tag, out);
     if (rc == DV_OK)
         log_write(LOGGING(r)->sink,
                   &(log_row){"allocate", out->ptr, out->requested, stream, out->device, out->tag});
@@ -328,7 +328,7 @@ static int logging_deallocate(dv_resource *r, dv_block *block)
 {
     log_row row = {"free",        block->ptr, block->requested, block->alloc_stream,
                    block->device, block->tag};
-    int rc = dv_res_deallocate(r->upstream, block);
+    int rc = dv__res_deallocate(r->upstream, block);
     if (rc != DV_OK)
         row.action = "free failure";
     log_write(LOGGING(r)->sink, &row);
@@ -337,32 +337,32 @@ static int logging_deallocate(dv_resource *r, dv_block *block)
 
 static uint64_t logging_bytes_outstanding(const dv_resource *r)
 {
-    return dv_res_bytes_outstanding(r->upstream);
+    return dv__res_bytes_outstanding(r->upstream);
 }
 
 static int logging_reap_pending(dv_resource *r)
 {
-    return dv_res_reap_pending(r->upstream);
+    return dv__res_reap_pending(r->upstream);
 }
 
 static bool logging_supports_tracking(const dv_resource *r)
 {
-    return dv_res_supports_block_use_tracking(r->upstream);
+    return dv__res_supports_block_use_tracking(r->upstream);
 }
 
 static int logging_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
-    return dv_res_prepare_block_use(r->upstream, id, stream, a);
+    return dv__res_prepare_block_use(r->upstream, id, stream, a);
 }
 
 static int logging_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
-    return dv_res_finish_block_use(r->upstream, id, stream, a);
+    return dv__res_finish_block_use(r->upstream, id, stream, a);
 }
 
 static int logging_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
 {
-    return dv_res_record_block_use(r->upstream, id, stream);
+    return dv__res_record_block_use(r->upstream, id, stream);
 }
 
 static void logging_destroy(dv_resource *r)
@@ -383,7 +383,7 @@ static const dv_resource_ops logging_ops = {
     .destroy = logging_destroy,
 };
 
-int dv_logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out)
+int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out)
 {
     if (upstream == NULL || sink == NULL || out == NULL)
         return dv__fail(DV_EINVAL, "logging_resource_create",

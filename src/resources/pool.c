@@ -519,7 +519,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
             from = (dv_stream_id)__builtin_ctzll(others);
             pool_stack *st = &p->lists[from].stacks[c];
             dv_stream_pos freed = {from, st->items[st->n - 1].freed_epoch};
-            int rc = dv_tracker_wait(p->t, s, freed);
+            int rc = dv__tracker_wait(p->t, s, freed);
             if (rc != DV_OK)
                 return rc;
             *out = stack_pop(p, from, c);
@@ -536,7 +536,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
             return DV_OK;
         }
         /* Likewise behind the free. */
-        int rc = dv_tracker_wait(p->t, s, freed_pos(r));
+        int rc = dv__tracker_wait(p->t, s, freed_pos(r));
         if (rc != DV_OK)
             return rc;
     }
@@ -586,7 +586,7 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
     pool_chunk *ch = calloc(1, sizeof(*ch));
     if (ch == NULL)
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool chunk");
-    int rc = dv_res_allocate(p->base.upstream, size, s, (dv_tag){"pool-chunk", 0}, &ch->block);
+    int rc = dv__res_allocate(p->base.upstream, size, s, (dv_tag){"pool-chunk", 0}, &ch->block);
     if (rc != DV_OK) {
         free(ch);
         return rc;
@@ -599,7 +599,7 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
         .bytes = size,
         /* After the upstream's allocation: another stream taking from this
          * space waits for it. */
-        .freed_epoch = dv_tracker_mark(p->t, s),
+        .freed_epoch = dv__tracker_mark(p->t, s),
         .index = index,
     };
     ch->first = r;
@@ -617,7 +617,7 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
 static int chunk_fence(pool_res *p, pool_chunk *ch)
 {
     for (pool_range *r = ch->first; r != NULL; r = r->phys_next) {
-        int rc = dv_tracker_wait(p->t, ch->block.alloc_stream, freed_pos(r));
+        int rc = dv__tracker_wait(p->t, ch->block.alloc_stream, freed_pos(r));
         if (rc != DV_OK)
             return rc;
     }
@@ -647,7 +647,7 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
             continue;
         uint64_t bytes = ch->bytes;
         if ((rc = chunk_fence(p, ch)) != DV_OK ||
-            (rc = dv_res_deallocate(p->base.upstream, &ch->block)) != DV_OK)
+            (rc = dv__res_deallocate(p->base.upstream, &ch->block)) != DV_OK)
             return rc;
         for (pool_range *r = ch->first, *rn; r != NULL; r = rn) {
             rn = r->phys_next;
@@ -722,7 +722,7 @@ static int grow(pool_res *p, uint64_t need, dv_stream_id s)
          * answer is the upstream's, detail included. */
         uint64_t released = 0;
         if (trim(p, &released) == DV_OK && released > 0)
-            (void)dv_res_reap_pending(p->base.upstream);
+            (void)dv__res_reap_pending(p->base.upstream);
         rc = chunk_add(p, size, s);
     }
     if (rc == DV_OK && geometric)
@@ -774,10 +774,10 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
                       .align = DV_BLOCK_ALIGN,
                       .device = res->device,
                       .state = DV_BLOCK_LIVE};
-    if (!dv_tracked_ok(dv_tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
+    if (!dv__tracked_ok(dv__tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
         /* Back to s: the stamp covers any wait take queued on s.  The
          * answer is the tracker's, detail set. */
-        b.freed_epoch = dv_tracker_mark(p->t, s);
+        b.freed_epoch = dv__tracker_mark(p->t, s);
         release(p, b, s, owner_class);
         out->state = DV_BLOCK_FREED;
         return dv__detail()->status;
@@ -790,22 +790,22 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
 static int pool_deallocate(dv_resource *res, dv_block *block)
 {
     pool_res *p = (pool_res *)res;
-    dv_tracked t = dv_tracker_find(p->t, dv_block_id_of(block), "deallocate");
-    if (!dv_tracked_ok(t))
+    dv_tracked t = dv__tracker_find(p->t, dv__block_id_of(block), "deallocate");
+    if (!dv__tracked_ok(t))
         return DV_EUSE_AFTER_FREE;
-    int rc = dv_tracker_fence_uses(p->t, t);
+    int rc = dv__tracker_fence_uses(p->t, t);
     if (rc != DV_OK)
         return rc;
     /* The hot record and the block (its pointer checked by find) say it
      * all; a small block's range is not read. */
-    dv_stream_id s = dv_track_alloc_stream(t.hot);
+    dv_stream_id s = dv__track_alloc_stream(t.hot);
     unsigned c = t.hot->owner >> OWNER_CLASS_SHIFT;
     pool_stacked b = {.ptr = block->ptr,
-                      .freed_epoch = dv_tracker_mark(p->t, s),
+                      .freed_epoch = dv__tracker_mark(p->t, s),
                       .index = t.hot->owner & OWNER_INDEX_MASK};
     uint64_t bytes = c != OWNER_LARGE ? class_bytes(c) : range_at(p, b.index)->bytes;
     release(p, b, s, c);
-    dv_tracker_remove(p->t, t);
+    dv__tracker_remove(p->t, t);
     p->live_bytes -= bytes;
     /* Only this thread writes it: a store, not a locked add. */
     atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);
@@ -822,7 +822,7 @@ static int pool_reap_pending(dv_resource *res)
 {
     /* The pool holds nothing retired: a free is reusable at once in stream
      * order.  Chunks trimmed earlier may still be pending upstream. */
-    return dv_res_reap_pending(res->upstream);
+    return dv__res_reap_pending(res->upstream);
 }
 
 static bool pool_supports_tracking(const dv_resource *res)
@@ -834,27 +834,27 @@ static bool pool_supports_tracking(const dv_resource *res)
 static int pool_prepare(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
 {
     pool_res *p = (pool_res *)res;
-    dv_tracked b = dv_tracker_find(p->t, id, "prepare_block_use");
-    return dv_tracked_ok(b) ? dv_tracker_prepare(p->t, b, s, a) : DV_EUSE_AFTER_FREE;
+    dv_tracked b = dv__tracker_find(p->t, id, "prepare_block_use");
+    return dv__tracked_ok(b) ? dv__tracker_prepare(p->t, b, s, a) : DV_EUSE_AFTER_FREE;
 }
 
 static int pool_finish(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
 {
     pool_res *p = (pool_res *)res;
-    dv_tracked b = dv_tracker_find(p->t, id, "finish_block_use");
-    if (!dv_tracked_ok(b))
+    dv_tracked b = dv__tracker_find(p->t, id, "finish_block_use");
+    if (!dv__tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_finish(p->t, b, s, a);
+    dv__tracker_finish(p->t, b, s, a);
     return DV_OK;
 }
 
 static int pool_record(dv_resource *res, dv_block_id id, dv_stream_id s)
 {
     pool_res *p = (pool_res *)res;
-    dv_tracked b = dv_tracker_find(p->t, id, "record_block_use");
-    if (!dv_tracked_ok(b))
+    dv_tracked b = dv__tracker_find(p->t, id, "record_block_use");
+    if (!dv__tracked_ok(b))
         return DV_EUSE_AFTER_FREE;
-    dv_tracker_record(p->t, b, s);
+    dv__tracker_record(p->t, b, s);
     return DV_OK;
 }
 
@@ -864,25 +864,25 @@ static void stamp_leaked(dv_tracked b, void *arg)
 {
     pool_res *p = arg;
     pool_range *r = range_at(p, b.hot->owner & OWNER_INDEX_MASK);
-    (void)dv_tracker_fence_uses(p->t, b);
-    r->owner = (uint8_t)dv_track_alloc_stream(b.hot);
-    r->freed_epoch = dv_tracker_mark(p->t, r->owner);
+    (void)dv__tracker_fence_uses(p->t, b);
+    r->owner = (uint8_t)dv__track_alloc_stream(b.hot);
+    r->freed_epoch = dv__tracker_mark(p->t, r->owner);
 }
 
 static void pool_destroy(dv_resource *res)
 {
     pool_res *p = (pool_res *)res;
 
-    dv_tracker_foreach(p->t, stamp_leaked, p);
+    dv__tracker_foreach(p->t, stamp_leaked, p);
     flush_stacks(p); /* stamps every stacked range with its free */
     while (p->chunks != NULL) {
         pool_chunk *ch = p->chunks;
         p->chunks = ch->next;
         (void)chunk_fence(p, ch);
-        (void)dv_res_deallocate(p->base.upstream, &ch->block);
+        (void)dv__res_deallocate(p->base.upstream, &ch->block);
         free(ch);
     }
-    dv_tracker_destroy(p->t);
+    dv__tracker_destroy(p->t);
     range_slabs_free(p);
     stacks_free(p);
     free(p->lists);
@@ -906,7 +906,7 @@ static const dv_resource_ops pool_ops = {
  * Construction, statistics, trim
  * ------------------------------------------------------------------------ */
 
-void dv_pool_config_init(dv_pool_config *cfg)
+void dv__pool_config_init(dv_pool_config *cfg)
 {
     *cfg = (dv_pool_config){
         .initial_chunk_bytes = 64 * MIB,
@@ -915,7 +915,7 @@ void dv_pool_config_init(dv_pool_config *cfg)
     };
 }
 
-int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out)
+int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out)
 {
     dv_pool_config c;
     pool_res *p;
@@ -927,7 +927,7 @@ int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv
     if (cfg != NULL)
         c = *cfg;
     else
-        dv_pool_config_init(&c);
+        dv__pool_config_init(&c);
     if (c.initial_chunk_bytes == 0 || c.initial_chunk_bytes > DV_DRV_MAX_BYTES ||
         c.max_chunk_bytes < c.initial_chunk_bytes || c.max_chunk_bytes > DV_DRV_MAX_BYTES ||
         c.max_pool_bytes > DV_DRV_MAX_BYTES)
@@ -949,7 +949,7 @@ int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv
         rc = dv__fail(DV_ENOMEM, "pool_resource_create", "out of host memory");
         goto fail_lists;
     }
-    if ((rc = dv_tracker_create(upstream->env, &p->t)) != DV_OK)
+    if ((rc = dv__tracker_create(upstream->env, &p->t)) != DV_OK)
         goto fail_tracker;
     if ((rc = spare_reserve(p, 2)) != DV_OK)
         goto fail_spare;
@@ -963,7 +963,7 @@ int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv
 
 fail_spare:
     range_slabs_free(p);
-    dv_tracker_destroy(p->t);
+    dv__tracker_destroy(p->t);
 fail_tracker:
     free(p->lists);
 fail_lists:
@@ -1004,7 +1004,7 @@ static uint64_t largest_free(pool_res *p)
     return best;
 }
 
-int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out)
+int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out)
 {
     pool_res *p = pool_of(pool);
     if (p == NULL || out == NULL)
@@ -1024,7 +1024,7 @@ int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out)
     return DV_OK;
 }
 
-int dv_pool_trim(dv_resource *pool, uint64_t *released)
+int dv__pool_trim(dv_resource *pool, uint64_t *released)
 {
     pool_res *p = pool_of(pool);
     uint64_t n = 0;

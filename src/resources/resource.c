@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "resources/tracker.h"
 
@@ -19,47 +18,10 @@ uint64_t dv__generation_batch(void)
 }
 
 /* ------------------------------------------------------------------------
- * Bookkeeping slabs
- * ------------------------------------------------------------------------ */
-
-void *dv__slab_alloc(size_t bytes)
-{
-    if (bytes < DV_SLAB_HUGE)
-        return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    /* Map one huge page more than asked, keep the aligned part. */
-    size_t size = (bytes + DV_SLAB_HUGE - 1) & ~(DV_SLAB_HUGE - 1);
-    uint8_t *raw = mmap(NULL, size + DV_SLAB_HUGE, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED)
-        return NULL;
-    uint8_t *start =
-        (uint8_t *)(((uintptr_t)raw + DV_SLAB_HUGE - 1) & ~(uintptr_t)(DV_SLAB_HUGE - 1));
-    size_t head = (size_t)(start - raw);
-    if (head != 0)
-        munmap(raw, head);
-    if (head != DV_SLAB_HUGE)
-        munmap(start + size, DV_SLAB_HUGE - head);
-#ifdef MADV_HUGEPAGE
-    (void)madvise(start, size, MADV_HUGEPAGE); /* a hint: refused is fine */
-#endif
-    return start;
-}
-
-void dv__slab_free(void *p, size_t bytes)
-{
-    if (p == NULL)
-        return;
-    if (bytes < DV_SLAB_HUGE)
-        free(p);
-    else
-        munmap(p, (bytes + DV_SLAB_HUGE - 1) & ~(DV_SLAB_HUGE - 1));
-}
-
-/* ------------------------------------------------------------------------
  * Environment
  * ------------------------------------------------------------------------ */
 
-int dv_res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams)
+int dv__res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams)
 {
     int rc;
 
@@ -72,12 +34,12 @@ int dv_res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstrea
     env->drv = drv;
     env->device = device;
     env->owner = pthread_self();
-    if ((rc = dv_drv_ctx_retain(drv, device, &env->ctx)) != DV_OK)
+    if ((rc = dv__drv_ctx_retain(drv, device, &env->ctx)) != DV_OK)
         return rc;
     for (uint32_t i = 0; i < nstreams; i++) {
-        if ((rc = dv_drv_stream_create(env->ctx, &env->streams[i])) != DV_OK) {
+        if ((rc = dv__drv_stream_create(env->ctx, &env->streams[i])) != DV_OK) {
             dv_error_detail saved = *dv_last_error();
-            dv_res_env_fini(env);
+            dv__res_env_fini(env);
             *dv__detail() = saved;
             return rc;
         }
@@ -86,29 +48,29 @@ int dv_res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstrea
     return DV_OK;
 }
 
-int dv_res_env_sync(dv_res_env *env)
+int dv__res_env_sync(dv_res_env *env)
 {
     int first = DV_OK;
     for (uint32_t i = 0; i < env->nstreams; i++) {
-        int rc = dv_drv_stream_sync(env->streams[i]);
+        int rc = dv__drv_stream_sync(env->streams[i]);
         if (rc != DV_OK && first == DV_OK)
             first = rc;
     }
     return first;
 }
 
-void dv_res_env_fini(dv_res_env *env)
+void dv__res_env_fini(dv_res_env *env)
 {
     if (env == NULL || env->ctx == NULL)
         return;
-    (void)dv_res_env_sync(env);
+    (void)dv__res_env_sync(env);
     for (uint32_t i = 0; i < env->nstreams; i++)
-        (void)dv_drv_stream_destroy(env->streams[i]);
-    (void)dv_drv_ctx_release(env->ctx);
+        (void)dv__drv_stream_destroy(env->streams[i]);
+    (void)dv__drv_ctx_release(env->ctx);
     memset(env, 0, sizeof(*env));
 }
 
-void dv_res_env_adopt(dv_res_env *env)
+void dv__res_env_adopt(dv_res_env *env)
 {
     env->owner = pthread_self();
 }
@@ -172,7 +134,7 @@ static int check_id(const dv_resource *r, dv_block_id id, const char *op)
     return DV_OK;
 }
 
-int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out)
+int dv__res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out)
 {
     int rc;
     CHECK_RES(r, "allocate");
@@ -198,13 +160,13 @@ int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag 
     return rc;
 }
 
-int dv_res_deallocate(dv_resource *r, dv_block *block)
+int dv__res_deallocate(dv_resource *r, dv_block *block)
 {
     int rc;
     CHECK_RES(r, "deallocate");
     if (block == NULL)
         return dv__fail(DV_EINVAL, "deallocate", "deallocate: NULL block");
-    if ((rc = check_id(r, dv_block_id_of(block), "deallocate")) != DV_OK)
+    if ((rc = check_id(r, dv__block_id_of(block), "deallocate")) != DV_OK)
         return rc;
     if (block->state != DV_BLOCK_LIVE) {
         rc = dv__fail(DV_EUSE_AFTER_FREE, "deallocate",
@@ -216,23 +178,23 @@ int dv_res_deallocate(dv_resource *r, dv_block *block)
     return r->ops->deallocate(r, block);
 }
 
-uint64_t dv_res_bytes_outstanding(const dv_resource *r)
+uint64_t dv__res_bytes_outstanding(const dv_resource *r)
 {
     return r != NULL ? r->ops->bytes_outstanding(r) : 0;
 }
 
-int dv_res_reap_pending(dv_resource *r)
+int dv__res_reap_pending(dv_resource *r)
 {
     CHECK_RES(r, "reap_pending");
     return r->ops->reap_pending(r);
 }
 
-bool dv_res_supports_block_use_tracking(const dv_resource *r)
+bool dv__res_supports_block_use_tracking(const dv_resource *r)
 {
     return r != NULL && r->ops->supports_block_use_tracking(r);
 }
 
-int dv_res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
+int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
     int rc;
     CHECK_RES(r, "prepare_block_use");
@@ -243,7 +205,7 @@ int dv_res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream
     return r->ops->prepare_block_use(r, id, stream, a);
 }
 
-int dv_res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
+int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
     int rc;
     CHECK_RES(r, "finish_block_use");
@@ -254,7 +216,7 @@ int dv_res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream,
     return r->ops->finish_block_use(r, id, stream, a);
 }
 
-int dv_res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream)
+int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream)
 {
     int rc;
     CHECK_RES(r, "record_block_use");
@@ -264,7 +226,7 @@ int dv_res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream)
     return r->ops->record_block_use(r, id, stream);
 }
 
-void dv_res_destroy_stack(dv_resource *r)
+void dv__res_destroy_stack(dv_resource *r)
 {
     while (r != NULL) {
         dv_resource *up = r->upstream;
@@ -273,7 +235,7 @@ void dv_res_destroy_stack(dv_resource *r)
     }
 }
 
-const char *dv_res_name(const dv_resource *r)
+const char *dv__res_name(const dv_resource *r)
 {
     return r != NULL ? r->ops->name : "none";
 }

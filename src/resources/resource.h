@@ -43,6 +43,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/assert.h"
+#include "base/slab.h"
 #include "driver/port.h"
 
 /* Index of a stream in the environment's table; 0 is the default stream. */
@@ -103,23 +105,10 @@ typedef struct dv_block_id {
     uint32_t slot;
 } dv_block_id;
 
-static inline dv_block_id dv_block_id_of(const dv_block *b)
+static inline dv_block_id dv__block_id_of(const dv_block *b)
 {
     return (dv_block_id){b->ptr, b->generation, b->alloc_stream, b->device, b->slot};
 }
-
-/*
- * Host memory for a resource's bookkeeping slabs, 64-byte aligned.  From
- * DV_SLAB_HUGE bytes up it is mapped 2 MiB-aligned and advised for
- * transparent huge pages: with a hundred thousand live blocks the slabs
- * span tens of megabytes, and over 4 KiB pages most random accesses would
- * miss the TLB as well as the cache.  Callers grow slabs geometrically, up
- * to a huge page, so a small pool never maps one.  NULL: out of memory.
- * Free with the same size.
- */
-#define DV_SLAB_HUGE ((size_t)2 << 20)
-void *dv__slab_alloc(size_t bytes);
-void dv__slab_free(void *p, size_t bytes);
 
 /*
  * What a resource stack runs against: the device's context and stream
@@ -158,13 +147,13 @@ static inline uint64_t dv__next_generation(dv_res_env *env)
 
 /* Retain the device's context and create nstreams streams; the calling
  * thread owns the environment. */
-int dv_res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams);
+int dv__res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams);
 /* Wait for every stream, destroy them, release the context. */
-void dv_res_env_fini(dv_res_env *env);
+void dv__res_env_fini(dv_res_env *env);
 /* Hand the environment to the calling thread. */
-void dv_res_env_adopt(dv_res_env *env);
+void dv__res_env_adopt(dv_res_env *env);
 /* Wait for every stream of the environment. */
-int dv_res_env_sync(dv_res_env *env);
+int dv__res_env_sync(dv_res_env *env);
 
 typedef struct dv_resource dv_resource;
 
@@ -197,15 +186,6 @@ struct dv_resource {
 int dv__res_no_tracking(const dv_resource *r, const char *op);
 
 /* Debug builds check that the caller is the environment's owner. */
-#ifndef DV_DEBUG
-#ifdef NDEBUG
-#define DV_DEBUG 0
-#else
-#define DV_DEBUG 1
-#endif
-#endif
-static const bool dv_config_debug = DV_DEBUG;
-
 void dv__res_owner_violation(const dv_resource *r, const char *op);
 
 static inline void dv__res_assert_owner(const dv_resource *r, const char *op)
@@ -220,19 +200,19 @@ static inline void dv__res_assert_owner(const dv_resource *r, const char *op)
 
 /* Allocate bytes (1 .. DV_DRV_MAX_BYTES) ordered on stream.  out->state is
  * LIVE, out->bytes >= bytes, out->ptr aligned to DV_BLOCK_ALIGN. */
-int dv_res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out);
+int dv__res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out);
 /* Return a block: its alloc stream waits on every use from other streams,
  * then the free is queued there.  Unknown or stale: DV_EUSE_AFTER_FREE. */
-int dv_res_deallocate(dv_resource *r, dv_block *block);
-uint64_t dv_res_bytes_outstanding(const dv_resource *r);
-int dv_res_reap_pending(dv_resource *r);
-bool dv_res_supports_block_use_tracking(const dv_resource *r);
-int dv_res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
-int dv_res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
-int dv_res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream);
+int dv__res_deallocate(dv_resource *r, dv_block *block);
+uint64_t dv__res_bytes_outstanding(const dv_resource *r);
+int dv__res_reap_pending(dv_resource *r);
+bool dv__res_supports_block_use_tracking(const dv_resource *r);
+int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
+int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
+int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream);
 /* Destroy a whole stack: r, then its upstream, and so on. */
-void dv_res_destroy_stack(dv_resource *r);
-const char *dv_res_name(const dv_resource *r);
+void dv__res_destroy_stack(dv_resource *r);
+const char *dv__res_name(const dv_resource *r);
 
 /* ------------------------------------------------------------------------
  * The resources.  Each constructor takes its upstream (where it has one)
@@ -240,17 +220,17 @@ const char *dv_res_name(const dv_resource *r);
  * ------------------------------------------------------------------------ */
 
 /* Synchronous driver alloc/free; cannot track cross-stream uses. */
-int dv_direct_resource_create(dv_res_env *env, dv_resource **out);
+int dv__direct_resource_create(dv_res_env *env, dv_resource **out);
 /* Stream-ordered driver alloc/free on the alloc stream; full tracking. */
-int dv_async_resource_create(dv_res_env *env, dv_resource **out);
+int dv__async_resource_create(dv_res_env *env, dv_resource **out);
 
 typedef struct dv_pool_config {
     uint64_t initial_chunk_bytes; /* first chunk from upstream (default 64 MiB) */
     uint64_t max_chunk_bytes;     /* chunks grow geometrically up to this (1 GiB) */
     uint64_t max_pool_bytes;      /* 0: no limit beyond upstream's */
 } dv_pool_config;
-void dv_pool_config_init(dv_pool_config *cfg);
-int dv_pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
+void dv__pool_config_init(dv_pool_config *cfg);
+int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
 
 typedef struct dv_pool_stats {
     uint64_t chunk_bytes;   /* held from upstream */
@@ -261,26 +241,26 @@ typedef struct dv_pool_stats {
     double fragmentation; /* 1 - largest_free / free_bytes (0 when empty) */
 } dv_pool_stats;
 /* Owner thread only. */
-int dv_pool_stats_get(dv_resource *pool, dv_pool_stats *out);
+int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out);
 /* Return every empty chunk upstream (owner thread).  *released may be NULL. */
-int dv_pool_trim(dv_resource *pool, uint64_t *released);
+int dv__pool_trim(dv_resource *pool, uint64_t *released);
 
 /* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
  * requested and remaining bytes in the detail. */
-int dv_budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out);
-uint64_t dv_budget_limit(const dv_resource *budget);
+int dv__budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out);
+uint64_t dv__budget_limit(const dv_resource *budget);
 
 typedef struct dv_log_sink dv_log_sink;
 /* Sinks: a file (appended, flushed per row), memory, nothing. */
-int dv_log_sink_file(const char *path, dv_log_sink **out);
-int dv_log_sink_memory(dv_log_sink **out);
-int dv_log_sink_null(dv_log_sink **out);
+int dv__log_sink_file(const char *path, dv_log_sink **out);
+int dv__log_sink_memory(dv_log_sink **out);
+int dv__log_sink_null(dv_log_sink **out);
 /* The memory sink's text so far (NUL-terminated; owned by the sink). */
-const char *dv_log_sink_text(const dv_log_sink *sink, size_t *len);
-void dv_log_sink_destroy(dv_log_sink *sink);
+const char *dv__log_sink_text(const dv_log_sink *sink, size_t *len);
+void dv__log_sink_destroy(dv_log_sink *sink);
 /* CSV: header, then one row per allocate, free and failure.  The sink is
  * not owned; destroy it after the resource. */
-int dv_logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out);
+int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out);
 #define DV_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"
 
 typedef struct dv_guard_config {
@@ -288,11 +268,11 @@ typedef struct dv_guard_config {
     uint32_t quarantine_blocks; /* freed blocks held before reuse (16) */
     uint64_t quarantine_bytes;  /* ... or this many bytes (64 MiB) */
 } dv_guard_config;
-void dv_guard_config_init(dv_guard_config *cfg);
-int dv_guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg, dv_resource **out);
+void dv__guard_config_init(dv_guard_config *cfg);
+int dv__guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg, dv_resource **out);
 /* Check every live block's canaries now (owner thread): 0, or
  * DV_EOUT_OF_BOUNDS for the first damaged one (detail: generation, offset). */
-int dv_guard_check(dv_resource *guard);
+int dv__guard_check(dv_resource *guard);
 
 /* Fill bytes of the guard (documented, so dumps can be read). */
 #define DV_GUARD_CANARY_BYTE 0xCAu /* before and after every block */

@@ -23,7 +23,7 @@ static uint32_t slab_slots(uint32_t k)
     return n < DV__TRACK_SLAB_MAX ? (uint32_t)n : DV__TRACK_SLAB_MAX;
 }
 
-int dv_tracker_create(dv_res_env *env, dv_tracker **out)
+int dv__tracker_create(dv_res_env *env, dv_tracker **out)
 {
     dv_tracker *t = calloc(1, sizeof(*t));
     if (t == NULL)
@@ -40,15 +40,15 @@ static void free_reads(dv_tracked b, void *arg)
     dv__tracker_free_reads(b);
 }
 
-void dv_tracker_destroy(dv_tracker *t)
+void dv__tracker_destroy(dv_tracker *t)
 {
     if (t == NULL)
         return;
     for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
         for (int i = 0; i < DV__TRACK_RING; i++)
             if (t->st[s].ring[i].ev != NULL)
-                (void)dv_drv_event_destroy(t->st[s].ring[i].ev);
-    dv_tracker_foreach(t, free_reads, NULL);
+                (void)dv__drv_event_destroy(t->st[s].ring[i].ev);
+    dv__tracker_foreach(t, free_reads, NULL);
     for (uint32_t k = 0; k < t->nslabs; k++) {
         dv__slab_free(t->dir[k].hot, slab_slots(k) * sizeof(dv_track_hot));
         dv__slab_free(t->dir[k].entries, slab_slots(k) * sizeof(dv_track_entry));
@@ -58,7 +58,7 @@ void dv_tracker_destroy(dv_tracker *t)
     free(t);
 }
 
-void dv_tracker_stats_get(const dv_tracker *t, dv_tracker_stats *out)
+void dv__tracker_stats_get(const dv_tracker *t, dv_tracker_stats *out)
 {
     out->waits = atomic_load_explicit(&t->waits, memory_order_relaxed);
     out->waits_skipped = atomic_load_explicit(&t->waits_skipped, memory_order_relaxed);
@@ -79,11 +79,11 @@ static int record(dv_tracker *t, dv_stream_id stream, struct dv__track_ring_slot
     int rc;
 
     if (slot->ev == NULL) {
-        if ((rc = dv_drv_event_create(t->env->ctx, &slot->ev)) != DV_OK)
+        if ((rc = dv__drv_event_create(t->env->ctx, &slot->ev)) != DV_OK)
             return rc;
         STAT_INC(t, events);
     }
-    if ((rc = dv_drv_event_record(slot->ev, t->env->streams[stream])) != DV_OK)
+    if ((rc = dv__drv_event_record(slot->ev, t->env->streams[stream])) != DV_OK)
         return rc;
     STAT_INC(t, records);
     slot->epoch = s->epoch;
@@ -113,7 +113,7 @@ static int event_for(dv_tracker *t, dv_stream_pos pos, struct dv__track_ring_slo
     return DV_OK;
 }
 
-int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
+int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
 {
     struct dv__track_stream *w = &t->st[waiter];
     struct dv__track_ring_slot *slot;
@@ -127,7 +127,7 @@ int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
     }
     if ((rc = event_for(t, pos, &slot)) != DV_OK)
         return rc;
-    if ((rc = dv_drv_stream_wait_event(t->env->streams[waiter], slot->ev)) != DV_OK)
+    if ((rc = dv__drv_stream_wait_event(t->env->streams[waiter], slot->ev)) != DV_OK)
         return rc;
     STAT_INC(t, waits);
     /* The wait covers everything the event captured, not just pos. */
@@ -135,7 +135,7 @@ int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
     return DV_OK;
 }
 
-int dv_tracker_flush(dv_tracker *t, dv_stream_id stream)
+int dv__tracker_flush(dv_tracker *t, dv_stream_id stream)
 {
     struct dv__track_ring_slot *slot;
     if (t->st[stream].epoch <= t->st[stream].recorded)
@@ -143,7 +143,7 @@ int dv_tracker_flush(dv_tracker *t, dv_stream_id stream)
     return record(t, stream, &slot);
 }
 
-int dv_tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
+int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
 {
     struct dv__track_ring_slot *slot;
     int rc;
@@ -153,10 +153,10 @@ int dv_tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
         return DV_OK;
     if ((rc = event_for(t, pos, &slot)) != DV_OK)
         return rc;
-    return dv_drv_event_query(slot->ev, reached);
+    return dv__drv_event_query(slot->ev, reached);
 }
 
-int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos)
+int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos)
 {
     struct dv__track_ring_slot *slot;
     int rc;
@@ -165,7 +165,7 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos)
         return DV_OK;
     if ((rc = event_for(t, pos, &slot)) != DV_OK)
         return rc;
-    return dv_drv_event_sync(slot->ev);
+    return dv__drv_event_sync(slot->ev);
 }
 
 /* ------------------------------------------------------------------------
@@ -245,7 +245,7 @@ void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op)
     dv__detail()->generation = id.generation;
 }
 
-void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void *arg)
+void dv__tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void *arg)
 {
     /* Records never move, and fn may remove only the block it is given. */
     for (uint32_t k = 0; k < t->nslabs; k++)
@@ -260,7 +260,7 @@ void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void
  * Block uses
  * ------------------------------------------------------------------------ */
 
-dv_track_entry *dv_tracker_entry(dv_tracker *t, dv_tracked b)
+dv_track_entry *dv__tracker_entry(dv_tracker *t, dv_tracked b)
 {
     dv_track_entry *e = b.e;
     if (b.hot->tag & DV_TRACK_ENTRY)
@@ -269,7 +269,7 @@ dv_track_entry *dv_tracker_entry(dv_tracker *t, dv_tracked b)
      * stream with those bits.  Exact unless the stream marked 2^32 epochs
      * since, and then later than the allocation: a wait on it is longer
      * than needed, never too short. */
-    dv_stream_id s = dv_track_alloc_stream(b.hot);
+    dv_stream_id s = dv__track_alloc_stream(b.hot);
     uint64_t now = t->st[s].epoch;
     e->last_write_stream = s;
     e->last_write_epoch = now - (uint32_t)((uint32_t)now - b.hot->alloc_epoch);
@@ -279,14 +279,14 @@ dv_track_entry *dv_tracker_entry(dv_tracker *t, dv_tracked b)
     return e;
 }
 
-int dv_tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a)
+int dv__tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a)
 {
-    const dv_track_entry *e = dv_tracker_entry(t, b);
-    int rc = dv_tracker_wait(t, stream, dv_track_last_write(e));
+    const dv_track_entry *e = dv__tracker_entry(t, b);
+    int rc = dv__tracker_wait(t, stream, dv__track_last_write(e));
     if (rc != DV_OK || a == DV_ACCESS_READ)
         return rc;
     for (uint32_t i = 0; i < e->nreads; i++)
-        if ((rc = dv_tracker_wait(t, stream, e->reads[i])) != DV_OK)
+        if ((rc = dv__tracker_wait(t, stream, e->reads[i])) != DV_OK)
             return rc;
     return DV_OK;
 }
@@ -312,8 +312,8 @@ static void add_read(dv_tracker *t, dv_track_entry *e, dv_stream_pos pos)
              * than needed; never less.  Should the wait itself fail, the
              * driver has failed the context, and every later call with
              * it. */
-            if (dv_tracker_wait(t, pos.stream, dv_track_last_write(e)) == DV_OK)
-                pos.epoch = dv_tracker_mark(t, pos.stream);
+            if (dv__tracker_wait(t, pos.stream, dv__track_last_write(e)) == DV_OK)
+                pos.epoch = dv__tracker_mark(t, pos.stream);
             e->last_write_stream = pos.stream;
             e->last_write_epoch = pos.epoch;
             return;
@@ -333,14 +333,14 @@ static void add_read(dv_tracker *t, dv_track_entry *e, dv_stream_pos pos)
  */
 static void update_cross(dv_tracked b, dv_stream_id stream)
 {
-    if (stream != dv_track_alloc_stream(b.hot) || b.e->reads != b.e->reads_inline)
+    if (stream != dv__track_alloc_stream(b.hot) || b.e->reads != b.e->reads_inline)
         b.hot->tag |= DV_TRACK_CROSS;
 }
 
-void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a)
+void dv__tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a)
 {
-    dv_track_entry *e = dv_tracker_entry(t, b);
-    dv_stream_pos pos = {stream, dv_tracker_mark(t, stream)};
+    dv_track_entry *e = dv__tracker_entry(t, b);
+    dv_stream_pos pos = {stream, dv__tracker_mark(t, stream)};
     if (a == DV_ACCESS_READ) {
         add_read(t, e, pos);
         update_cross(b, stream);
@@ -354,8 +354,8 @@ void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_acce
     update_cross(b, stream);
 }
 
-void dv_tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream)
+void dv__tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream)
 {
-    add_read(t, dv_tracker_entry(t, b), (dv_stream_pos){stream, dv_tracker_mark(t, stream)});
+    add_read(t, dv__tracker_entry(t, b), (dv_stream_pos){stream, dv__tracker_mark(t, stream)});
     update_cross(b, stream);
 }

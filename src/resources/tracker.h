@@ -6,7 +6,7 @@
  * ------
  * Ordering is kept as stream positions, not events.  Each stream has an
  * epoch, a counter bumped every time tracked work is enqueued on it
- * (dv_tracker_mark); a use of a block is remembered as (stream, epoch).
+ * (dv__tracker_mark); a use of a block is remembered as (stream, epoch).
  * finish_block_use therefore makes no driver call at all: it bumps the
  * stream's epoch and stores it.
  *
@@ -18,7 +18,7 @@
  * new one only when none is recent enough.  Events are created once per
  * ring slot and re-recorded: a cuStreamWaitEvent captures the event's state
  * when it is called, so re-recording later never changes a queued wait.
- * dv_tracker_flush records one event on a stream that has unrecorded
+ * dv__tracker_flush records one event on a stream that has unrecorded
  * epochs.  The actor flushes its completion tracker once per batch; the
  * resources' trackers record only when a wait needs it, so a batch of
  * launches on one stream costs no record, and a wait may capture more of
@@ -41,7 +41,7 @@
  *          tracker.
  *   entry  two cache lines: the last write and the outstanding reads (and
  *          two words a resource may keep there).  Filled at the block's
- *          first use (dv_tracker_entry) from the hot record; read by uses;
+ *          first use (dv__tracker_entry) from the hot record; read by uses;
  *          read by a free only when the hot record says another stream
  *          used the block.
  *
@@ -87,12 +87,12 @@ _Static_assert(sizeof(dv_track_hot) == 16, "four hot records to a cache line");
 _Static_assert(DV_MAX_STREAMS <= 1u << (DV_TRACK_KEY_SHIFT - DV_TRACK_STREAM_SHIFT),
                "alloc_stream fits the tag");
 
-static inline dv_stream_id dv_track_alloc_stream(const dv_track_hot *h)
+static inline dv_stream_id dv__track_alloc_stream(const dv_track_hot *h)
 {
     return (dv_stream_id)(h->tag >> DV_TRACK_STREAM_SHIFT) & (DV_MAX_STREAMS - 1);
 }
 
-static inline bool dv_track_cross(const dv_track_hot *h)
+static inline bool dv__track_cross(const dv_track_hot *h)
 {
     return (h->tag & DV_TRACK_CROSS) != 0;
 }
@@ -116,7 +116,7 @@ typedef struct dv_track_entry {
 
 _Static_assert(sizeof(dv_track_entry) == 128, "an entry is two cache lines");
 
-static inline dv_stream_pos dv_track_last_write(const dv_track_entry *e)
+static inline dv_stream_pos dv__track_last_write(const dv_track_entry *e)
 {
     return (dv_stream_pos){e->last_write_stream, e->last_write_epoch};
 }
@@ -128,7 +128,7 @@ typedef struct dv_tracked {
     uint32_t slot;
 } dv_tracked;
 
-static inline bool dv_tracked_ok(dv_tracked b)
+static inline bool dv__tracked_ok(dv_tracked b)
 {
     return b.hot != NULL;
 }
@@ -143,23 +143,23 @@ typedef struct dv_tracker_stats {
     uint64_t live_blocks;
 } dv_tracker_stats;
 
-int dv_tracker_create(dv_res_env *env, dv_tracker **out);
+int dv__tracker_create(dv_res_env *env, dv_tracker **out);
 /* Events are destroyed; entries still live are dropped. */
-void dv_tracker_destroy(dv_tracker *t);
+void dv__tracker_destroy(dv_tracker *t);
 
 /* Work was enqueued on stream: its new epoch. */
-static inline uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream);
+static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream);
 /* The current position of a stream (nothing new marked). */
-static inline dv_stream_pos dv_tracker_now(const dv_tracker *t, dv_stream_id stream);
+static inline dv_stream_pos dv__tracker_now(const dv_tracker *t, dv_stream_id stream);
 /* Make waiter wait for pos (no-op for the same stream, an empty pos, or a
  * position the waiter already waits for). */
-int dv_tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos);
+int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos);
 /* Record an event on stream if it has epochs no event captured yet. */
-int dv_tracker_flush(dv_tracker *t, dv_stream_id stream);
+int dv__tracker_flush(dv_tracker *t, dv_stream_id stream);
 /* Has the device finished pos?  Queries an event, never blocks. */
-int dv_tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached);
+int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached);
 /* Block until the device has finished pos. */
-int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos);
+int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos);
 
 /*
  * Register a block just allocated on block->alloc_stream (the allocation
@@ -168,30 +168,30 @@ int dv_tracker_sync(dv_tracker *t, dv_stream_pos pos);
  * block->slot.  NULL hot, detail set: out of host memory (DV_ENOMEM), or
  * a pointer or generation at or past 2^55 (DV_EINVAL; no real one is).
  */
-static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner);
+static inline dv_tracked dv__tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner);
 /* The live block id names, or hot == NULL with the detail set
  * (DV_EUSE_AFTER_FREE: nothing live in id's slot, or another block). */
-static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op);
+static inline dv_tracked dv__tracker_find(dv_tracker *t, dv_block_id id, const char *op);
 
 /* The block's entry, its history filled from the hot record on the first
  * call (the allocation as the last write, no reads). */
-dv_track_entry *dv_tracker_entry(dv_tracker *t, dv_tracked b);
-int dv_tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a);
-void dv_tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a);
-void dv_tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream);
+dv_track_entry *dv__tracker_entry(dv_tracker *t, dv_tracked b);
+int dv__tracker_prepare(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a);
+void dv__tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_access a);
+void dv__tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream);
 /*
  * Retire a block: the alloc stream waits on every use from other streams
  * (reading the entry only when the hot record says there is one); the
  * caller then queues the free on the alloc stream and calls
- * dv_tracker_remove.  Split so a resource can fail between the two.
+ * dv__tracker_remove.  Split so a resource can fail between the two.
  */
-static inline int dv_tracker_fence_uses(dv_tracker *t, dv_tracked b);
-static inline void dv_tracker_remove(dv_tracker *t, dv_tracked b);
+static inline int dv__tracker_fence_uses(dv_tracker *t, dv_tracked b);
+static inline void dv__tracker_remove(dv_tracker *t, dv_tracked b);
 
 /* Visit every live block (for destroy); fn may remove the block it is
  * given and no other. */
-void dv_tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void *arg);
-void dv_tracker_stats_get(const dv_tracker *t, dv_tracker_stats *out);
+void dv__tracker_foreach(dv_tracker *t, void (*fn)(dv_tracked b, void *arg), void *arg);
+void dv__tracker_stats_get(const dv_tracker *t, dv_tracker_stats *out);
 
 /* Check a stream id against the environment (DV_EINVAL with detail). */
 int dv__check_stream(const dv_res_env *env, dv_stream_id stream, const char *op);
@@ -254,12 +254,12 @@ void dv__tracker_unkeyable(const dv_block *block);
 /* Sets the detail for an id find did not find. */
 void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op);
 
-static inline uint64_t dv_tracker_mark(dv_tracker *t, dv_stream_id stream)
+static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream)
 {
     return ++t->st[stream].epoch;
 }
 
-static inline dv_stream_pos dv_tracker_now(const dv_tracker *t, dv_stream_id stream)
+static inline dv_stream_pos dv__tracker_now(const dv_tracker *t, dv_stream_id stream)
 {
     return (dv_stream_pos){stream, t->st[stream].epoch};
 }
@@ -312,7 +312,7 @@ static inline void dv__tracker_live_add(dv_tracker *t, int delta)
  * use on another stream (CROSS). */
 static inline void dv__tracker_free_reads(dv_tracked b)
 {
-    if (dv_track_cross(b.hot) && b.e->reads != b.e->reads_inline)
+    if (dv__track_cross(b.hot) && b.e->reads != b.e->reads_inline)
         free(b.e->reads);
 }
 
@@ -320,7 +320,7 @@ static inline void dv__tracker_free_reads(dv_tracked b)
  * into slots freed long ago. */
 #define DV__TRACK_SLOT_PREFETCH 32 /* slots: two cache lines */
 
-static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner)
+static inline dv_tracked dv__tracker_insert(dv_tracker *t, dv_block *block, uint32_t owner)
 {
     if (!dv__track_keyable(block->generation, block->ptr)) {
         dv__tracker_unkeyable(block);
@@ -337,13 +337,13 @@ static inline dv_tracked dv_tracker_insert(dv_tracker *t, dv_block *block, uint3
     b.hot->tag = dv__track_key(block->generation, block->ptr) |
                  (uint64_t)block->alloc_stream << DV_TRACK_STREAM_SHIFT | DV_TRACK_LIVE;
     b.hot->owner = owner;
-    b.hot->alloc_epoch = (uint32_t)dv_tracker_mark(t, block->alloc_stream);
+    b.hot->alloc_epoch = (uint32_t)dv__tracker_mark(t, block->alloc_stream);
     block->slot = slot;
     dv__tracker_live_add(t, 1);
     return b;
 }
 
-static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const char *op)
+static inline dv_tracked dv__tracker_find(dv_tracker *t, dv_block_id id, const char *op)
 {
     dv_tracked b = dv__tracker_slot_at(t, id.slot);
     /* The key and the live flag; not the stream, CROSS or ENTRY. */
@@ -355,14 +355,14 @@ static inline dv_tracked dv_tracker_find(dv_tracker *t, dv_block_id id, const ch
     return (dv_tracked){NULL, NULL, 0};
 }
 
-static inline int dv_tracker_fence_uses(dv_tracker *t, dv_tracked b)
+static inline int dv__tracker_fence_uses(dv_tracker *t, dv_tracked b)
 {
-    if (!dv_track_cross(b.hot))
+    if (!dv__track_cross(b.hot))
         return DV_OK; /* every use was on the alloc stream */
-    return dv_tracker_prepare(t, b, dv_track_alloc_stream(b.hot), DV_ACCESS_WRITE);
+    return dv__tracker_prepare(t, b, dv__track_alloc_stream(b.hot), DV_ACCESS_WRITE);
 }
 
-static inline void dv_tracker_remove(dv_tracker *t, dv_tracked b)
+static inline void dv__tracker_remove(dv_tracker *t, dv_tracked b)
 {
     dv__tracker_free_reads(b);
     b.hot->tag = 0;

@@ -245,7 +245,7 @@ int main(void)
     dv_sync(a, 0);
     uint64_t r0, w0, r1, w1, r2, w2;
     dv_driver *drv = dv__actor_driver(a);
-    dv_driver_order_counts(drv, &r0, &w0);
+    dv__driver_order_counts(drv, &r0, &w0);
     dv_future fs[32];
     for (int i = 0; i < 32; i++) {
         dv_future_init(&fs[i], 0);
@@ -253,13 +253,13 @@ int main(void)
     }
     for (int i = 0; i < 32; i++)
         dv_future_wait(&fs[i]);
-    dv_driver_order_counts(drv, &r1, &w1);
+    dv__driver_order_counts(drv, &r1, &w1);
     ok(r1 == r0 && w1 == w0, "32 launches writing %d blocks on one stream: %llu records, %llu "
                              "waits",
        NB, (unsigned long long)(r1 - r0), (unsigned long long)(w1 - w0));
     is_status(dv_launch(a, empty, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 1, rd, NB), DV_OK,
               "a launch reading all %d blocks on stream 1", NB);
-    dv_driver_order_counts(drv, &r2, &w2);
+    dv__driver_order_counts(drv, &r2, &w2);
     ok(r2 - r1 == 1 && w2 - w1 == 1, "one event record and one wait for it (%llu, %llu)",
        (unsigned long long)(r2 - r1), (unsigned long long)(w2 - w1));
     ok(hazards(a) == 0 && dv_check_host_access(a, host, 4, DV_READ) == DV_OK,

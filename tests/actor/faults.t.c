@@ -18,13 +18,13 @@ static dv_driver *open_sim(int devices, bool recoverable_kernels)
 {
     dv_driver_config cfg;
     dv_driver *drv = NULL;
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_SIM;
     cfg.sim.devices = devices;
     cfg.sim.memory_bytes = 128 << 20;
     cfg.sim.seed = 5;
     cfg.sim.kernel_faults_recoverable = recoverable_kernels;
-    return dv_driver_open(&cfg, &drv) == DV_OK ? drv : NULL;
+    return dv__driver_open(&cfg, &drv) == DV_OK ? drv : NULL;
 }
 
 static dv_actor *make(dv_driver *drv, int device)
@@ -69,7 +69,7 @@ static void test_explicit_reset(void)
     is_int((int)info.context_generation, 2, "the new handle carries context generation 2");
     dv_ref_release(y);
     dv_actor_destroy(a);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 static void test_recoverable(void)
@@ -109,7 +109,7 @@ static void test_recoverable(void)
     is_int(back, 77, "... with the right data");
     dv_ref_release(y);
     dv_actor_destroy(a);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 static void test_fatal(void)
@@ -147,7 +147,7 @@ static void test_fatal(void)
     dv_actor_destroy(a);
     dv_actor_destroy(b);
     ok(true, "both actors destroyed without hanging");
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 static void test_multidevice(void)
@@ -172,7 +172,7 @@ static void test_multidevice(void)
     dv_ref_release(y);
     dv_actor_destroy(a);
     dv_actor_destroy(b);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 /* Found by dv-stress: each of these once went wrong. */
@@ -205,7 +205,7 @@ static void test_regressions(void)
     /* A call that meets a sticky error reports the fault, not the rebuild's
      * own calls. */
     dv_alloc(a, 64, 0, "x", &x);
-    dv_sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
+    dv__sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
     is_status(dv_copy_htod(a, x, 0, &v, 4, 0), DV_ECONTEXT_LOST, "a copy meets the poison");
     ok(strstr(dv_last_error()->message, "sticky error") != NULL, "its detail is the fault's: %s",
        dv_last_error()->message);
@@ -215,7 +215,7 @@ static void test_regressions(void)
     dv_actor_health_get(a, &h0);
     dv_alloc(a, 64, 0, "y", &x);
     dv_memset(a, x, 0, 1, 4, 0);
-    dv_sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
+    dv__sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
     is_status(dv_copy_dtoh(a, &back, x, 0, 4, 1), DV_ECONTEXT_LOST,
               "a read on another stream meets the poison while fencing");
     dv_actor_health_get(a, &h1);
@@ -224,7 +224,7 @@ static void test_regressions(void)
     dv_ref_info info;
     is_status(dv_ref_access(x, &info), DV_ESTALE, "... so the handle is stale at once");
     dv_actor_destroy(a);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 /* Synchronous debug mode: each operation is waited for, so a fault names
@@ -251,7 +251,7 @@ static void test_synchronous(void)
     ok(strstr(h.first_fault.message, "in flight: launch (illegal_address") != NULL,
        "the report names exactly that launch: %s", h.first_fault.message);
     dv_actor_destroy(a);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 /* A tracked launch faults; nothing waits for it, the next sync finds the
@@ -274,7 +274,7 @@ static void test_tracked_launch(void)
     ok(h.rebuilds == 1 && strstr(h.first_fault.message, "launch (illegal_address") != NULL,
        "the fault names the tracked launch: %s", h.first_fault.message);
     dv_actor_destroy(a);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
 }
 
 int main(void)

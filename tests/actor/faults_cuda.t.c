@@ -37,7 +37,7 @@ int main(void)
     if (a == NULL)
         return tap_done();
     int devices = 0;
-    dv_drv_device_count(dv__actor_driver(a), &devices);
+    dv__drv_device_count(dv__actor_driver(a), &devices);
     dv_actor *b = NULL;
     if (devices >= 2) {
         dv_actor_config cb;

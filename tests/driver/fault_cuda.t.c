@@ -7,12 +7,12 @@ int main(void)
     dv_driver_config cfg;
     dv_driver *drv = NULL;
 
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_CUDA;
-    if (dv_driver_open(&cfg, &drv) == DV_ENODEVICE)
+    if (dv__driver_open(&cfg, &drv) == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
     plan(FAULT_MODEL_TESTS);
     fault_model(drv);
-    dv_driver_close(drv);
+    dv__driver_close(drv);
     return tap_done();
 }

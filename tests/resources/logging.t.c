@@ -190,58 +190,58 @@ int main(void)
     const char *quoted_tag = "join, \"hash\" build";
 
     plan(36);
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_SIM;
     cfg.sim.memory_bytes = 256 * MIB;
     cfg.sim.seed = 2002;
     cfg.sim.delay_max_us = 20;
-    is_status(dv_driver_open(&cfg, &drv), DV_OK, "open the sim");
-    is_status(dv_res_env_init(&env, drv, 0, 2), DV_OK, "environment with 2 streams");
-    is_status(dv_async_resource_create(&env, &async), DV_OK, "async resource");
+    is_status(dv__driver_open(&cfg, &drv), DV_OK, "open the sim");
+    is_status(dv__res_env_init(&env, drv, 0, 2), DV_OK, "environment with 2 streams");
+    is_status(dv__async_resource_create(&env, &async), DV_OK, "async resource");
     int fd = mkstemp(path);
     ok(fd >= 0, "temporary file %s", path);
     close(fd);
-    is_status(dv_log_sink_memory(&mem), DV_OK, "memory sink");
-    is_status(dv_log_sink_file(path, &file), DV_OK, "file sink");
-    is_status(dv_logging_resource_create(async, mem, &mem_log), DV_OK, "logger on the memory sink");
-    is_status(dv_logging_resource_create(mem_log, file, &file_log), DV_OK,
+    is_status(dv__log_sink_memory(&mem), DV_OK, "memory sink");
+    is_status(dv__log_sink_file(path, &file), DV_OK, "file sink");
+    is_status(dv__logging_resource_create(async, mem, &mem_log), DV_OK, "logger on the memory sink");
+    is_status(dv__logging_resource_create(mem_log, file, &file_log), DV_OK,
               "logger on the file sink, stacked on it");
-    ok(dv_res_supports_block_use_tracking(file_log), "tracking support is the async resource's");
+    ok(dv__res_supports_block_use_tracking(file_log), "tracking support is the async resource's");
 
     long tid = (long)syscall(SYS_gettid);
     double t0 = wall_now();
-    is_status(dv_res_allocate(file_log, 1000, 0, (dv_tag){"scan", 7}, &a), DV_OK,
+    is_status(dv__res_allocate(file_log, 1000, 0, (dv_tag){"scan", 7}, &a), DV_OK,
               "allocate 1000 bytes on stream 0, tag scan/7");
     ev[nev++] = (event){"allocate", a.ptr, 1000, 0, 0, "scan", 7};
-    is_status(dv_res_allocate(file_log, 4096, 1, (dv_tag){quoted_tag, 8}, &b), DV_OK,
+    is_status(dv__res_allocate(file_log, 4096, 1, (dv_tag){quoted_tag, 8}, &b), DV_OK,
               "allocate 4096 bytes on stream 1, a tag with a comma and quotes");
     ev[nev++] = (event){"allocate", b.ptr, 4096, 1, 0, quoted_tag, 8};
-    is_u64(dv_res_bytes_outstanding(file_log), dv_res_bytes_outstanding(async),
+    is_u64(dv__res_bytes_outstanding(file_log), dv__res_bytes_outstanding(async),
            "bytes_outstanding is the async resource's");
-    is_status(dv_res_prepare_block_use(file_log, dv_block_id_of(&b), 0, DV_ACCESS_READ), DV_OK,
+    is_status(dv__res_prepare_block_use(file_log, dv__block_id_of(&b), 0, DV_ACCESS_READ), DV_OK,
               "prepare_block_use forwards");
-    dv_sim_fail_alloc_nth(drv, 1);
-    is_status(dv_res_allocate(file_log, 2048, 0, (dv_tag){"agg", 9}, &nothing), DV_EDEVICE_OOM,
+    dv__sim_fail_alloc_nth(drv, 1);
+    is_status(dv__res_allocate(file_log, 2048, 0, (dv_tag){"agg", 9}, &nothing), DV_EDEVICE_OOM,
               "an injected device OOM");
     ev[nev++] = (event){"allocate failure", 0, 2048, 0, 0, "agg", 9};
-    is_status(dv_res_deallocate(file_log, &a), DV_OK, "free the first block");
+    is_status(dv__res_deallocate(file_log, &a), DV_OK, "free the first block");
     ev[nev++] = (event){"free", a.ptr, 1000, 0, 0, "scan", 7};
     bad = b;
     bad.ptr += 256;
-    is_status(dv_res_deallocate(file_log, &bad), DV_EUSE_AFTER_FREE,
+    is_status(dv__res_deallocate(file_log, &bad), DV_EUSE_AFTER_FREE,
               "free of an address inside a block fails");
     ev[nev++] = (event){"free failure", b.ptr + 256, 4096, 1, 0, quoted_tag, 8};
-    is_status(dv_res_allocate(file_log, 256, 1, (dv_tag){NULL, 0}, &c), DV_OK,
+    is_status(dv__res_allocate(file_log, 256, 1, (dv_tag){NULL, 0}, &c), DV_OK,
               "allocate without a tag");
     ev[nev++] = (event){"allocate", c.ptr, 256, 1, 0, "untagged", 0};
-    dv_res_deallocate(file_log, &b);
+    dv__res_deallocate(file_log, &b);
     ev[nev++] = (event){"free", b.ptr, 4096, 1, 0, quoted_tag, 8};
-    dv_res_deallocate(file_log, &c);
+    dv__res_deallocate(file_log, &c);
     ev[nev++] = (event){"free", c.ptr, 256, 1, 0, "untagged", 0};
     double t1 = wall_now();
 
     size_t len;
-    const char *text = dv_log_sink_text(mem, &len);
+    const char *text = dv__log_sink_text(mem, &len);
     ok(text != NULL && strlen(text) == len, "the memory sink's text is NUL-terminated at len");
     ok(strncmp(text, DV_LOG_HEADER "\n", strlen(DV_LOG_HEADER) + 1) == 0,
        "the first line is exactly the header");
@@ -269,15 +269,15 @@ int main(void)
     free(ftext);
 
     /* Appending to the file later: rows added, header not repeated. */
-    dv_res_destroy_stack(file_log); /* both loggers and the async resource */
-    dv_log_sink_destroy(file);
-    is_status(dv_async_resource_create(&env, &async), DV_OK, "a new async resource");
-    is_status(dv_log_sink_file(path, &file), DV_OK, "reopen the file sink");
-    dv_logging_resource_create(async, file, &file_log);
-    dv_res_allocate(file_log, 512, 0, (dv_tag){"again", 1}, &a);
-    dv_res_deallocate(file_log, &a);
-    dv_res_destroy_stack(file_log);
-    dv_log_sink_destroy(file);
+    dv__res_destroy_stack(file_log); /* both loggers and the async resource */
+    dv__log_sink_destroy(file);
+    is_status(dv__async_resource_create(&env, &async), DV_OK, "a new async resource");
+    is_status(dv__log_sink_file(path, &file), DV_OK, "reopen the file sink");
+    dv__logging_resource_create(async, file, &file_log);
+    dv__res_allocate(file_log, 512, 0, (dv_tag){"again", 1}, &a);
+    dv__res_deallocate(file_log, &a);
+    dv__res_destroy_stack(file_log);
+    dv__log_sink_destroy(file);
     ftext = read_file(path);
     ok(ftext != NULL && parse_log(ftext, file_hdr, file_rows) == nev + 2,
        "appending added two rows");
@@ -286,22 +286,22 @@ int main(void)
     unlink(path);
 
     /* The null sink takes rows and keeps nothing. */
-    is_status(dv_async_resource_create(&env, &async), DV_OK, "a third async resource");
-    is_status(dv_log_sink_null(&null), DV_OK, "null sink");
-    dv_logging_resource_create(async, null, &null_log);
-    is_status(dv_res_allocate(null_log, 512, 0, (dv_tag){"x", 0}, &a), DV_OK,
+    is_status(dv__async_resource_create(&env, &async), DV_OK, "a third async resource");
+    is_status(dv__log_sink_null(&null), DV_OK, "null sink");
+    dv__logging_resource_create(async, null, &null_log);
+    is_status(dv__res_allocate(null_log, 512, 0, (dv_tag){"x", 0}, &a), DV_OK,
               "allocate through the null logger");
-    is_status(dv_res_deallocate(null_log, &a), DV_OK, "free through the null logger");
-    text = dv_log_sink_text(null, &len);
+    is_status(dv__res_deallocate(null_log, &a), DV_OK, "free through the null logger");
+    text = dv__log_sink_text(null, &len);
     ok(text != NULL && len == 0 && text[0] == '\0', "the null sink has no text");
 
-    dv_res_reap_pending(null_log);
-    is_u64(dv_res_bytes_outstanding(null_log), 0, "clean close: nothing outstanding");
-    dv_res_destroy_stack(null_log);
-    dv_log_sink_destroy(null);
-    dv_log_sink_destroy(mem);
-    dv_res_env_fini(&env);
-    is_u64(dv_sim_allocated_bytes(drv, 0), 0, "clean close: the device holds nothing");
-    dv_driver_close(drv);
+    dv__res_reap_pending(null_log);
+    is_u64(dv__res_bytes_outstanding(null_log), 0, "clean close: nothing outstanding");
+    dv__res_destroy_stack(null_log);
+    dv__log_sink_destroy(null);
+    dv__log_sink_destroy(mem);
+    dv__res_env_fini(&env);
+    is_u64(dv__sim_allocated_bytes(drv, 0), 0, "clean close: the device holds nothing");
+    dv__driver_close(drv);
     return tap_done();
 }

@@ -20,14 +20,14 @@ static TAP_UNUSED int test_env_sim(test_env *t, uint32_t nstreams, uint32_t dela
     dv_driver_config cfg;
     int rc;
     memset(t, 0, sizeof(*t));
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_SIM;
     cfg.sim.memory_bytes = UINT64_C(1) << 30;
     cfg.sim.seed = 20261121;
     cfg.sim.delay_max_us = delay_us;
-    if ((rc = dv_driver_open(&cfg, &t->drv)) != DV_OK)
+    if ((rc = dv__driver_open(&cfg, &t->drv)) != DV_OK)
         return rc;
-    return dv_res_env_init(&t->env, t->drv, 0, nstreams);
+    return dv__res_env_init(&t->env, t->drv, 0, nstreams);
 }
 
 /* The real driver; DV_ENODEVICE where there is none. */
@@ -36,11 +36,11 @@ static TAP_UNUSED int test_env_cuda(test_env *t, uint32_t nstreams)
     dv_driver_config cfg;
     int rc;
     memset(t, 0, sizeof(*t));
-    dv_driver_config_init(&cfg);
+    dv__driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_CUDA;
-    if ((rc = dv_driver_open(&cfg, &t->drv)) != DV_OK)
+    if ((rc = dv__driver_open(&cfg, &t->drv)) != DV_OK)
         return rc;
-    return dv_res_env_init(&t->env, t->drv, 0, nstreams);
+    return dv__res_env_init(&t->env, t->drv, 0, nstreams);
 }
 
 static TAP_UNUSED int test_env_kernel(test_env *t, const char *name, dv_drv_func **f)
@@ -49,19 +49,19 @@ static TAP_UNUSED int test_env_kernel(test_env *t, const char *name, dv_drv_func
     if (t->kernels == NULL) {
         const void *image;
         size_t bytes;
-        dv_drv_builtin_image(t->drv, &image, &bytes);
-        if ((rc = dv_drv_module_load(t->env.ctx, image, bytes, &t->kernels)) != DV_OK)
+        dv__drv_builtin_image(t->drv, &image, &bytes);
+        if ((rc = dv__drv_module_load(t->env.ctx, image, bytes, &t->kernels)) != DV_OK)
             return rc;
     }
-    return dv_drv_func_get(t->kernels, name, f);
+    return dv__drv_func_get(t->kernels, name, f);
 }
 
 static TAP_UNUSED void test_env_close(test_env *t)
 {
     if (t->kernels != NULL)
-        dv_drv_module_unload(t->kernels);
-    dv_res_env_fini(&t->env);
-    dv_driver_close(t->drv);
+        dv__drv_module_unload(t->kernels);
+    dv__res_env_fini(&t->env);
+    dv__driver_close(t->drv);
 }
 
 #endif

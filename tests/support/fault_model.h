@@ -27,39 +27,39 @@ static void fault_model(dv_driver *drv)
     void *params[] = {&addr};
     int count = 0;
 
-    dv_drv_device_count(drv, &count);
-    is_status(dv_drv_ctx_retain(drv, 0, &ctx), DV_OK, "ctx_retain");
-    is_status(dv_drv_stream_create(ctx, &s), DV_OK, "stream_create");
-    is_status(dv_drv_mem_alloc(ctx, 4096, &p), DV_OK, "mem_alloc before the fault");
-    dv_drv_builtin_image(drv, &image, &image_bytes);
-    is_status(dv_drv_module_load(ctx, image, image_bytes, &mod), DV_OK, "module_load");
-    is_status(dv_drv_func_get(mod, "illegal_address", &f), DV_OK, "func_get illegal_address");
-    is_status(dv_drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, params), DV_OK,
+    dv__drv_device_count(drv, &count);
+    is_status(dv__drv_ctx_retain(drv, 0, &ctx), DV_OK, "ctx_retain");
+    is_status(dv__drv_stream_create(ctx, &s), DV_OK, "stream_create");
+    is_status(dv__drv_mem_alloc(ctx, 4096, &p), DV_OK, "mem_alloc before the fault");
+    dv__drv_builtin_image(drv, &image, &image_bytes);
+    is_status(dv__drv_module_load(ctx, image, image_bytes, &mod), DV_OK, "module_load");
+    is_status(dv__drv_func_get(mod, "illegal_address", &f), DV_OK, "func_get illegal_address");
+    is_status(dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, params), DV_OK,
               "the faulting launch enqueues");
-    is_status(dv_drv_stream_sync(s), DV_ECONTEXT_LOST, "stream_sync reports the fault");
+    is_status(dv__drv_stream_sync(s), DV_ECONTEXT_LOST, "stream_sync reports the fault");
     is_int(dv_last_error()->driver_code, DV_CU_ILLEGAL_ADDRESS,
            "as CUDA_ERROR_ILLEGAL_ADDRESS (%s)", dv_last_error()->driver_name);
     dv_dptr q = 0;
-    is_status(dv_drv_mem_alloc(ctx, 4096, &q), DV_ECONTEXT_LOST, "later calls fail too (sticky)");
-    is_status(dv_drv_ctx_reset(ctx), DV_OK, "the primary context reset 'succeeds'");
+    is_status(dv__drv_mem_alloc(ctx, 4096, &q), DV_ECONTEXT_LOST, "later calls fail too (sticky)");
+    is_status(dv__drv_ctx_reset(ctx), DV_OK, "the primary context reset 'succeeds'");
     int rc = DV_OK;
-    if (dv_drv_stream_create(ctx, &s) == DV_OK)
-        rc = dv_drv_mem_alloc(ctx, 4096, &q);
+    if (dv__drv_stream_create(ctx, &s) == DV_OK)
+        rc = dv__drv_mem_alloc(ctx, 4096, &q);
     else
         rc = dv_last_error()->status;
     is_status(rc, DV_ECONTEXT_LOST, "but the reset context still fails");
-    is_status(dv_drv_ctx_retain(drv, 0, &again), DV_ECONTEXT_LOST,
+    is_status(dv__drv_ctx_retain(drv, 0, &again), DV_ECONTEXT_LOST,
               "and a new retain of device 0 fails");
     if (count >= 2) {
-        rc = dv_drv_ctx_retain(drv, 1, &again);
+        rc = dv__drv_ctx_retain(drv, 1, &again);
         if (rc == DV_OK)
-            rc = dv_drv_mem_alloc(again, 4096, &q);
+            rc = dv__drv_mem_alloc(again, 4096, &q);
         is_status(rc, DV_ECONTEXT_LOST, "device 1 of the process is lost as well");
     } else {
         tap_run++;
         printf("ok %d # SKIP other devices of the process: one device\n", tap_run);
     }
-    dv_drv_ctx_release(ctx);
+    dv__drv_ctx_release(ctx);
 }
 
 #endif

@@ -44,19 +44,19 @@ static bool rc_build(int k, dv_res_env *env, rc_stack *s, uint64_t budget_bytes)
     dv_resource *async = NULL, *mid = NULL, *top = NULL;
     dv_pool_config pcfg;
     dv_guard_config gcfg;
-    dv_pool_config_init(&pcfg);
+    dv__pool_config_init(&pcfg);
     pcfg.initial_chunk_bytes = 32 * RC_MIB;
     pcfg.max_chunk_bytes = 128 * RC_MIB;
-    dv_guard_config_init(&gcfg);
+    dv__guard_config_init(&gcfg);
     memset(s, 0, sizeof(*s));
     s->tracks = true;
 
     if (k == 0) {
         s->name = "direct";
         s->tracks = false;
-        return dv_direct_resource_create(env, &s->top) == DV_OK;
+        return dv__direct_resource_create(env, &s->top) == DV_OK;
     }
-    if (dv_async_resource_create(env, &async) != DV_OK)
+    if (dv__async_resource_create(env, &async) != DV_OK)
         return false;
     switch (k) {
     case 1:
@@ -65,43 +65,43 @@ static bool rc_build(int k, dv_res_env *env, rc_stack *s, uint64_t budget_bytes)
         break;
     case 2:
         s->name = "pool(async)";
-        if (dv_pool_resource_create(async, &pcfg, &top) != DV_OK)
+        if (dv__pool_resource_create(async, &pcfg, &top) != DV_OK)
             goto fail;
         break;
     case 3:
         s->name = "budget(async)";
         s->budget = true;
-        if (dv_budget_resource_create(async, budget_bytes, &top) != DV_OK)
+        if (dv__budget_resource_create(async, budget_bytes, &top) != DV_OK)
             goto fail;
         break;
     case 4:
         s->name = "logging(async)";
-        if (dv_log_sink_memory(&s->sink) != DV_OK ||
-            dv_logging_resource_create(async, s->sink, &top) != DV_OK)
+        if (dv__log_sink_memory(&s->sink) != DV_OK ||
+            dv__logging_resource_create(async, s->sink, &top) != DV_OK)
             goto fail;
         break;
     case 5:
         s->name = "guard(async)";
-        if (dv_guard_resource_create(async, &gcfg, &top) != DV_OK)
+        if (dv__guard_resource_create(async, &gcfg, &top) != DV_OK)
             goto fail;
         break;
     case 6:
         s->name = "budget->logging->guard->async";
         s->budget = true;
-        if (dv_guard_resource_create(async, &gcfg, &mid) != DV_OK)
+        if (dv__guard_resource_create(async, &gcfg, &mid) != DV_OK)
             goto fail;
-        if (dv_log_sink_memory(&s->sink) != DV_OK ||
-            dv_logging_resource_create(mid, s->sink, &mid) != DV_OK)
+        if (dv__log_sink_memory(&s->sink) != DV_OK ||
+            dv__logging_resource_create(mid, s->sink, &mid) != DV_OK)
             goto fail;
-        if (dv_budget_resource_create(mid, budget_bytes, &top) != DV_OK)
+        if (dv__budget_resource_create(mid, budget_bytes, &top) != DV_OK)
             goto fail;
         break;
     case 7:
         s->name = "budget->pool->async";
         s->budget = true;
-        if (dv_pool_resource_create(async, &pcfg, &mid) != DV_OK)
+        if (dv__pool_resource_create(async, &pcfg, &mid) != DV_OK)
             goto fail;
-        if (dv_budget_resource_create(mid, budget_bytes, &top) != DV_OK)
+        if (dv__budget_resource_create(mid, budget_bytes, &top) != DV_OK)
             goto fail;
         break;
     default:
@@ -110,15 +110,15 @@ static bool rc_build(int k, dv_res_env *env, rc_stack *s, uint64_t budget_bytes)
     s->top = top;
     return true;
 fail:
-    dv_res_destroy_stack(mid != NULL ? mid : async);
+    dv__res_destroy_stack(mid != NULL ? mid : async);
     return false;
 }
 
 static void rc_destroy(rc_stack *s)
 {
-    dv_res_destroy_stack(s->top);
+    dv__res_destroy_stack(s->top);
     if (s->sink != NULL)
-        dv_log_sink_destroy(s->sink);
+        dv__log_sink_destroy(s->sink);
 }
 
 static uint64_t rc_rand(uint64_t *state)
@@ -139,7 +139,7 @@ static int rc_cmp_block(const void *a, const void *b)
 static int rc_spin(dv_res_env *env, dv_drv_func *spin, dv_stream_id s, uint64_t ns)
 {
     void *params[] = {&ns};
-    return dv_drv_launch(spin, (dv_dim3){1, 1, 1}, (dv_dim3){32, 1, 1}, 0, env->streams[s], params);
+    return dv__drv_launch(spin, (dv_dim3){1, 1, 1}, (dv_dim3){32, 1, 1}, 0, env->streams[s], params);
 }
 
 #define RC_NBLOCKS 300
@@ -158,7 +158,7 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
     for (int i = 0; i < RC_NBLOCKS; i++) {
         uint64_t bytes = 1 + rc_rand(&rng) % (i % 10 == 0 ? 2 * RC_MIB : 64 * 1024);
         dv_stream_id st = (dv_stream_id)(rc_rand(&rng) % env->nstreams);
-        rc = dv_res_allocate(r, bytes, st, (dv_tag){"conformance", (uint64_t)i}, &blocks[i]);
+        rc = dv__res_allocate(r, bytes, st, (dv_tag){"conformance", (uint64_t)i}, &blocks[i]);
         if (rc != DV_OK) {
             failures++;
             diag("allocate %llu failed: %s", (unsigned long long)bytes, dv_last_error()->message);
@@ -184,59 +184,59 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
         if (sorted[i - 1].ptr != 0 && sorted[i - 1].ptr + sorted[i - 1].bytes > sorted[i].ptr)
             nonoverlap = false;
     ok(nonoverlap, "%s: live blocks never overlap", s->name);
-    ok(dv_res_bytes_outstanding(r) >= sum, "%s: bytes outstanding %llu >= %llu handed out", s->name,
-       (unsigned long long)dv_res_bytes_outstanding(r), (unsigned long long)sum);
+    ok(dv__res_bytes_outstanding(r) >= sum, "%s: bytes outstanding %llu >= %llu handed out", s->name,
+       (unsigned long long)dv__res_bytes_outstanding(r), (unsigned long long)sum);
 
     /* -- double, stale and foreign ---------------------------------------- */
     dv_block copy = blocks[0];
-    is_status(dv_res_deallocate(r, &blocks[0]), DV_OK, "%s: deallocate", s->name);
+    is_status(dv__res_deallocate(r, &blocks[0]), DV_OK, "%s: deallocate", s->name);
     ok(blocks[0].state != DV_BLOCK_LIVE, "%s: the freed block is no longer LIVE (%d)", s->name,
        (int)blocks[0].state);
-    is_status(dv_res_deallocate(r, &copy), DV_EUSE_AFTER_FREE,
+    is_status(dv__res_deallocate(r, &copy), DV_EUSE_AFTER_FREE,
               "%s: deallocating a copy of a freed block is EUSE_AFTER_FREE", s->name);
     {
         dv_block other;
-        int frc = dv_res_allocate(foreign_top, 4096, 0, (dv_tag){"foreign", 0}, &other);
+        int frc = dv__res_allocate(foreign_top, 4096, 0, (dv_tag){"foreign", 0}, &other);
         if (frc == DV_OK) {
             dv_block stranger = other;
-            is_status(dv_res_deallocate(r, &stranger), DV_EUSE_AFTER_FREE,
+            is_status(dv__res_deallocate(r, &stranger), DV_EUSE_AFTER_FREE,
                       "%s: a block of another resource is EUSE_AFTER_FREE", s->name);
-            dv_res_deallocate(foreign_top, &other);
+            dv__res_deallocate(foreign_top, &other);
         } else {
             ok(false, "%s: could not make a foreign block: %s", s->name, dv_last_error()->message);
         }
     }
     if (s->tracks) {
-        is_status(dv_res_prepare_block_use(r, dv_block_id_of(&copy), 1, DV_ACCESS_READ),
+        is_status(dv__res_prepare_block_use(r, dv__block_id_of(&copy), 1, DV_ACCESS_READ),
                   DV_EUSE_AFTER_FREE, "%s: prepare on a stale id is EUSE_AFTER_FREE", s->name);
     } else {
-        is_status(dv_res_prepare_block_use(r, dv_block_id_of(&blocks[1]), 1, DV_ACCESS_READ),
+        is_status(dv__res_prepare_block_use(r, dv__block_id_of(&blocks[1]), 1, DV_ACCESS_READ),
                   DV_ESTREAM_MISUSE, "%s: prepare on a non-tracking stack is ESTREAM_MISUSE",
                   s->name);
     }
-    ok(dv_res_supports_block_use_tracking(r) == s->tracks, "%s: supports tracking: %s", s->name,
+    ok(dv__res_supports_block_use_tracking(r) == s->tracks, "%s: supports tracking: %s", s->name,
        s->tracks ? "yes" : "no");
 
     /* -- bad sizes and streams -------------------------------------------- */
     dv_block bad;
-    rc = dv_res_allocate(r, 0, 0, (dv_tag){"zero", 0}, &bad);
-    int rc2 = dv_res_allocate(r, UINT64_MAX, 0, (dv_tag){"absurd", 0}, &bad);
-    int rc3 = dv_res_allocate(r, 64, env->nstreams, (dv_tag){"stream", 0}, &bad);
+    rc = dv__res_allocate(r, 0, 0, (dv_tag){"zero", 0}, &bad);
+    int rc2 = dv__res_allocate(r, UINT64_MAX, 0, (dv_tag){"absurd", 0}, &bad);
+    int rc3 = dv__res_allocate(r, 64, env->nstreams, (dv_tag){"stream", 0}, &bad);
     ok(rc == DV_EINVAL && rc2 == DV_EINVAL && rc3 == DV_EINVAL,
        "%s: zero size, absurd size and unknown stream are EINVAL (%s, %s, %s)", s->name,
        dv_err_name(rc), dv_err_name(rc2), dv_err_name(rc3));
-    rc = dv_res_allocate(r, UINT64_C(1) << 46, 0, (dv_tag){"huge", 0}, &bad);
+    rc = dv__res_allocate(r, UINT64_C(1) << 46, 0, (dv_tag){"huge", 0}, &bad);
     ok(rc == (s->budget ? DV_EOUT_OF_BUDGET : DV_EDEVICE_OOM), "%s: 64 TiB is %s (%s)", s->name,
        s->budget ? "EOUT_OF_BUDGET" : "EDEVICE_OOM", dv_err_name(rc));
 
     /* -- free everything: accounting returns to zero ---------------------- */
     failures = 0;
     for (int i = 1; i < RC_NBLOCKS; i++)
-        if (blocks[i].ptr != 0 && dv_res_deallocate(r, &blocks[i]) != DV_OK)
+        if (blocks[i].ptr != 0 && dv__res_deallocate(r, &blocks[i]) != DV_OK)
             failures++;
     is_int(failures, 0, "%s: every other block deallocates", s->name);
-    is_status(dv_res_reap_pending(r), DV_OK, "%s: reap_pending", s->name);
-    is_u64(dv_res_bytes_outstanding(r), 0, "%s: nothing outstanding after free and reap", s->name);
+    is_status(dv__res_reap_pending(r), DV_OK, "%s: reap_pending", s->name);
+    is_u64(dv__res_bytes_outstanding(r), 0, "%s: nothing outstanding after free and reap", s->name);
 
     /* -- cross-stream: write on A, read on B ------------------------------ */
     if (!s->tracks) {
@@ -251,7 +251,7 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
     dv_block x;
     int wrong = 0, errors = 0;
     const dv_stream_id A = 0, B = 1;
-    if (dv_res_allocate(r, n * 4, A, (dv_tag){"xstream", 0}, &x) != DV_OK) {
+    if (dv__res_allocate(r, n * 4, A, (dv_tag){"xstream", 0}, &x) != DV_OK) {
         ok(false, "%s: allocate for the cross-stream test: %s", s->name, dv_last_error()->message);
         rc_skip("freed while read: no block");
         rc_skip("freed while read, data: no block");
@@ -259,17 +259,17 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
         free(back);
         return;
     }
-    dv_block_id id = dv_block_id_of(&x);
+    dv_block_id id = dv__block_id_of(&x);
     for (uint32_t it = 1; it <= 40; it++) {
-        errors += dv_res_prepare_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
+        errors += dv__res_prepare_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
         if (it % 4 == 0)
             errors += rc_spin(env, spin, A, 200000) != DV_OK; /* A is slow now and then */
-        errors += dv_drv_memset_d32(env->streams[A], x.ptr, it, n) != DV_OK;
-        errors += dv_res_finish_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
-        errors += dv_res_prepare_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
-        errors += dv_drv_memcpy_dtoh(env->streams[B], back, x.ptr, n * 4) != DV_OK;
-        errors += dv_res_finish_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
-        errors += dv_drv_stream_sync(env->streams[B]) != DV_OK;
+        errors += dv__drv_memset_d32(env->streams[A], x.ptr, it, n) != DV_OK;
+        errors += dv__res_finish_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
+        errors += dv__res_prepare_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
+        errors += dv__drv_memcpy_dtoh(env->streams[B], back, x.ptr, n * 4) != DV_OK;
+        errors += dv__res_finish_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
+        errors += dv__drv_stream_sync(env->streams[B]) != DV_OK;
         for (uint64_t k = 0; k < n; k++)
             if (back[k] != it) {
                 wrong++;
@@ -286,25 +286,25 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
      * at once.  The fence must keep that overwrite behind B's read.
      */
     errors = 0;
-    errors += dv_res_prepare_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
-    errors += dv_drv_memset_d32(env->streams[A], x.ptr, 0x600DDA7Au, n) != DV_OK;
-    errors += dv_res_finish_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
-    errors += dv_res_prepare_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
+    errors += dv__res_prepare_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
+    errors += dv__drv_memset_d32(env->streams[A], x.ptr, 0x600DDA7Au, n) != DV_OK;
+    errors += dv__res_finish_block_use(r, id, A, DV_ACCESS_WRITE) != DV_OK;
+    errors += dv__res_prepare_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
     errors += rc_spin(env, spin, B, 50 * 1000 * 1000) != DV_OK; /* 50 ms */
-    errors += dv_drv_memcpy_dtoh(env->streams[B], back, x.ptr, n * 4) != DV_OK;
-    errors += dv_res_finish_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
-    errors += dv_res_deallocate(r, &x) != DV_OK;
+    errors += dv__drv_memcpy_dtoh(env->streams[B], back, x.ptr, n * 4) != DV_OK;
+    errors += dv__res_finish_block_use(r, id, B, DV_ACCESS_READ) != DV_OK;
+    errors += dv__res_deallocate(r, &x) != DV_OK;
     dv_block y;
     bool reused = false;
-    if (dv_res_allocate(r, n * 4, A, (dv_tag){"reuse", 0}, &y) == DV_OK) {
+    if (dv__res_allocate(r, n * 4, A, (dv_tag){"reuse", 0}, &y) == DV_OK) {
         reused = y.ptr == id.ptr;
-        errors += dv_res_prepare_block_use(r, dv_block_id_of(&y), A, DV_ACCESS_WRITE) != DV_OK;
-        errors += dv_drv_memset_d32(env->streams[A], y.ptr, 0xBAADF00Du, n) != DV_OK;
-        errors += dv_res_finish_block_use(r, dv_block_id_of(&y), A, DV_ACCESS_WRITE) != DV_OK;
+        errors += dv__res_prepare_block_use(r, dv__block_id_of(&y), A, DV_ACCESS_WRITE) != DV_OK;
+        errors += dv__drv_memset_d32(env->streams[A], y.ptr, 0xBAADF00Du, n) != DV_OK;
+        errors += dv__res_finish_block_use(r, dv__block_id_of(&y), A, DV_ACCESS_WRITE) != DV_OK;
     } else {
         errors++;
     }
-    errors += dv_drv_stream_sync(env->streams[B]) != DV_OK;
+    errors += dv__drv_stream_sync(env->streams[B]) != DV_OK;
     ok(errors == 0, "%s: free while B reads, reallocate and overwrite on A (same address: %s)",
        s->name, reused ? "yes" : "no");
     wrong = 0;
@@ -312,10 +312,10 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
         wrong += back[k] != 0x600DDA7Au;
     is_int(wrong, 0, "%s: B read the old data: the memory was not reused before B finished",
            s->name);
-    dv_res_deallocate(r, &y);
-    dv_res_env_sync(env);
-    dv_res_reap_pending(r);
-    is_u64(dv_res_bytes_outstanding(r), 0, "%s: nothing outstanding at the end", s->name);
+    dv__res_deallocate(r, &y);
+    dv__res_env_sync(env);
+    dv__res_reap_pending(r);
+    is_u64(dv__res_bytes_outstanding(r), 0, "%s: nothing outstanding at the end", s->name);
     free(back);
 }
 
@@ -323,7 +323,7 @@ static void rc_run_stack(dv_res_env *env, rc_stack *s, dv_drv_func *spin, dv_res
 static void resource_conformance(dv_res_env *env, dv_drv_func *spin)
 {
     dv_resource *foreign = NULL;
-    dv_async_resource_create(env, &foreign);
+    dv__async_resource_create(env, &foreign);
     for (int k = 0; k < RC_STACKS; k++) {
         rc_stack s;
         if (!rc_build(k, env, &s, 256 * RC_MIB)) {
@@ -335,7 +335,7 @@ static void resource_conformance(dv_res_env *env, dv_drv_func *spin)
         rc_run_stack(env, &s, spin, foreign);
         rc_destroy(&s);
     }
-    dv_res_destroy_stack(foreign);
+    dv__res_destroy_stack(foreign);
 }
 
 #endif /* DV_TESTS_RESOURCE_CONFORMANCE_H */

@@ -3,8 +3,8 @@
  * actor's queues) and device memory that streams race on by design (the
  * sim).  No-ops in every other build.
  */
-#ifndef DV_DRIVER_TSAN_H
-#define DV_DRIVER_TSAN_H
+#ifndef DV_BASE_TSAN_H
+#define DV_BASE_TSAN_H
 
 #if defined(__SANITIZE_THREAD__)
 #define DV_TSAN 1
@@ -19,16 +19,16 @@ void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 void __tsan_ignore_thread_begin(void);
 void __tsan_ignore_thread_end(void);
-#define dv_tsan_acquire(p) __tsan_acquire(p)
-#define dv_tsan_release(p) __tsan_release(p)
+#define dv__tsan_acquire(p) __tsan_acquire(p)
+#define dv__tsan_release(p) __tsan_release(p)
 /* The calling thread's memory accesses are not checked until _end. */
-#define dv_tsan_ignore_begin() __tsan_ignore_thread_begin()
-#define dv_tsan_ignore_end()   __tsan_ignore_thread_end()
+#define dv__tsan_ignore_begin() __tsan_ignore_thread_begin()
+#define dv__tsan_ignore_end()   __tsan_ignore_thread_end()
 #else
-#define dv_tsan_acquire(p)     ((void)0)
-#define dv_tsan_release(p)     ((void)0)
-#define dv_tsan_ignore_begin() ((void)0)
-#define dv_tsan_ignore_end()   ((void)0)
+#define dv__tsan_acquire(p)     ((void)0)
+#define dv__tsan_release(p)     ((void)0)
+#define dv__tsan_ignore_begin() ((void)0)
+#define dv__tsan_ignore_end()   ((void)0)
 #endif
 
-#endif /* DV_DRIVER_TSAN_H */
+#endif /* DV_BASE_TSAN_H */

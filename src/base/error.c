@@ -1,0 +1,81 @@
+/*
+ * The error model: messages and names generated from DV_ERRNO_MAP and the
+ * per-thread failure detail (design: error.h).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+
+const char *dv_strerror(int status)
+{
+    switch (status) {
+    case DV_OK:
+        return "success";
+#define DV__ERRNO_MSG(name, value, msg)                                                            \
+    case DV_##name:                                                                                \
+        return msg;
+        DV_ERRNO_MAP(DV__ERRNO_MSG)
+#undef DV__ERRNO_MSG
+    default:
+        return "unknown error";
+    }
+}
+
+const char *dv_err_name(int status)
+{
+    switch (status) {
+    case DV_OK:
+        return "DV_OK";
+#define DV__ERRNO_NAME(name, value, msg)                                                           \
+    case DV_##name:                                                                                \
+        return "DV_" #name;
+        DV_ERRNO_MAP(DV__ERRNO_NAME)
+#undef DV__ERRNO_NAME
+    default:
+        return "DV_UNKNOWN";
+    }
+}
+
+const char *dv_version(void)
+{
+#define DV__STR2(x) #x
+#define DV__STR(x)  DV__STR2(x)
+    return DV__STR(DV_VERSION_MAJOR) "." DV__STR(DV_VERSION_MINOR) "." DV__STR(DV_VERSION_PATCH);
+}
+
+static _Thread_local dv_error_detail last_detail;
+
+dv_error_detail *dv__detail(void)
+{
+    return &last_detail;
+}
+
+const dv_error_detail *dv_last_error(void)
+{
+    return &last_detail;
+}
+
+void dv_error_clear(void)
+{
+    memset(&last_detail, 0, sizeof(last_detail));
+}
+
+int dv__fail(int status, const char *call, const char *fmt, ...)
+{
+    dv_error_detail *d = &last_detail;
+    memset(d, 0, sizeof(*d));
+    d->status = status;
+    d->call = call;
+    if (fmt != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->message, sizeof(d->message), fmt, ap);
+        va_end(ap);
+    } else {
+        snprintf(d->message, sizeof(d->message), "%s", dv_strerror(status));
+    }
+    return status;
+}
+

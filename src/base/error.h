@@ -1,0 +1,26 @@
+/*
+ * The error model every layer shares.
+ *
+ * Functions return 0 or a negative dv_status (the list is DV_ERRNO_MAP in
+ * devactor.h).  A failure also writes the calling thread's detail: the
+ * call that failed, a line for a person, and where they apply the raw
+ * driver code, bytes requested and remaining, a block generation and an
+ * offset.  dv__fail is the one way to write it: it clears the detail
+ * first, so no field of an earlier failure survives into a new one.
+ * Success never reads or clears it.
+ */
+#ifndef DV_BASE_ERROR_H
+#define DV_BASE_ERROR_H
+
+#include "devactor.h"
+
+/* Record a failure in the calling thread's detail; returns status. */
+int dv__fail(int status, const char *call, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Writable detail of the calling thread. */
+dv_error_detail *dv__detail(void);
+
+#endif /* DV_BASE_ERROR_H */
