@@ -54,7 +54,8 @@ extern "C" {
     X(EDEVICE_LOST, -13, "device lost for the rest of this process")                               \
     X(EAGAIN, -14, "resource temporarily unavailable, try again")                                  \
     X(EHAZARD, -15, "cross-stream ordering hazard")                                                \
-    X(ENOTSUP, -16, "not supported by this build or backend")
+    X(ENOTSUP, -16, "not supported by this build or backend")                                      \
+    X(ETIMEDOUT, -17, "timed out")
 
 typedef enum dv_status {
     DV_OK = 0,
@@ -94,9 +95,65 @@ DV_EXPORT const char *dv_version(void);
 /* ========================================================================
  * Devices, actors, handles
  *
- * Any thread may call every function below.  Each posts a message to the
- * device's actor (the thread that owns the device) or reads state the
- * actor publishes; nothing here touches CUDA on the calling thread.
+ * Threads.  Any thread may call every function below, except those marked
+ * "inside a task".  Each posts a message to the device's actor (the one
+ * thread that owns the device) or reads state the actor publishes;
+ * nothing here touches CUDA on the calling thread.
+ *
+ * Order.  One thread's posts to an actor are handled in the order posted.
+ * Across threads: an operation whose post returned before another
+ * thread's post began -- the two threads synchronised in between, through
+ * a mutex, a queue, a join, an atomic flag -- is ordered before it on the
+ * device whenever the two name the same handle or the same stream.  So a
+ * thread may hand a handle to another as soon as its post on it returned:
+ *
+ *     thread A                              thread B
+ *     dv_memset_async(gpu, buf, ..., &f);
+ *     lock(m); shared = buf; unlock(m);
+ *                                           lock(m); b = shared; unlock(m);
+ *                                           dv_copy_dtoh(gpu, out, b, ...);  // sees A's memset
+ *
+ * Posts that overlap in time are ordered one way or the other.  Nothing
+ * orders work on different handles and different streams: that is what
+ * streams are for.
+ *
+ * Milestones.  Every operation that takes a future reaches two:
+ *
+ *   ordered   the actor took it in: it is enqueued on its stream, fenced
+ *             against every other stream's use of its blocks, and
+ *             anything posted after it on the same handle or stream, by
+ *             any thread, comes after it on the device;
+ *   complete  its effect is done.
+ *
+ *   operation                  ordered                        complete
+ *   -------------------------  -----------------------------  ------------------------------
+ *   dv_alloc_async             memory assigned, or refused    = ordered
+ *   dv_copy_*, dv_memset       enqueued and fenced            the device finished it (a host
+ *                                                             buffer may be read or reused)
+ *   dv_launch                  enqueued and fenced            the kernel finished
+ *   dv_task                    the callback returned, its     the device finished what it
+ *                              work enqueued                  enqueued on the task's stream
+ *   dv_sync                    enqueued                       everything ordered before it on
+ *                                                             the stream finished
+ *   dv_event_record_async      recorded                       the device reached the record
+ *   dv_flush, dv_kernel_get,   handled                        = ordered
+ *   dv_actor_stats_get,
+ *   dv_actor_reset
+ *
+ * Three kinds of call:
+ *   - blocking calls (dv_copy_htod, dv_memset, dv_launch, ...) return at
+ *     complete, with the operation's status;
+ *   - _async calls take a dv_future, return once posted (or at once with
+ *     the error when the call is refused before posting: then the future
+ *     is complete with that error too), and the future reaches ordered,
+ *     then complete;
+ *   - post-only calls (dv_alloc, dv_ref_release, dv_event_record,
+ *     dv_stream_wait_event, dv_event_destroy) return once posted; what
+ *     the actor answers shows on the handle or event later.
+ *
+ * A future must stay valid until it is complete; then the library never
+ * touches it again.  Any number of threads may wait on one future, at the
+ * same time or one after another; every wait returns the same status.
  * ======================================================================== */
 
 typedef enum dv_backend {
@@ -113,6 +170,13 @@ typedef uint32_t dv_stream;
 /*
  * A handle to a block of device memory: a value (domain, slot, slot
  * generation), checked on every use.  DV_REF_NULL is never valid.
+ *
+ * A handle is usable at once: dv_alloc returns it before the actor has
+ * assigned the memory, and every operation posted on it later -- by this
+ * thread, or by a thread it was handed to -- is ordered after the
+ * allocation.  Until then it is *pending*.  If the allocation fails
+ * (budget, device memory), every later operation on the handle answers
+ * the allocation's error and detail; the handle must still be released.
  */
 typedef struct dv_ref {
     uint64_t bits;
@@ -131,39 +195,59 @@ typedef struct dv_ref_info {
     uint32_t refcount;
 } dv_ref_info;
 
-/* Validate a handle and describe it: DV_ESTALE once it was released for
- * good, its actor shut down or is gone, or its context was rebuilt. */
+/* Validate a handle and describe it.  A pending handle is waited for
+ * (the allocation's own error when it failed).  DV_ESTALE once it was
+ * released for good, its actor shut down or is gone, or its context was
+ * rebuilt. */
 DV_EXPORT int dv_ref_access(dv_ref ref, dv_ref_info *info);
+/* The same, never waiting: DV_EAGAIN while the handle is pending. */
+DV_EXPORT int dv_ref_try_access(dv_ref ref, dv_ref_info *info);
 /* One more owner.  DV_ESTALE for a handle no longer valid. */
 DV_EXPORT int dv_ref_retain(dv_ref ref);
-/* One owner less; the last release posts the free to the actor (the
- * memory is reused only after every use enqueued before has finished).
- * Releasing more times than retained: DV_ESTALE, nothing freed twice. */
+/* One owner less; the last release posts the free to the actor (post-
+ * only: the memory is reused only after every use ordered before has
+ * finished).  Releasing more times than retained: DV_ESTALE, nothing
+ * freed twice. */
 DV_EXPORT int dv_ref_release(dv_ref ref);
 
 /*
- * A completion the caller owns (on its stack for a blocking call, or
- * anywhere that outlives the operation).  Every operation has a blocking
- * form and a form that takes a future and returns once the message is
- * posted; dv_future_wait then gives the operation's status.
+ * A completion the caller owns (see Milestones above).  Initialise it once
+ * with dv_future_init; an _async call may then reuse it whenever it is
+ * not in flight (posted and not yet complete: DV_EINVAL).
  */
 typedef struct dv_future {
-    uint32_t state; /* owned by the library: pending, done, waited on */
+    uint32_t size;  /* sizeof(dv_future) as the caller was built: dv_future_init */
     uint32_t flags; /* DV_FUTURE_TRY: a full queue is DV_EAGAIN, not a wait */
-    int status;
-    dv_ref ref;     /* dv_alloc's handle */
+    uint32_t state; /* the library's: milestones reached, sleepers */
+    int status;     /* the operation's, once complete */
+    dv_ref ref;     /* dv_alloc_async's handle */
     uint64_t value; /* an operation's other result */
-    uint64_t order; /* the library's: what the actor had seen complete */
+    uint64_t internal[3]; /* the library's */
     dv_error_detail detail;
 } dv_future;
 #define DV_FUTURE_TRY 1u
 
+typedef enum dv_milestone {
+    DV_ORDERED = 1,
+    DV_COMPLETE = 2,
+} dv_milestone;
+
 DV_EXPORT void dv_future_init(dv_future *f, uint32_t flags);
-/* Block until done (spin briefly, then sleep); the operation's status.  A
- * failure's detail becomes the calling thread's dv_last_error(). */
+/* Wait until complete (spin briefly, then sleep); the operation's status.
+ * A failure's detail becomes the calling thread's dv_last_error().  A
+ * thread that waits learns the device's progress the operation stands
+ * for (the stream-order checker's rule for host buffers). */
 DV_EXPORT int dv_future_wait(dv_future *f);
-/* Done yet?  Never blocks. */
+/* Wait until ordered: DV_OK, or the operation's error when it failed
+ * before it was ordered (then it is complete too). */
+DV_EXPORT int dv_future_wait_ordered(dv_future *f);
+/* Wait for a milestone at most timeout_ns: DV_ETIMEDOUT when it was not
+ * reached (the future stays in flight; wait again later). */
+DV_EXPORT int dv_future_wait_for(dv_future *f, dv_milestone m, uint64_t timeout_ns);
+/* Complete yet?  Never blocks. */
 DV_EXPORT bool dv_future_done(const dv_future *f);
+/* Reached milestone m yet?  Never blocks. */
+DV_EXPORT bool dv_future_reached(const dv_future *f, dv_milestone m);
 
 typedef struct dv_actor dv_actor;
 
@@ -218,6 +302,9 @@ DV_EXPORT void dv_actor_destroy(dv_actor *actor);
 DV_EXPORT int dv_actor_reset(dv_actor *actor);
 DV_EXPORT int dv_actor_device(const dv_actor *actor);
 DV_EXPORT const char *dv_actor_backend_name(const dv_actor *actor);
+/* Return once every message the calling thread posted to actor is
+ * ordered (enqueued on its stream, not finished).  A round trip. */
+DV_EXPORT int dv_flush(dv_actor *actor);
 
 typedef enum dv_actor_state {
     DV_ACTOR_RUNNING = 1,
@@ -237,7 +324,8 @@ DV_EXPORT int dv_actor_health_get(const dv_actor *actor, dv_actor_health *out);
 
 typedef struct dv_actor_stats {
     uint64_t messages, allocs, frees, copies, memsets, syncs, launches, failures;
-    uint64_t tasks; /* task callbacks run */
+    uint64_t tasks;  /* task callbacks run */
+    uint64_t events; /* event records */
     uint64_t bytes_outstanding; /* the resource stack's */
     uint64_t refs_alive;
     uint64_t batches; /* drains of the inbound queues */
@@ -249,17 +337,28 @@ typedef struct dv_actor_stats {
  * only memory still held. */
 DV_EXPORT int dv_actor_stats_get(dv_actor *actor, dv_actor_stats *out);
 
-/* Allocate bytes ordered on stream; the handle holds one reference. */
+/*
+ * Allocate bytes ordered on stream; the handle holds one reference and is
+ * usable at once (post-only: see dv_ref).  The call itself refuses only
+ * what it can tell at once: a zero or absurd size, an unknown stream, a
+ * NULL out, an actor shutting down or lost.  The tag is copied (interned:
+ * the first 1024 distinct tags of the process keep their names, later
+ * ones read "other").
+ */
 DV_EXPORT int dv_alloc(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
                        dv_ref *out);
+/* The same, with a future for the allocation's outcome (ordered = complete
+ * = the memory assigned or refused); the handle is in *out (may be NULL)
+ * and f->ref at once. */
 DV_EXPORT int dv_alloc_async(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
-                             dv_future *f);
+                             dv_ref *out, dv_future *f);
 /*
  * Copies and sets, ordered on stream and fenced against every other
  * stream's use of the blocks.  Offsets and lengths are checked against the
- * blocks.  A host buffer must stay valid until the operation completes:
- * the blocking forms and dv_future_wait return after the device finished.
- * A device-to-device copy between two actors' blocks is a peer copy.
+ * blocks.  A host buffer must stay valid until the operation completes.
+ * A device-to-device copy between two actors' blocks is a peer copy: the
+ * source's actor fences the source first (every write ordered before the
+ * copy is done), then the destination's actor copies.
  */
 DV_EXPORT int dv_copy_htod(dv_actor *actor, dv_ref dst, uint64_t dst_offset, const void *src,
                            uint64_t bytes, dv_stream stream);
@@ -278,10 +377,57 @@ DV_EXPORT int dv_memset(dv_actor *actor, dv_ref dst, uint64_t offset, uint8_t va
                         dv_stream stream);
 DV_EXPORT int dv_memset_async(dv_actor *actor, dv_ref dst, uint64_t offset, uint8_t value,
                               uint64_t bytes, dv_stream stream, dv_future *f);
-/* Wait until everything posted so far on stream has finished on the
- * device. */
+/* Complete once everything ordered on stream before it has finished on
+ * the device (every client's work on that stream).  To wait for one
+ * operation, wait on its own future instead. */
 DV_EXPORT int dv_sync(dv_actor *actor, dv_stream stream);
 DV_EXPORT int dv_sync_async(dv_actor *actor, dv_stream stream, dv_future *f);
+
+/* ------------------------------------------------------------------------
+ * Events: a point on an actor's stream that other streams, of this actor
+ * or another, and the host can wait for.
+ *
+ * An event belongs to the actor that made it.  dv_event_record captures
+ * the work ordered on the stream before it (by the order rule above);
+ * later records replace the captured point, as cudaEventRecord does.
+ * Waits and queries name "the latest record posted before them" in the
+ * same sense.  After a context rebuild an event recorded before it
+ * answers DV_ESTALE until recorded again.
+ * ------------------------------------------------------------------------ */
+
+typedef struct dv_event dv_event;
+#define DV_EVENT_TIMING 1u /* the event keeps a timestamp (dv_event_elapsed) */
+
+/* flags: 0 or DV_EVENT_TIMING.  A round trip (the actor makes it). */
+DV_EXPORT int dv_event_create(dv_actor *actor, uint32_t flags, dv_event **out);
+/* Post-only.  Records and waits posted before still happen; the event
+ * must not be used after. */
+DV_EXPORT int dv_event_destroy(dv_event *event);
+/* Post-only: capture the work ordered on stream so far. */
+DV_EXPORT int dv_event_record(dv_event *event, dv_stream stream);
+/* ordered: recorded; complete: the device reached the record. */
+DV_EXPORT int dv_event_record_async(dv_event *event, dv_stream stream, dv_future *f);
+/* Post-only: work ordered on actor's stream after this waits for the
+ * event's latest record posted before this call.  The event may belong
+ * to another actor (of the same driver): then the call first waits, on
+ * the calling thread, until that record is ordered on the event's actor
+ * (microseconds), so that it is the record waited for. */
+DV_EXPORT int dv_stream_wait_event(dv_actor *actor, dv_stream stream, dv_event *event);
+/* Block until the device reached the event's latest record posted
+ * before (DV_OK at once for an event never recorded). */
+DV_EXPORT int dv_event_sync(dv_event *event);
+/* DV_OK when the device reached that record, DV_EAGAIN when not yet. */
+DV_EXPORT int dv_event_query(dv_event *event);
+/* Milliseconds between two timing events' records, both reached:
+ * DV_EAGAIN when one is not reached yet, DV_EINVAL without
+ * DV_EVENT_TIMING or of different actors. */
+DV_EXPORT int dv_event_elapsed(dv_event *start, dv_event *end, float *ms);
+/* The driver's event (a CUevent) of the latest record that is ordered,
+ * for interop (an Arrow device array's sync_event, a library's own
+ * stream); NULL on the simulated device or before any record is ordered.
+ * Valid until the event is recorded again, destroyed, or the context is
+ * rebuilt. */
+DV_EXPORT void *dv_event_native(dv_event *event);
 
 /* ------------------------------------------------------------------------
  * Kernels and launches
@@ -359,8 +505,9 @@ static inline dv_arg dv_arg_ptr_access(uint64_t device_ptr, dv_arg_access access
  * nothing is enqueued.  A block named twice gets the strongest access
  * (read + write = read-write).  Then each block's use is prepared (waits
  * on other streams' writes, and for writes on their reads), the kernel is
- * enqueued, and each use is finished.  Returns once enqueued; the async
- * form's args must stay valid until its future completes.
+ * enqueued, and each use is finished.  The blocking form returns once the
+ * kernel finished; the async form's args must stay valid until ordered.
+ * The kernel must be one of this actor's (dv_kernel_get on it).
  */
 DV_EXPORT int dv_launch(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
                         uint32_t shared_bytes, dv_stream stream, const dv_arg *args,
@@ -396,7 +543,9 @@ typedef struct dv_task_ctx {
 typedef int (*dv_task_fn)(const dv_task_ctx *ctx, void *user);
 
 /* Run fn on the actor with args validated and fenced (as dv_launch does);
- * its return value is the call's. */
+ * its return value is the call's.  The blocking form returns once the
+ * device finished the work the task enqueued on its stream; the async
+ * form's args must stay valid until ordered. */
 DV_EXPORT int dv_task(dv_actor *actor, dv_task_fn fn, void *user, dv_stream stream,
                       const dv_arg *args, unsigned nargs);
 DV_EXPORT int dv_task_async(dv_actor *actor, dv_task_fn fn, void *user, dv_stream stream,

@@ -527,10 +527,10 @@ struct pingpong {
 static void *pong(void *arg)
 {
     struct pingpong *pp = arg;
-    dv_msg m;
+    dv_envelope e;
     while (!atomic_load_explicit(&pp->stop, memory_order_relaxed)) {
-        if (dv__inbox_drain(pp->in, &m, 1) == 1)
-            atomic_store_explicit(&pp->reply, (unsigned)m.seq + 1, memory_order_release);
+        if (dv__inbox_take(pp->in, &e, 1) == 1)
+            atomic_store_explicit(&pp->reply, (unsigned)e.m.seq + 1, memory_order_release);
         else
             __builtin_ia32_pause();
     }
@@ -542,12 +542,13 @@ static double bench_pingpong(size_t rounds, double *p99)
     struct pingpong pp = {0};
     pthread_t th;
     uint64_t *lat = malloc(rounds * sizeof(*lat));
-    dv__inbox_create(DV_INBOX_SPSC, 1024, &pp.in);
+    dv__inbox_create(DV_INBOX_SPSC, 1024, UINT64_MAX, NULL, NULL, &pp.in);
+    dv_client *c = dv__inbox_client(pp.in);
     pthread_create(&th, NULL, pong, &pp);
     for (size_t i = 0; i < rounds + 1000; i++) {
-        dv_msg m = {.type = 1};
+        dv_msg m = {.type = DV_MSG_FLUSH};
         uint64_t t0 = now_ns();
-        dv__inbox_post(pp.in, &m, false);
+        dv__inbox_post(pp.in, c, &m, false);
         unsigned want = (unsigned)i + 1;
         while (atomic_load_explicit(&pp.reply, memory_order_acquire) != want)
             __builtin_ia32_pause();

@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     TRY(dv__drv_ctx_retain(drv, device, &ctx));
     TRY(dv__drv_stream_create(ctx, &s0));
     TRY(dv__drv_stream_create(ctx, &s1));
-    TRY(dv__drv_event_create(ctx, &ev));
+    TRY(dv__drv_event_create(ctx, 0, &ev));
     const void *image;
     size_t image_bytes;
     dv__drv_builtin_image(drv, &image, &image_bytes);

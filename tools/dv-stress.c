@@ -72,8 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actor/actor_internal.h"
-#include "driver/sim.h"
+#include "devactor_testing.h"
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -763,13 +762,56 @@ static void verify_and_release(worker *w, uint32_t i)
     forget(w, i);
 }
 
+/*
+ * Allocate, and learn the allocation's outcome from the handle (the call
+ * itself returns at once).  Half the time the handle is used first, while
+ * its allocation may still be pending: a memset of the whole block, which
+ * is ordered after the allocation and answers its error if it failed.
+ * The timing is the round trip: the call and the access that waits.
+ */
+static int alloc_block(worker *w, uint64_t size, dv_stream s, const char *tag, dv_ref *ref,
+                       dv_ref_info *info, int *early_value, dv_stream *early_stream)
+{
+    int rc, early = -1;
+    uint64_t t0 = now_ns();
+    rc = dv_alloc(run.actor, size, s, tag, ref);
+    if (rc == DV_OK && early_value != NULL && rnd_below(&w->rng, 2) == 0) {
+        early = (int)(rnd(&w->rng) & 0xff);
+        *early_stream = pick_other_stream(w, s);
+        int mrc = dv_memset(run.actor, *ref, 0, (uint8_t)early, size, *early_stream);
+        rc = dv_ref_access(*ref, info);
+        if (mrc != rc && (rc == DV_OK || mrc != DV_ESTALE)) {
+            /* A use of a pending handle must answer what its allocation did. */
+            w->unexpected++;
+            pthread_mutex_lock(&run.report_mu);
+            fprintf(stderr, "dv-stress: a memset of a pending handle answered %s, its "
+                            "allocation %s\n", dv_err_name(mrc), dv_err_name(rc));
+            pthread_mutex_unlock(&run.report_mu);
+        }
+    } else if (rc == DV_OK) {
+        rc = dv_ref_access(*ref, info);
+    }
+    hist_add(&w->lat[OP_ALLOC], now_ns() - t0);
+    w->calls[OP_ALLOC]++;
+    atomic_fetch_add_explicit(&w->live_ops, 1, memory_order_relaxed);
+    if (rc != DV_OK) {
+        count_error(w, OP_ALLOC, rc);
+        if (ref->bits != 0 && dv_ref_release(*ref) == DV_ESTALE)
+            w->stale_dropped++; /* rebuilt already: stale at birth */
+    }
+    if (early_value != NULL)
+        *early_value = early;
+    return rc;
+}
+
 static void do_alloc(worker *w)
 {
     uint64_t size = rnd_log(&w->rng, MIN_BLOCK, MAX_BLOCK);
-    dv_stream s = pick_stream(w);
-    dv_ref ref;
-    int rc;
-    TIMED(w, OP_ALLOC, rc, dv_alloc(run.actor, size, s, "stress", &ref));
+    dv_stream s = pick_stream(w), early_stream = 0;
+    dv_ref ref = DV_REF_NULL;
+    dv_ref_info info;
+    int early;
+    int rc = alloc_block(w, size, s, "stress", &ref, &info, &early, &early_stream);
     if (rc == DV_EOUT_OF_BUDGET || rc == DV_EDEVICE_OOM) {
         /* Make room: give back one of ours, or let the others. */
         if (w->nlive > 0) {
@@ -782,13 +824,6 @@ static void do_alloc(worker *w)
     }
     if (rc != DV_OK)
         return;
-    dv_ref_info info;
-    if ((rc = dv_ref_access(ref, &info)) != DV_OK) {
-        /* Rebuilt already: the handle is stale at birth. */
-        if (dv_ref_release(ref) == DV_ESTALE)
-            w->stale_dropped++;
-        return;
-    }
     block *b = &w->blocks[w->nlive++];
     b->ref = ref;
     b->id = ((uint64_t)w->index << 40) | ++w->next_block;
@@ -799,6 +834,13 @@ static void do_alloc(worker *w)
     b->known = false;
     b->nsegs = 0;
     b->nnotes = 0;
+    if (early >= 0) {
+        b->segs[0] = (seg){.start = 0, .end = size, .serial = 0, .pos = (uint64_t)early};
+        b->nsegs = 1;
+        b->known = true;
+        remember(b, (note){.kind = OP_MEMSET, .stream = early_stream, .off = 0, .len = size,
+                           .value = (uint8_t)early});
+    }
 }
 
 static uint64_t next_serial(worker *w)
@@ -1115,10 +1157,9 @@ static bool have_result(worker *w)
 {
     if (w->result.bits != 0)
         return true;
-    dv_ref ref;
+    dv_ref ref = DV_REF_NULL;
     dv_ref_info info;
-    int rc;
-    TIMED(w, OP_ALLOC, rc, dv_alloc(run.actor, 8, pick_stream(w), "stress-checksum", &ref));
+    int rc = alloc_block(w, 8, pick_stream(w), "stress-checksum", &ref, &info, NULL, NULL);
     if (rc == DV_EOUT_OF_BUDGET || rc == DV_EDEVICE_OOM) {
         if (w->nlive > 0) {
             w->budget_releases++;
@@ -1128,11 +1169,6 @@ static bool have_result(worker *w)
     }
     if (rc != DV_OK)
         return false;
-    if (dv_ref_access(ref, &info) != DV_OK) {
-        if (dv_ref_release(ref) == DV_ESTALE)
-            w->stale_dropped++;
-        return false;
-    }
     w->result = ref;
     w->result_ctx_gen = info.context_generation;
     return true;

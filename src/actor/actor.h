@@ -1,20 +1,36 @@
 /*
- * The device actor's internals.
+ * The device actor's internals, shared by the files of src/actor and by
+ * nothing else: no other layer, tool or test sees struct dv_actor.
  *
  * One thread per actor owns the device state: the environment (context and
- * stream pool), the resource stack, the completion tracker and the handle
- * domain.  Client threads only post messages (queue.h) and wait on
- * futures; handle validation (gpuref) and statistics are lock-free reads.
+ * stream pool), the resource stack, the completion tracker, the handle
+ * domain's actor side, kernels and events.  Client threads only post
+ * messages (queue.h) and wait on futures; handle validation (gpuref) and
+ * statistics are lock-free reads.
  *
- * A message that needs the device to finish (a copy to or from the host, a
- * sync) is answered when the actor sees its stream position reached: after
- * each batch the actor records one event per stream it enqueued on, and
- * polls those while anything is pending (it never parks for long then).
- * A query that reports a sticky error fails everything pending with
- * DV_ECONTEXT_LOST, naming the operations in flight on that stream, and
- * the actor tries to rebuild the context; where the driver refuses, every
- * actor on that driver becomes LOST (DV_EDEVICE_LOST at once, handles
- * stale).
+ * The files, by concern:
+ *   loop.c        the thread: take messages, dispatch, flush, poll, park
+ *   completion.c  what waits for the device: pending completions, faults
+ *   recorder.c    the one recorder every tracked operation goes through
+ *   ops.c         the message handlers: what each operation uses, enqueues
+ *   events.c      dv_event, both sides
+ *   kernels.c     kernel handles
+ *   lifecycle.c   start, the device state (built once for start and for
+ *                 rebuild), reset, shutdown, destroy, LOST
+ *   client.c      the public calls: validate, post, wait
+ *   registry.c    the process-wide actors and the list of live ones
+ *   known.c       what client threads know the device finished (checker)
+ *   checker.c     the stream-order checker
+ *
+ * A message that needs the device to finish (a copy, a launch with a
+ * future, a sync) is answered when the actor sees its stream position
+ * reached: after each batch the actor records one event per stream it
+ * enqueued on, and polls those while anything is pending (it never parks
+ * for long then).  A query that reports a sticky error fails everything
+ * pending with DV_ECONTEXT_LOST, naming the operations in flight on that
+ * stream, and the actor tries to rebuild the context; where the driver
+ * refuses, every actor on that driver becomes LOST (DV_EDEVICE_LOST at
+ * once, handles stale).
  */
 #ifndef DV_ACTOR_ACTOR_H
 #define DV_ACTOR_ACTOR_H
@@ -24,33 +40,18 @@
 
 #include "actor/checker.h"
 #include "actor/future.h"
+#include "actor/msg.h"
 #include "actor/queue.h"
+#include "base/assert.h"
+#include "base/error.h"
 #include "gpuref/gpuref.h"
 #include "resources/tracker.h"
-
-enum dv_msg_type {
-    DV_MSG_ALLOC = 1,
-    DV_MSG_FREE,
-    DV_MSG_HTOD,
-    DV_MSG_DTOH,
-    DV_MSG_DTOD,
-    DV_MSG_PEER_READ, /* fence a block for a peer copy (source actor) */
-    DV_MSG_PEER_COPY, /* the copy itself (destination actor) */
-    DV_MSG_MEMSET,
-    DV_MSG_SYNC,
-    DV_MSG_STATS,
-    DV_MSG_RESET,
-    DV_MSG_LAUNCH, /* a built-in kernel by name (tests and tools) */
-    DV_MSG_KERNEL_GET,
-    DV_MSG_LAUNCH_TRACKED,
-    DV_MSG_TASK,
-    DV_MSG_HOST_ACCESS, /* the checker: a host access of a host buffer */
-};
 
 /* A kernel handle: owned by its actor, reloaded in each new context. */
 struct dv_kernel {
     struct dv_kernel *next;
-    const void *image; /* NULL: the built-in kernels */
+    _Atomic uint64_t owner; /* the actor's uid; 0: dead (kernels.c) */
+    const void *image;      /* NULL: the built-in kernels */
     size_t image_bytes;
     char name[64];
     dv_drv_module *module; /* own module (image != NULL), this context */
@@ -58,12 +59,30 @@ struct dv_kernel {
     uint64_t context; /* the context generation func belongs to; 0: none */
 };
 
+/* An event handle (events.c). */
+struct dv_event {
+    _Atomic uint64_t owner; /* the actor's uid; 0: destroyed (pooled, never freed) */
+    struct dv_actor *actor;
+    uint32_t flags;
+    _Atomic uint64_t posted;     /* records posted (client side) */
+    _Atomic uint64_t recorded;   /* records ordered (the actor's, release) */
+    _Atomic(dv_drv_event *) drv; /* the port's event of the latest record */
+    /* The actor's. */
+    uint64_t context;        /* the context generation drv was made in; 0: none */
+    dv_stream stream;        /* where the latest record is */
+    uint64_t epoch;          /* its position there (the completion tracker's) */
+    uint64_t chk_seq;        /* the checker's number of the stream's work there */
+    uint64_t res_pos;        /* the resource stack's position there */
+    uint64_t record_context; /* the context of the latest record; 0: never */
+    struct dv_event *next, *prev;
+};
+
 /* A device completion the actor waits for. */
 typedef struct dv_pending {
     uint64_t epoch; /* the stream position that completes it */
     dv_future *reply;
     uint8_t type;
-    uint32_t producer, seq;
+    uint32_t client, seq;
     const char *what; /* tag or kernel name, for fault reports */
     uint64_t chk_seq; /* the checker's number of the stream's work it completes */
 } dv_pending;
@@ -74,19 +93,19 @@ typedef struct dv_pending {
 typedef struct dv_recent {
     const char *name; /* the kernel's, or NULL for a task */
     uint8_t type;
-    uint32_t producer, seq;
+    uint32_t client, seq;
 } dv_recent;
 
 typedef struct dv_pending_fifo {
     dv_pending *items;
     uint32_t head, count, cap;
-    bool marked; /* gained entries in the current batch */
+    bool marked;                 /* gained entries in the current batch */
     dv_recent recent[DV_RECENT]; /* launches and tasks, newest at recent_next - 1 */
     uint32_t recent_next, nrecent;
 } dv_pending_fifo;
 
 struct dv_actor {
-    uint64_t id; /* unique for the process, never reused */
+    uint64_t uid; /* unique for the process, never reused */
     dv_actor_config cfg;
     dv_driver *drv;
     bool own_drv;
@@ -98,10 +117,11 @@ struct dv_actor {
     dv_log_sink *sink;
     dv_tracker *done;              /* completion positions, one event ring per stream */
     dv_checker *chk;               /* the stream-order checker, or NULL */
-    const dv_msg *task_msg;        /* the task running now, or NULL */
+    const dv_envelope *task_env;   /* the task running now, or NULL */
     bool task_hazard;              /* it made an access the checker refused */
     dv_drv_module *kernels;        /* built-in kernels, loaded on first launch */
     struct dv_kernel *kernel_list; /* handles given out (dv_kernel_get) */
+    struct dv_event events;        /* list head of the events made */
     dv_ref_domain *refs;
     dv_inbox *inbox;
     pthread_t thread;
@@ -110,7 +130,6 @@ struct dv_actor {
      * changes: a line of its own, so neither clients' counters nor the
      * actor's own bookkeeping keep taking it away. */
     _Alignas(64) atomic_int state; /* dv_actor_state */
-    atomic_bool draining;          /* destroy: no poster can be inside a post now */
 
     /* Posters between their state check and enqueue, one counter per line
      * (dv__thread_shard; dv__actor_post, shutdown): a single counter took
@@ -123,13 +142,9 @@ struct dv_actor {
     _Alignas(64) dv_pending_fifo pend[DV_MAX_STREAMS];
     uint64_t npending;
 
-    /* Interned allocation tags (owner thread). */
-    char **tags;
-    uint32_t ntags, cap_tags;
-
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
-        st_launches, st_failures, st_batches, st_hazards, st_tasks;
+        st_launches, st_failures, st_batches, st_hazards, st_tasks, st_events;
 
     /* Health: written by the actor under health_mu, read by anyone. */
     pthread_mutex_t health_mu;
@@ -139,12 +154,104 @@ struct dv_actor {
     struct dv_actor *next_live; /* the process's list of actors */
 };
 
+/* Every handler runs on its actor's thread (checked in debug builds). */
+#define DV_ASSERT_ACTOR(a) dv_assert_internal(pthread_equal(pthread_self(), (a)->env.owner))
+
+/* The actor is the only writer of its counters: a store, not a locked
+ * add (readers on other threads load them relaxed). */
+static inline void dv__stat_inc(atomic_uint_fast64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* ---- loop.c */
+void *dv__actor_main(void *arg);
+
+/* ---- lifecycle.c */
+/* Context, streams, resource stack, trackers (actor thread, at start). */
+int dv__actor_start_state(dv_actor *a);
+/* Drop every block and handle, reset the context, build it all again;
+ * where the driver refuses, every actor on the driver becomes LOST. */
+int dv__actor_rebuild(dv_actor *a);
+/* Shutdown's last steps on the actor's thread. */
+void dv__actor_stop_state(dv_actor *a);
+/* What a lost actor answers: DV_EDEVICE_LOST with the driver's first fault
+ * (or, where it was not recorded, a message saying the device is lost). */
+void dv__lost_detail(const dv_actor *a, dv_error_detail *out);
+int dv__lost_answer(const dv_actor *a);
+
+/* ---- registry.c */
+void dv__actor_link(dv_actor *a);
+void dv__actor_unlink(dv_actor *a);
+/* Is an actor of this uid alive in the process? */
+bool dv__actor_uid_live(uint64_t uid);
 /* The process's actors on one driver become LOST (fault is the cause). */
 void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault);
 /* Is this driver lost?  Fills *fault when it is. */
 bool dv__driver_lost(const dv_driver *drv, dv_error_detail *fault);
-/* What a lost actor answers: DV_EDEVICE_LOST with the driver's first fault
- * (or, where it was not recorded, a message saying the device is lost). */
-void dv__lost_detail(const dv_actor *a, dv_error_detail *out);
+/* A registered actor is being destroyed: the registry forgets it. */
+void dv__registry_forget(dv_actor *a);
+/* The actor whose domain minted ref, or NULL. */
+dv_actor *dv__actor_of_ref(dv_ref ref);
+void dv__actor_bind_domain(dv_actor *a, bool bound);
+/* actor_start, for both kinds (lifecycle.c). */
+int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool registered, dv_actor **out);
+
+/* ---- client.c */
+/* Post m from the calling thread (any but an actor's own for a wait); f
+ * NULL: nobody waits for an answer.  Arms f (dv__future_arm) first. */
+int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f);
+/* Post m and wait for it to complete (a future on the caller's stack). */
+int dv__actor_call(dv_actor *a, dv_msg *m, dv_future *own);
+
+/* ---- completion.c */
+/* Answer an operation that is complete now. */
+void dv__reply(dv_actor *a, const dv_envelope *e, int status);
+/* The operation is ordered; its future completes when the device reaches
+ * the current end of stream s (what: its name in fault reports). */
+int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what);
+/* The same at an earlier position of s (an event's record), with the
+ * checker's number of the stream's work at that point. */
+int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
+                    const dv_envelope *e, const char *what);
+/* A launch or task went onto stream s: remember it for fault reports. */
+void dv__recent_push(dv_actor *a, dv_stream s, const dv_envelope *e, const char *name);
+/* Complete what the device has reached; a query error is a fault. */
+void dv__poll_completions(dv_actor *a);
+/* One event per stream that gained completions this batch. */
+void dv__flush_marks(dv_actor *a);
+/* Fail every pending completion with status and detail. */
+void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail);
+/* Wait for every stream; complete what was pending. */
+int dv__drain_device(dv_actor *a);
+/* A sticky error surfaced on stream s (culprit: the message that met it,
+ * or NULL): name what was in flight, fail everything pending, rebuild. */
+void dv__on_fault(dv_actor *a, int status, dv_stream s, const dv_envelope *culprit);
+/* An enqueue failed after prepare: a sticky error is a fault. */
+int dv__enqueue_failed(dv_actor *a, int rc, dv_stream s, const dv_envelope *e);
+/* A checker verdict: a hazard is counted and kept as the latest. */
+int dv__checked(dv_actor *a, int rc);
+
+/* ---- kernels.c */
+/* The actor's handle for (image, name), made and loaded on first use. */
+int dv__kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
+                            struct dv_kernel **out);
+/* The kernel's function in the current context, loading it if needed. */
+int dv__kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out);
+/* Is k one of this actor's handles? */
+bool dv__kernel_owned(const dv_actor *a, const struct dv_kernel *k);
+/* Modules go with the context; handles stay (teardown). */
+void dv__kernels_forget_context(dv_actor *a);
+void dv__kernels_free(dv_actor *a);
+
+/* ---- events.c */
+void dv__events_forget_context(dv_actor *a);
+void dv__events_free(dv_actor *a);
+void dv__handle_event(dv_actor *a, const dv_envelope *e);
+
+/* ---- ops.c */
+/* Handle one message (the switch over its type). */
+void dv__handle(dv_actor *a, const dv_envelope *e);
 
 #endif /* DV_ACTOR_ACTOR_H */

@@ -39,15 +39,16 @@ struct dv_checker {
     dv_res_env *env;
     uint32_t ns, nc; /* streams; clock components (streams + host) */
     bool check_reuse;
+    uint64_t context; /* the context generation it checks */
     dv_drv_observer obs;
     uint64_t *vc; /* nc rows of nc: row s is stream s, row ns the host */
     uint64_t rng;
-    chk_rec *root;     /* device records, disjoint, by start */
-    chk_rec **host;    /* host buffers' records (may overlap) */
+    chk_rec *root;  /* device records, disjoint, by start */
+    chk_rec **host; /* host buffers' records (may overlap) */
     uint32_t nhost, cap_host, host_sweep_at;
-    ev_shadow events;  /* list head of the event shadows made */
+    ev_shadow events;     /* list head of the event shadows made */
     uint64_t *tmp, *tmp2; /* clocks for one check */
-    chk_rec **scratch; /* overlapping records of one query */
+    chk_rec **scratch;    /* overlapping records of one query */
     uint32_t nscratch, cap_scratch;
 };
 
@@ -68,12 +69,16 @@ uint64_t dv__checker_stream_seq(const dv_checker *c, uint32_t stream)
     return stream < c->ns ? c->vc[(size_t)stream * c->nc + stream] : 0;
 }
 
-/* V := what a client knows complete (per stream; the host part unknown). */
+/* V := what a client knows complete (per stream; the host part unknown).
+ * Knowledge of another context counts for nothing. */
 static void client_clock(dv_checker *c, const dv_known *k, uint64_t *V)
 {
     memset(V, 0, c->nc * sizeof(uint64_t));
-    for (uint32_t s = 0; k != NULL && s < c->ns && s < 64; s++)
-        V[s] = atomic_load_explicit(&k->seq[s], memory_order_relaxed);
+    if (k == NULL ||
+        atomic_load_explicit(&((dv_known *)k)->context, memory_order_relaxed) != c->context)
+        return;
+    for (uint32_t s = 0; s < c->ns && s < DV_MAX_STREAMS; s++)
+        V[s] = atomic_load_explicit(&((dv_known *)k)->seq[s], memory_order_relaxed);
 }
 
 /* The stream index of a driver stream of this context, or UINT32_MAX. */
@@ -480,7 +485,7 @@ static uint64_t tick(dv_checker *c, uint32_t s)
 }
 
 void dv__chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char *name,
-                    uint32_t producer, uint32_t msg)
+                     uint32_t producer, uint32_t msg)
 {
     op->kind = (uint8_t)kind;
     op->stream = stream;
@@ -561,8 +566,8 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
     }
 }
 
-int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream,
-                     const char *tag, uint32_t producer, uint32_t msg)
+int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream, const char *tag,
+                      uint32_t producer, uint32_t msg)
 {
     if (stream >= c->ns || bytes == 0)
         return DV_OK;
@@ -600,8 +605,7 @@ int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stre
     return status;
 }
 
-int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
-                    uint32_t msg)
+int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer, uint32_t msg)
 {
     chk_rec *r = tree_floor(c->root, ptr);
     if (stream >= c->ns || r == NULL || r->lo != ptr || r->freed)
@@ -617,14 +621,11 @@ int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t prod
 }
 
 int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                           const dv_known *known, uint32_t producer, uint32_t msg)
+                            const dv_known *known, uint32_t producer, uint32_t msg)
 {
     uint64_t *H = row(c, c->ns);
-    chk_stamp now = {.seq = ++H[c->ns],
-                     .comp = c->ns,
-                     .producer = producer,
-                     .msg = msg,
-                     .kind = DV_CHK_HOST};
+    chk_stamp now = {
+        .seq = ++H[c->ns], .comp = c->ns, .producer = producer, .msg = msg, .kind = DV_CHK_HOST};
     client_clock(c, known, c->tmp);
     return check_host_range(c, c->tmp, &now, ptr, acc_end(ptr, bytes),
                             access ? access : DV_READ_WRITE);
@@ -634,7 +635,7 @@ int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t
  * Life
  * ------------------------------------------------------------------------ */
 
-int dv__checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
+int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t context, dv_checker **out)
 {
     dv_checker *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -643,6 +644,7 @@ int dv__checker_create(dv_res_env *env, bool check_reuse, dv_checker **out)
     c->ns = env->nstreams;
     c->nc = env->nstreams + 1;
     c->check_reuse = check_reuse;
+    c->context = context;
     c->rng = UINT64_C(0x9E3779B97F4A7C15);
     c->host_sweep_at = 64;
     c->events.next = c->events.prev = &c->events;

@@ -42,7 +42,7 @@
 #ifndef DV_ACTOR_CHECKER_H
 #define DV_ACTOR_CHECKER_H
 
-#include "actor/future.h"
+#include "actor/known.h"
 #include "resources/resource.h"
 
 typedef struct dv_checker dv_checker;
@@ -69,7 +69,7 @@ typedef struct dv_chk_op {
     const char *name;  /* a kernel's name, or NULL */
     uint32_t producer; /* the message (client ring and sequence) */
     uint32_t msg;
-    uint64_t seq;        /* set by dv__checker_check: the stamp on its stream */
+    uint64_t seq;               /* set by dv__checker_check: the stamp on its stream */
     const dv_known *host_known; /* what the posting thread knew complete (below) */
     unsigned n;
     struct {
@@ -80,14 +80,15 @@ typedef struct dv_chk_op {
     } acc[DV_CHK_MAX_ACCESSES];
 } dv_chk_op;
 
-/* The checker of env's context; check_reuse: memory handed out again by
- * a pool of devactor's (not by the driver, which orders its own reuse). */
-int dv__checker_create(dv_res_env *env, bool check_reuse, dv_checker **out);
+/* The checker of env's context (its generation: what clients' knowledge
+ * must be of to count); check_reuse: memory handed out again by a pool of
+ * devactor's (not by the driver, which orders its own reuse). */
+int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t context, dv_checker **out);
 /* Detaches from the context and frees everything. */
 void dv__checker_destroy(dv_checker *c);
 
 void dv__chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const char *name,
-                    uint32_t producer, uint32_t msg);
+                     uint32_t producer, uint32_t msg);
 void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access, bool host);
 
 /* Stamp op and check every access: DV_OK, or DV_EHAZARD with the detail
@@ -98,12 +99,11 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op);
 
 /* A block allocated on stream (its first write); DV_EHAZARD when memory
  * freed earlier is reused before its free and uses are ordered before. */
-int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream,
-                     const char *tag, uint32_t producer, uint32_t msg);
+int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream, const char *tag,
+                      uint32_t producer, uint32_t msg);
 /* The block at ptr was freed on stream; DV_EHAZARD when an access of it
  * is not ordered before the free (the free is made all the same). */
-int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer,
-                    uint32_t msg);
+int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer, uint32_t msg);
 /*
  * What a client thread knows.  The actor's view of completions is not a
  * client's: a client knows the operations whose futures it waited on (a
@@ -116,6 +116,6 @@ int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t prod
 uint64_t dv__checker_stream_seq(const dv_checker *c, uint32_t stream);
 /* The host reads or writes [ptr, ptr + bytes) of its own memory. */
 int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                           const dv_known *known, uint32_t producer, uint32_t msg);
+                            const dv_known *known, uint32_t producer, uint32_t msg);
 
 #endif /* DV_ACTOR_CHECKER_H */

@@ -1,20 +1,16 @@
 /*
- * Futures: the caller owns the memory; the actor completes it once.
- * Waiting spins briefly (a reply often comes within a microsecond), then
- * sleeps on the state word with a futex.
+ * Futures (design: future.h; contract: devactor.h).  Waiting spins briefly
+ * (a reply often comes within a microsecond), yields a while, then sleeps
+ * on the state word with a futex.
  */
-#include <limits.h>
-#include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "actor/future.h"
-#include "driver/port.h"
+#include "actor/known.h"
+#include "base/error.h"
+#include "base/futex.h"
 
 #define SPINS  300 /* about 1-3 us of pause */
 #define YIELDS 256 /* tens of us: a reply behind other clients comes without a futex wake */
@@ -26,96 +22,53 @@ static _Atomic uint32_t *state_of(const dv_future *f)
 
 void dv_future_init(dv_future *f, uint32_t flags)
 {
+    if (f == NULL)
+        return;
     memset(f, 0, sizeof(*f));
+    f->size = sizeof(*f);
     f->flags = flags;
-    atomic_init(state_of(f), DV_FUTURE_PENDING);
+    atomic_init(state_of(f), 0);
 }
 
-/* Each thread knows a few actors; the tables are recycled when threads
- * exit and never freed, so an actor reading one for a message whose
- * poster has exited reads memory that is still there. */
-#define ORDER_SLOTS 8
-static _Thread_local dv_known *known[ORDER_SLOTS];
-static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
-static dv_known *known_free;
-static pthread_key_t known_key;
-static pthread_once_t known_once = PTHREAD_ONCE_INIT;
-
-static void known_exit(void *unused)
+int dv__future_arm(dv_future *f, const char *op)
 {
-    (void)unused;
-    pthread_mutex_lock(&known_mu);
-    for (int i = 0; i < ORDER_SLOTS; i++) {
-        if (known[i] != NULL) {
-            known[i]->next_free = known_free;
-            known_free = known[i];
-            known[i] = NULL;
-        }
-    }
-    pthread_mutex_unlock(&known_mu);
+    if (f->size != sizeof(*f))
+        return dv__fail(DV_EINVAL, op, "%s: the future was not set up with dv_future_init", op);
+    /* Acquire: a future whose last operation completed is reused only
+     * after that completion (pairs with publish's release). */
+    if (atomic_load_explicit(state_of(f), memory_order_acquire) & DV__FUTURE_POSTED)
+        return dv__fail(DV_EINVAL, op, "%s: the future is still in flight", op);
+    f->status = DV_OK;
+    f->ref = DV_REF_NULL;
+    f->value = 0;
+    memset(f->internal, 0, sizeof(f->internal));
+    /* Relaxed: the post that carries f to the actor publishes it. */
+    atomic_store_explicit(state_of(f), DV__FUTURE_POSTED, memory_order_relaxed);
+    return DV_OK;
 }
 
-static void known_init(void)
+static void publish(dv_future *f, uint32_t bits, uint32_t clear)
 {
-    (void)pthread_key_create(&known_key, known_exit);
+    _Atomic uint32_t *st = state_of(f);
+    uint32_t old = atomic_load_explicit(st, memory_order_relaxed), next;
+    do {
+        next = (old | bits) & ~(clear | DV__FUTURE_SLEEPERS);
+        /* Release: pairs with the waiters' acquire loads, which then see
+         * status, ref, value and detail. */
+    } while (!atomic_compare_exchange_weak_explicit(st, &old, next, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    if (old & DV__FUTURE_SLEEPERS)
+        dv__futex_wake_all(st);
 }
 
-static dv_known *known_slot(uint16_t tag)
+void dv__future_disarm(dv_future *f, int status)
 {
-    dv_known *k = known[tag % ORDER_SLOTS];
-    if (k != NULL && k->tag == tag)
-        return k;
-    if (k == NULL) {
-        pthread_once(&known_once, known_init);
-        pthread_mutex_lock(&known_mu);
-        if ((k = known_free) != NULL)
-            known_free = k->next_free;
-        pthread_mutex_unlock(&known_mu);
-        if (k == NULL && (k = calloc(1, sizeof(*k))) == NULL)
-            return NULL;
-        known[tag % ORDER_SLOTS] = k;
-        (void)pthread_setspecific(known_key, k); /* any non-NULL value: run known_exit */
-    }
-    /* A new actor in this slot: what was known of the old one goes. */
-    k->tag = tag;
-    for (int i = 0; i < 64; i++)
-        atomic_store_explicit(&k->seq[i], 0, memory_order_relaxed);
-    return k;
+    dv__future_complete(f, status);
 }
 
-void dv__order_note(uint64_t order)
+void dv__future_ordered(dv_future *f)
 {
-    if (order == 0)
-        return;
-    dv_known *k = known_slot((uint16_t)(order >> DV_ORDER_TAG_SHIFT));
-    if (k == NULL)
-        return;
-    uint32_t s = (uint32_t)(order >> DV_ORDER_STREAM_SHIFT) & 0xff;
-    uint64_t seq = order & ((UINT64_C(1) << DV_ORDER_STREAM_SHIFT) - 1);
-    if (s < 64 && atomic_load_explicit(&k->seq[s], memory_order_relaxed) < seq)
-        atomic_store_explicit(&k->seq[s], seq, memory_order_relaxed);
-}
-
-const dv_known *dv__known_of(uint16_t tag)
-{
-    return known_slot(tag);
-}
-
-bool dv_future_done(const dv_future *f)
-{
-    if (atomic_load_explicit(state_of(f), memory_order_acquire) != DV_FUTURE_DONE)
-        return false;
-    dv__order_note(f->order);
-    return true;
-}
-
-static void publish(dv_future *f)
-{
-    /* Release: pairs with the acquire in dv_future_wait / dv_future_done,
-     * which then see status, ref, value and detail. */
-    uint32_t prev = atomic_exchange_explicit(state_of(f), DV_FUTURE_DONE, memory_order_acq_rel);
-    if (prev == DV_FUTURE_WAITING)
-        syscall(SYS_futex, state_of(f), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    publish(f, DV__FUTURE_ORDERED, 0);
 }
 
 void dv__future_complete(dv_future *f, int status)
@@ -123,46 +76,109 @@ void dv__future_complete(dv_future *f, int status)
     f->status = status;
     if (status != DV_OK)
         f->detail = *dv_last_error();
-    publish(f);
+    publish(f, DV__FUTURE_ORDERED | DV__FUTURE_DONE, DV__FUTURE_POSTED);
 }
 
 void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail *detail)
 {
     f->status = status;
     f->detail = *detail;
-    publish(f);
+    publish(f, DV__FUTURE_ORDERED | DV__FUTURE_DONE, DV__FUTURE_POSTED);
+}
+
+static uint32_t want_of(dv_milestone m)
+{
+    return m == DV_ORDERED ? DV__FUTURE_ORDERED : DV__FUTURE_DONE;
+}
+
+bool dv_future_reached(const dv_future *f, dv_milestone m)
+{
+    if (f == NULL || f->size != sizeof(*f))
+        return false;
+    uint32_t st = atomic_load_explicit(state_of(f), memory_order_acquire);
+    if ((st & want_of(m)) == 0)
+        return false;
+    if (st & DV__FUTURE_DONE)
+        dv__known_note(f->internal[0], f->internal[1], (uint32_t)(f->internal[2] >> 48),
+                       f->internal[2] & ((UINT64_C(1) << 48) - 1));
+    return true;
+}
+
+bool dv_future_done(const dv_future *f)
+{
+    return dv_future_reached(f, DV_COMPLETE);
+}
+
+/* What a wait that reached its milestone answers. */
+static int reached(dv_future *f, uint32_t st, dv_milestone m)
+{
+    if (!(st & DV__FUTURE_DONE))
+        return DV_OK; /* ordered, not complete: no status yet */
+    dv__known_note(f->internal[0], f->internal[1], (uint32_t)(f->internal[2] >> 48),
+                   f->internal[2] & ((UINT64_C(1) << 48) - 1));
+    if (f->status != DV_OK)
+        *dv__detail() = f->detail;
+    else if (m == DV_ORDERED)
+        return DV_OK;
+    return f->status;
+}
+
+/* Wait for milestone m until deadline_ns (0: none). */
+static int wait_until(dv_future *f, dv_milestone m, uint64_t deadline_ns, const char *op)
+{
+    if (f == NULL || f->size != sizeof(*f))
+        return dv__fail(DV_EINVAL, op, "%s: %s", op,
+                        f == NULL ? "NULL future"
+                                  : "the future was not set up with dv_future_init");
+    _Atomic uint32_t *st = state_of(f);
+    uint32_t want = want_of(m), s;
+    if (!((s = atomic_load_explicit(st, memory_order_acquire)) & (want | DV__FUTURE_POSTED)))
+        return dv__fail(DV_EINVAL, op, "%s: the future was never posted", op);
+    /* Spin for a typical reply, then yield: with more waiting clients than
+     * cores, a spinning waiter would take the core the actor needs. */
+    for (int i = 0; i < SPINS + YIELDS; i++) {
+        /* Acquire: pairs with publish's release. */
+        if ((s = atomic_load_explicit(st, memory_order_acquire)) & want)
+            return reached(f, s, m);
+        if (i < SPINS)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
+        if (deadline_ns != 0 && (i & 31) == 31 && dv__now_ns() >= deadline_ns)
+            break;
+    }
+    for (;;) {
+        s = atomic_load_explicit(st, memory_order_acquire);
+        if (s & want)
+            return reached(f, s, m);
+        if (deadline_ns != 0 && dv__now_ns() >= deadline_ns)
+            return dv__fail(DV_ETIMEDOUT, op, "%s: the operation did not reach %s in time", op,
+                            m == DV_ORDERED ? "ordered" : "complete");
+        /* Announce the sleeper; the completer's publish sees SLEEPERS. */
+        if (!(s & DV__FUTURE_SLEEPERS) &&
+            !atomic_compare_exchange_weak_explicit(st, &s, s | DV__FUTURE_SLEEPERS,
+                                                   memory_order_acq_rel, memory_order_acquire))
+            continue;
+        struct timespec ts = dv__timespec_of(deadline_ns);
+        dv__futex_wait(st, s | DV__FUTURE_SLEEPERS, deadline_ns != 0 ? &ts : NULL);
+    }
 }
 
 int dv_future_wait(dv_future *f)
 {
-    _Atomic uint32_t *st = state_of(f);
-    /* Spin for a typical reply, then yield: with more waiting clients than
-     * cores, a spinning waiter would take the core the actor needs. */
-    for (int i = 0; i < SPINS; i++) {
-        if (atomic_load_explicit(st, memory_order_acquire) == DV_FUTURE_DONE)
-            goto done;
-        __builtin_ia32_pause();
-    }
-    for (int i = 0; i < YIELDS; i++) {
-        if (atomic_load_explicit(st, memory_order_acquire) == DV_FUTURE_DONE)
-            goto done;
-        sched_yield();
-    }
-    for (;;) {
-        uint32_t expect = DV_FUTURE_PENDING;
-        /* Announce the sleeper; the completer's exchange sees WAITING. */
-        if (atomic_compare_exchange_strong_explicit(st, &expect, DV_FUTURE_WAITING,
-                                                    memory_order_acq_rel, memory_order_acquire) ||
-            expect == DV_FUTURE_WAITING) {
-            syscall(SYS_futex, st, FUTEX_WAIT_PRIVATE, DV_FUTURE_WAITING, NULL, NULL, 0);
-            continue;
-        }
-        if (expect == DV_FUTURE_DONE)
-            break;
-    }
-done:
-    dv__order_note(f->order);
-    if (f->status != DV_OK)
-        *dv__detail() = f->detail;
-    return f->status;
+    return wait_until(f, DV_COMPLETE, 0, "future_wait");
+}
+
+int dv_future_wait_ordered(dv_future *f)
+{
+    return wait_until(f, DV_ORDERED, 0, "future_wait_ordered");
+}
+
+int dv_future_wait_for(dv_future *f, dv_milestone m, uint64_t timeout_ns)
+{
+    if (m != DV_ORDERED && m != DV_COMPLETE)
+        return dv__fail(DV_EINVAL, "future_wait_for", "future_wait_for: milestone %d", (int)m);
+    uint64_t now = dv__now_ns();
+    uint64_t deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+    return wait_until(f, m, deadline == 0 ? 1 : deadline, "future_wait_for");
 }

@@ -1,6 +1,7 @@
 /*
  * The process-wide actors, one per device (dv_actor_get), on one driver
- * shared by all of them; and the map from handle domains to actors.
+ * shared by all of them; the map from handle domains to actors; the list
+ * of every live actor; and the drivers the process has lost.
  *
  * The fast path is one acquire load.  First callers of an ordinal take
  * that ordinal's mutex: exactly one builds the actor, the others wait on
@@ -9,7 +10,10 @@
  */
 #include <stdlib.h>
 
-#include "actor/actor_internal.h"
+#include <stdio.h>
+#include <string.h>
+
+#include "actor/actor.h"
 
 static _Atomic(dv_actor *) actors[DV_MAX_DEVICES];
 static pthread_mutex_t build_mu[DV_MAX_DEVICES] = {[0 ... DV_MAX_DEVICES - 1] =
@@ -20,6 +24,95 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static _Atomic(dv_actor *) by_domain[DV_REF_MAX_DOMAINS + 1];
 
+/* ------------------------------------------------------------------------
+ * The process's actors, and lost drivers
+ * ------------------------------------------------------------------------ */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static dv_actor *live_actors;
+
+#define MAX_LOST 16
+/* Keyed by the driver's serial: a driver's memory may be reused by a
+ * later one, its serial never. */
+static struct {
+    uint64_t serial;
+    dv_error_detail fault;
+} lost[MAX_LOST];
+static atomic_int nlost;
+
+bool dv__driver_lost(const dv_driver *drv, dv_error_detail *fault)
+{
+    /* Acquire: pairs with the release in dv__actors_lose_driver; the entry
+     * is written before the count moves. */
+    int n = atomic_load_explicit(&nlost, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (lost[i].serial == drv->serial) {
+            if (fault != NULL)
+                *fault = lost[i].fault;
+            return true;
+        }
+    }
+    return false;
+}
+
+void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault)
+{
+    pthread_mutex_lock(&live_mu);
+    if (!dv__driver_lost(drv, NULL)) {
+        int n = atomic_load_explicit(&nlost, memory_order_relaxed);
+        if (n < MAX_LOST) {
+            lost[n].serial = drv->serial;
+            lost[n].fault = *fault;
+            atomic_store_explicit(&nlost, n + 1, memory_order_release);
+        }
+    }
+    for (dv_actor *a = live_actors; a != NULL; a = a->next_live) {
+        if (a->drv != drv)
+            continue;
+        int st = atomic_load(&a->state);
+        if (st == DV_ACTOR_RUNNING || st == DV_ACTOR_REBUILDING)
+            atomic_store(&a->state, DV_ACTOR_LOST);
+        dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
+        pthread_mutex_lock(&a->health_mu);
+        if (a->health.first_fault.status == 0)
+            a->health.first_fault = *fault;
+        a->health.state = DV_ACTOR_LOST;
+        pthread_mutex_unlock(&a->health_mu);
+        dv__inbox_kick(a->inbox); /* it fails what it holds */
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+void dv__actor_link(dv_actor *a)
+{
+    pthread_mutex_lock(&live_mu);
+    a->next_live = live_actors;
+    live_actors = a;
+    pthread_mutex_unlock(&live_mu);
+}
+
+void dv__actor_unlink(dv_actor *a)
+{
+    pthread_mutex_lock(&live_mu);
+    for (dv_actor **pp = &live_actors; *pp != NULL; pp = &(*pp)->next_live) {
+        if (*pp == a) {
+            *pp = a->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+bool dv__actor_uid_live(uint64_t uid)
+{
+    bool found = false;
+    pthread_mutex_lock(&live_mu);
+    for (dv_actor *a = live_actors; a != NULL && !found; a = a->next_live)
+        found = a->uid == uid;
+    pthread_mutex_unlock(&live_mu);
+    return found;
+}
+
 void dv__actor_bind_domain(dv_actor *a, bool bound)
 {
     uint8_t i = dv__ref_domain_index(a->refs);
@@ -29,7 +122,7 @@ void dv__actor_bind_domain(dv_actor *a, bool bound)
 
 dv_actor *dv__actor_of_ref(dv_ref ref)
 {
-    return atomic_load_explicit(&by_domain[dv__ref_domain_index_of(ref)], memory_order_acquire);
+    return atomic_load_explicit(&by_domain[(uint8_t)(ref.bits >> 56)], memory_order_acquire);
 }
 
 /* At exit, stop the process's actors so no thread is inside the driver
@@ -92,7 +185,7 @@ int dv_actor_get(int ordinal, dv_actor **out)
             dv_actor_config_init(&cfg);
             cfg.device = ordinal;
             cfg.driver = drv;
-            if ((rc = dv__actor_create_registered(&cfg, &a)) == DV_OK) {
+            if ((rc = dv__actor_start(&cfg, drv, true, &a)) == DV_OK) {
                 pthread_once(&exit_once, register_exit);
                 atomic_store_explicit(&actors[ordinal], a, memory_order_release);
             }

@@ -40,8 +40,7 @@ __attribute__((noreturn, cold))
 #endif
 void dv__assert_fail(const char *file, int line, const char *func, const char *expr);
 
-#define dv_assert(c)                                                                               \
-    ((c) ? (void)0 : dv__assert_fail(__FILE__, __LINE__, __func__, #c))
+#define dv_assert(c) ((c) ? (void)0 : dv__assert_fail(__FILE__, __LINE__, __func__, #c))
 #define dv_assert_internal(c)                                                                      \
     ((!dv_config_debug || (c)) ? (void)0 : dv__assert_fail(__FILE__, __LINE__, __func__, #c))
 #define dv_assert_expensive(c)                                                                     \

@@ -78,4 +78,3 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
     }
     return status;
 }
-

@@ -13,8 +13,8 @@ void *dv__slab_alloc(size_t bytes)
         return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     /* Map one huge page more than asked, keep the aligned part. */
     size_t size = (bytes + DV_SLAB_HUGE - 1) & ~(DV_SLAB_HUGE - 1);
-    uint8_t *raw = mmap(NULL, size + DV_SLAB_HUGE, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *raw =
+        mmap(NULL, size + DV_SLAB_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
         return NULL;
     uint8_t *start =

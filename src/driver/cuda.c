@@ -78,6 +78,7 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuEventRecord)                                                                               \
     X(cuEventQuery)                                                                                \
     X(cuEventSynchronize)                                                                          \
+    X(cuEventElapsedTime)                                                                          \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \
     X(cuMemAllocFromPoolAsync)                                                                     \
@@ -607,7 +608,20 @@ static int cu_event_create(dv_drv_obj *ctx, dv_drv_obj *event)
     CU_TRY(cu_enter(ctx));
     /* Without timing an event is a plain completion marker: cheaper to
      * record, and a wait on it does not need the timestamp write. */
-    return (int)cu_api_of(ctx)->cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
+    unsigned flags = event->flags & DV_DRV_EVENT_TIMING ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
+    return (int)cu_api_of(ctx)->cuEventCreate(&e->e, flags);
+}
+
+static int cu_event_elapsed(dv_drv_obj *start, dv_drv_obj *end, float *ms)
+{
+    CU_TRY(cu_enter(start));
+    return (int)cu_api_of(start)->cuEventElapsedTime(ms, ((struct cu_event *)start)->e,
+                                                     ((struct cu_event *)end)->e);
+}
+
+static void *cu_native_event(dv_drv_obj *event)
+{
+    return (void *)((struct cu_event *)event)->e;
 }
 
 static int cu_event_destroy(dv_drv_obj *event)
@@ -915,6 +929,8 @@ const dv_driver_ops dv__cuda_ops = {
     .event_query = cu_event_query,
     .event_sync = cu_event_sync,
     .stream_wait_event = cu_stream_wait_event,
+    .event_elapsed = cu_event_elapsed,
+    .native_event = cu_native_event,
 
     .mem_alloc = cu_mem_alloc,
     .mem_free = cu_mem_free,

@@ -434,7 +434,8 @@ int dv__drv_mem_info(dv_drv_ctx *ctx, uint64_t *free_bytes, uint64_t *total_byte
 
 typedef int (*create_op)(dv_drv_obj *ctx, dv_drv_obj *obj);
 
-static int create_in_ctx(dv_drv_ctx *ctx, int kind, dv_drv_call call, create_op op, void **out)
+static int create_in_ctx(dv_drv_ctx *ctx, int kind, dv_drv_call call, create_op op,
+                         uint32_t flags, void **out)
 {
     dv_drv_obj *obj;
     int rc;
@@ -445,6 +446,7 @@ static int create_in_ctx(dv_drv_ctx *ctx, int kind, dv_drv_call call, create_op 
     obj = obj_new(OBJ(ctx)->drv, kind, OBJ(ctx), OBJ(ctx)->device);
     if (obj == NULL)
         return dv__fail(DV_ENOMEM, call_names[call], "out of host memory");
+    obj->flags = flags;
     rc = op(OBJ(ctx), obj);
     if (rc != DV_CU_SUCCESS) {
         obj_discard(obj);
@@ -471,7 +473,7 @@ static int destroy_obj(void *h, int kind, dv_drv_call call, int (*op)(dv_drv_obj
 int dv__drv_stream_create(dv_drv_ctx *ctx, dv_drv_stream **stream)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "stream_create");
-    return create_in_ctx(ctx, DV_DRV_STREAM, DV_CALL_STREAM_CREATE, OPS(ctx)->stream_create,
+    return create_in_ctx(ctx, DV_DRV_STREAM, DV_CALL_STREAM_CREATE, OPS(ctx)->stream_create, 0,
                          (void **)stream);
 }
 
@@ -527,11 +529,36 @@ int dv__drv_stream_query(dv_drv_stream *stream, bool *done)
     return rc;
 }
 
-int dv__drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event)
+int dv__drv_event_create(dv_drv_ctx *ctx, uint32_t flags, dv_drv_event **event)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "event_create");
-    return create_in_ctx(ctx, DV_DRV_EVENT, DV_CALL_EVENT_CREATE, OPS(ctx)->event_create,
+    if (flags & ~DV_DRV_EVENT_TIMING)
+        return dv__fail(DV_EINVAL, "event_create", "event_create: unknown flags 0x%x", flags);
+    return create_in_ctx(ctx, DV_DRV_EVENT, DV_CALL_EVENT_CREATE, OPS(ctx)->event_create, flags,
                          (void **)event);
+}
+
+int dv__drv_event_elapsed(dv_drv_event *start, dv_drv_event *end, float *ms)
+{
+    CHECK_OBJ(start, DV_DRV_EVENT, "event_elapsed");
+    CHECK_OBJ(end, DV_DRV_EVENT, "event_elapsed");
+    CHECK_PTR(ms, "ms", "event_elapsed");
+    if (!(OBJ(start)->flags & OBJ(end)->flags & DV_DRV_EVENT_TIMING))
+        return dv__fail(DV_EINVAL, "event_elapsed",
+                        "event_elapsed: both events need DV_DRV_EVENT_TIMING");
+    if (OBJ(start)->ctx != OBJ(end)->ctx)
+        return dv__fail(DV_EINVAL, "event_elapsed",
+                        "event_elapsed: events of devices %d and %d", OBJ(start)->device,
+                        OBJ(end)->device);
+    return drv_result(OBJ(start)->drv, DV_CALL_EVENT_ELAPSED,
+                      OPS(start)->event_elapsed(OBJ(start), OBJ(end), ms));
+}
+
+void *dv__drv_event_native(dv_drv_event *event)
+{
+    if (event == NULL || OBJ(event)->magic != DV_DRV_MAGIC(DV_DRV_EVENT))
+        return NULL;
+    return OPS(event)->native_event != NULL ? OPS(event)->native_event(OBJ(event)) : NULL;
 }
 
 int dv__drv_event_destroy(dv_drv_event *event)

@@ -140,6 +140,7 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(EVENT_RECORD, "event_record")                                                                \
     X(EVENT_QUERY, "event_query")                                                                  \
     X(EVENT_SYNC, "event_sync")                                                                    \
+    X(EVENT_ELAPSED, "event_elapsed")                                                              \
     X(STREAM_WAIT_EVENT, "stream_wait_event")                                                      \
     X(MEM_ALLOC, "mem_alloc")                                                                      \
     X(MEM_FREE, "mem_free")                                                                        \
@@ -201,8 +202,17 @@ int dv__drv_stream_sync(dv_drv_stream *stream);
 /* *done = true when every op enqueued so far has finished. */
 int dv__drv_stream_query(dv_drv_stream *stream, bool *done);
 
-/* Events never record timing. */
-int dv__drv_event_create(dv_drv_ctx *ctx, dv_drv_event **event);
+/* flags: 0, or DV_DRV_EVENT_TIMING for an event that keeps the time its
+ * record was reached (dv__drv_event_elapsed); without it an event is a
+ * plain completion marker, cheaper to record. */
+#define DV_DRV_EVENT_TIMING 1u
+int dv__drv_event_create(dv_drv_ctx *ctx, uint32_t flags, dv_drv_event **event);
+/* Milliseconds from start's record to end's, both reached (DV_EAGAIN:
+ * not yet), both timing events of one context. */
+int dv__drv_event_elapsed(dv_drv_event *start, dv_drv_event *end, float *ms);
+/* The backend's own handle of an event (a CUevent), NULL on the sim or
+ * for a dead handle. */
+void *dv__drv_event_native(dv_drv_event *event);
 int dv__drv_event_destroy(dv_drv_event *event);
 /* Capture the work enqueued on stream so far.  Event and stream must
  * belong to the same context. */
@@ -365,6 +375,7 @@ typedef struct dv_drv_obj {
     struct dv_drv_obj *live_next, *live_prev; /* driver's list of live objects */
     struct dv_drv_obj *free_next;             /* pool free list */
     size_t size;                              /* bytes of the whole backend object */
+    uint32_t flags;                           /* what it was created with (events) */
     void *shadow; /* a context's observer; an event's or stream's observer data */
 } dv_drv_obj;
 
@@ -398,12 +409,15 @@ typedef struct dv_driver_ops {
     int (*stream_sync)(dv_drv_obj *stream);
     int (*stream_query)(dv_drv_obj *stream, bool *done);
 
+    /* event->flags holds the DV_DRV_EVENT_* flags asked for. */
     int (*event_create)(dv_drv_obj *ctx, dv_drv_obj *event);
     int (*event_destroy)(dv_drv_obj *event);
     int (*event_record)(dv_drv_obj *event, dv_drv_obj *stream);
     int (*event_query)(dv_drv_obj *event, bool *done);
     int (*event_sync)(dv_drv_obj *event);
     int (*stream_wait_event)(dv_drv_obj *stream, dv_drv_obj *event);
+    int (*event_elapsed)(dv_drv_obj *start, dv_drv_obj *end, float *ms);
+    void *(*native_event)(dv_drv_obj *event); /* NULL: none */
 
     int (*mem_alloc)(dv_drv_obj *ctx, uint64_t bytes, dv_dptr *dptr);
     int (*mem_free)(dv_drv_obj *ctx, dv_dptr dptr);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "driver/sim.h"
@@ -62,6 +63,7 @@ enum op_kind {
     OP_HOST_FN,
     OP_WAIT,
     OP_FREE,
+    OP_STAMP, /* a timing event's record: the time the stream got here */
 };
 
 struct sim_timeline;
@@ -116,6 +118,10 @@ struct sim_op {
         struct {
             struct sim_pending *pending;
         } free;
+        struct {
+            struct sim_event *ev;
+            uint64_t serial; /* the record it stamps */
+        } stamp;
     } u;
 };
 
@@ -198,7 +204,13 @@ struct sim_event {
     pthread_mutex_t mu;
     struct sim_timeline *tl; /* NULL: never recorded */
     uint64_t pos;
+    /* Timing events: the latest record's serial (process-wide, never
+     * reused, so a stamp op of a destroyed event's record never matches a
+     * later event in the same memory), and the time it was reached. */
+    _Atomic uint64_t serial, stamped_serial, stamp_ns;
 };
+
+static _Atomic uint64_t stamp_serials = 1;
 
 struct sim_module {
     dv_drv_obj hdr;
@@ -534,6 +546,20 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
         free(p);
         return;
     }
+    if (op->kind == OP_STAMP) {
+        struct sim_event *ev = op->u.stamp.ev;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        /* The event may have been recorded again (or destroyed and its
+         * memory made another event) since: stamp only its own record. */
+        if (atomic_load_explicit(&ev->serial, memory_order_acquire) == op->u.stamp.serial) {
+            atomic_store_explicit(&ev->stamp_ns,
+                                  (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                                  memory_order_relaxed);
+            atomic_store_explicit(&ev->stamped_serial, op->u.stamp.serial, memory_order_release);
+        }
+        return;
+    }
     if (sticky_code(dev) != 0)
         return; /* no work runs after a sticky error */
 
@@ -584,6 +610,9 @@ static void *stream_main(void *arg)
     struct sim_stream *s = arg;
     struct sim_timeline *tl = s->tl;
 
+    /* Delays are microseconds, as a device's are: without this the
+     * kernel's default timer slack (50 us) would stretch every one. */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&tl->mu);
     for (;;) {
         while (tl->head == NULL && !tl->stopping)
@@ -933,6 +962,16 @@ static int sim_event_record(dv_drv_obj *obj, dv_drv_obj *stream)
     struct sim_stream *s = STREAM(stream);
     SIM_ENTER(s->dev, DV_CALL_EVENT_RECORD);
 
+    if (obj->flags & DV_DRV_EVENT_TIMING) {
+        /* The record is an op of its own, which stamps the time. */
+        struct sim_op *op = op_new(OP_STAMP);
+        if (op == NULL)
+            return DV_CU_OUT_OF_MEMORY;
+        op->u.stamp.ev = ev;
+        op->u.stamp.serial = atomic_fetch_add(&stamp_serials, 1);
+        atomic_store_explicit(&ev->serial, op->u.stamp.serial, memory_order_release);
+        enqueue(s, op);
+    }
     pthread_mutex_lock(&s->tl->mu);
     uint64_t pos = s->tl->enqueued;
     pthread_mutex_unlock(&s->tl->mu);
@@ -975,6 +1014,23 @@ static int sim_event_sync(dv_drv_obj *obj)
         timeline_unref(tl);
     }
     return sticky_code(DEV_OF(obj));
+}
+
+static int sim_event_elapsed(dv_drv_obj *start, dv_drv_obj *end, float *ms)
+{
+    struct sim_event *a = EVENT(start), *b = EVENT(end);
+    SIM_ENTER(DEV_OF(start), DV_CALL_EVENT_ELAPSED);
+    uint64_t sa = atomic_load_explicit(&a->serial, memory_order_acquire);
+    uint64_t sb = atomic_load_explicit(&b->serial, memory_order_acquire);
+    if (sa == 0 || sb == 0)
+        return DV_CU_INVALID_HANDLE; /* never recorded, as the real driver says */
+    if (atomic_load_explicit(&a->stamped_serial, memory_order_acquire) != sa ||
+        atomic_load_explicit(&b->stamped_serial, memory_order_acquire) != sb)
+        return DV_CU_NOT_READY;
+    uint64_t ta = atomic_load_explicit(&a->stamp_ns, memory_order_relaxed);
+    uint64_t tb = atomic_load_explicit(&b->stamp_ns, memory_order_relaxed);
+    *ms = (float)((double)((int64_t)(tb - ta)) / 1e6);
+    return DV_CU_SUCCESS;
 }
 
 static int sim_stream_wait_event(dv_drv_obj *stream, dv_drv_obj *event)
@@ -1477,6 +1533,8 @@ const dv_driver_ops dv__sim_ops = {
     .event_query = sim_event_query,
     .event_sync = sim_event_sync,
     .stream_wait_event = sim_stream_wait_event,
+    .event_elapsed = sim_event_elapsed,
+    .native_event = NULL,
     .mem_alloc = sim_mem_alloc,
     .mem_free = sim_mem_free,
     .mem_alloc_async = sim_mem_alloc_async,

@@ -5,28 +5,21 @@
  * ------
  * domains[1..255] are published once with a release store and never freed
  * or replaced; a closed domain goes on a LIFO pool (under pool_lock) and
- * comes back, chunks and free list included, from a later open.  Its slot
- * generations carry on from where they were, so a handle of the domain's
- * earlier life can never match a slot again (short of 2^32 recycles of
- * that one slot).
+ * comes back, chunks included, from a later open.  Its slot generations
+ * carry on from where they were, so a handle of the domain's earlier life
+ * can never match a slot again (short of 2^32 mints of that one slot).
  *
- * A domain's chunks[] are published with a release store by the actor and
- * read with acquire loads by everyone; a NULL chunk is a stale handle.
- * A slot nobody minted yet reads (1 << 32) | 0: generation 1, count 0.
+ * A domain's chunks[] are published with a release store (by whichever
+ * thread grew the table, under spare_mu) and read with acquire loads by
+ * everyone; a NULL chunk is a stale handle.  A slot nobody minted yet has
+ * word 0 (generation 0, never a handle's) and ready 0.
  *
- * Reading a slot from any thread (access, retain, release) is a seqlock
- * read with the word as the sequence: acquire-load the word, check it,
- * load the fields relaxed, an acquire fence, load the word again.  The
- * writer side is in mint: the word was moved to a new generation (by
- * recycle) before mint's release fence, and the fields are written after
- * it, so a reader that saw any new field value sees the new generation on
- * its second load (Boehm, "Can seqlocks get along with programming
- * language memory models?", 2012).  The second load compares the
- * generation and a non-zero count only: retain and release change the
- * count while the fields stay those of the same generation.
- *
- * While a slot is held its next_free (unused then) holds the slot's own
- * index + 1, so that recycle can push it without searching the chunks.
+ * Reading pub from any thread is a seqlock read with `ready` as the
+ * sequence: acquire-load ready, load the fields relaxed, an acquire fence,
+ * load ready again.  The actor writes ready = 0, a release fence, the
+ * fields, then ready = generation with release (publish), so a reader that
+ * saw any new field value sees ready move (Boehm, "Can seqlocks get along
+ * with programming language memory models?", 2012).
  *
  * The last release calls the domain's post_free.  An actor that goes away
  * must not be called after it is gone: a releaser raises the domain's
@@ -37,7 +30,6 @@
  * post_free wait on the actor once it is stopping (a stopping actor answers
  * DV_ESHUTDOWN).
  */
-#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -45,9 +37,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+#include "base/assert.h"
+#include "base/futex.h"
 #include "gpuref/gpuref.h"
 
-#define NCHUNKS (DV_REF_MAX_SLOTS / DV_REF_CHUNK_SLOTS)
+#define CHUNK   DV_REF_CHUNK_SLOTS
+#define NCHUNKS (DV_REF_MAX_SLOTS / CHUNK)
+#define FAILS   256u /* allocation failures whose detail is kept */
 
 #define REF_DOMAIN(bits) ((uint32_t)((bits) >> 56))
 #define REF_SLOT(bits)   ((uint32_t)((bits) >> 32) & (DV_REF_MAX_SLOTS - 1u))
@@ -56,6 +53,22 @@
 #define WORD(gen, count) (((uint64_t)(gen) << 32) | (uint32_t)(count))
 #define WORD_GEN(word)   ((uint32_t)((word) >> 32))
 #define WORD_COUNT(word) ((uint32_t)(word))
+
+/* A waiter for a pending handle re-checks at least this often. */
+#define SETTLE_RECHECK_NS 10000000u /* 10 ms */
+
+typedef struct ref_chunk {
+    _Atomic uint64_t word[CHUNK]; /* clients' */
+    _Alignas(64) dv_ref_pub pub[CHUNK];
+    dv_ref_slot slot[CHUNK]; /* the actor's */
+} ref_chunk;
+
+_Static_assert(sizeof(dv_ref_pub) <= 64, "a slot's published part fits a cache line");
+
+typedef struct ref_failure {
+    uint32_t index, gen;
+    dv_error_detail detail;
+} ref_failure;
 
 struct dv_ref_domain {
     /* Fixed once the domain is published in domains[]. */
@@ -66,25 +79,34 @@ struct dv_ref_domain {
     _Atomic int device;       /* changes when the domain is reused */
     _Atomic(void *) owner;    /* read by the last releaser, see posting */
     _Atomic(dv_ref_free_fn) post_free;
-    _Atomic(dv_ref_slot *) chunks[NCHUNKS];
+    _Atomic(ref_chunk *) chunks[NCHUNKS];
+    _Atomic uint32_t nchunks;
     /* Releasers between the state check and post_free's return, one
      * counter per line and client threads spread over them
      * (dv__thread_shard): every last release moves one. */
     struct {
         _Alignas(64) _Atomic uint32_t n;
     } posting[DV_THREAD_SHARDS];
-    /* The actor's, written at every mint and recycle: a line of its own. */
+    /* Threads asleep on a pending handle: the actor wakes them when set. */
+    _Alignas(64) _Atomic uint32_t sleepers;
+    /* The actor's, written at every settle and recycle. */
     _Alignas(64) _Atomic uint64_t held; /* read anywhere */
-    /* Actor thread only (handed over through pool_lock on reuse). */
-    uint32_t nchunks;
-    uint32_t free_head; /* slot index + 1, 0 = empty */
+    uint32_t *recycled;                 /* freed, not yet spare */
+    uint32_t nrecycled, cap_recycled;
+    /* Free slots for the clients' caches. */
+    _Alignas(64) pthread_mutex_t spare_mu;
+    uint32_t *spare;
+    uint32_t nspare, cap_spare;
+    /* Allocation failures' details, by (slot, generation). */
+    pthread_mutex_t fail_mu;
+    ref_failure *fails;
+    uint32_t fail_next;
     /* Under pool_lock. */
     bool pooled;
     dv_ref_domain *pool_next;
 };
 
 static _Atomic(dv_ref_domain *) domains[DV_REF_MAX_DOMAINS + 1];
-
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static dv_ref_domain *pool;   /* closed domains, LIFO */
 static uint32_t domains_made; /* indices 1..domains_made are allocated */
@@ -137,21 +159,25 @@ static dv_ref_domain *domain_at(uint32_t index)
     return atomic_load_explicit(&domains[index], memory_order_acquire);
 }
 
-static dv_ref_slot *slot_at(const dv_ref_domain *d, uint32_t index)
+static ref_chunk *chunk_of(const dv_ref_domain *d, uint32_t index)
 {
     /* Acquire: pairs with the release store in grow() that published the
      * chunk with its slots initialised. */
-    dv_ref_slot *chunk =
-        atomic_load_explicit(&d->chunks[index / DV_REF_CHUNK_SLOTS], memory_order_acquire);
-    return chunk == NULL ? NULL : &chunk[index % DV_REF_CHUNK_SLOTS];
+    return atomic_load_explicit(&((dv_ref_domain *)d)->chunks[index / CHUNK], memory_order_acquire);
+}
+
+static dv_ref_slot *slot_at(const dv_ref_domain *d, uint32_t index)
+{
+    ref_chunk *c = chunk_of(d, index);
+    return c == NULL ? NULL : &c->slot[index % CHUNK];
 }
 
 /*
- * The domain and slot of a handle for the any-thread calls: DV_EINVAL for
+ * The domain and chunk of a handle for the any-thread calls: DV_EINVAL for
  * DV_REF_NULL or domain bits 0, DV_ESTALE for a domain or slot that does
  * not exist (such a handle was never minted, or not in this process).
  */
-static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, dv_ref_slot **sp)
+static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, ref_chunk **cp)
 {
     if (ref.bits == 0)
         return dv__fail(DV_EINVAL, op, "%s: DV_REF_NULL", op);
@@ -161,11 +187,11 @@ static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, dv_ref_slot *
     dv_ref_domain *d = domain_at(di);
     if (d == NULL)
         return ref_fail(DV_ESTALE, op, ref, "names a domain never opened");
-    dv_ref_slot *s = slot_at(d, REF_SLOT(ref.bits));
-    if (s == NULL)
+    ref_chunk *c = chunk_of(d, REF_SLOT(ref.bits));
+    if (c == NULL)
         return ref_fail(DV_ESTALE, op, ref, "names a slot beyond the table");
     *dp = d;
-    *sp = s;
+    *cp = c;
     return DV_OK;
 }
 
@@ -183,23 +209,178 @@ static bool word_live(uint64_t word, dv_ref ref)
     return WORD_GEN(word) == REF_GEN(ref.bits) && WORD_COUNT(word) > 0;
 }
 
-/*
- * The checks after the word: the domain open and the slot minted in the
- * current context.  Then the acquire fence that orders the field load
- * before the caller's next load or CAS of the word; it pairs with the
- * release fence in dv__ref_mint.
- */
-static int check_domain(const dv_ref_domain *d, const dv_ref_slot *s, dv_ref ref, const char *op)
+static int domain_open(const dv_ref_domain *d, dv_ref ref, const char *op)
 {
     /* Acquire: pairs with the stores in set_state/open/close. */
-    int state = atomic_load_explicit(&d->state, memory_order_acquire);
+    int state = atomic_load_explicit(&((dv_ref_domain *)d)->state, memory_order_acquire);
     if (state != DV_DOMAIN_OPEN)
         return ref_fail(DV_ESTALE, op, ref, "is stale: its domain is %s", state_name(state));
-    /* Relaxed: a seqlock read, ordered by the fence below. */
-    uint64_t minted = atomic_load_explicit(&s->context_generation, memory_order_relaxed);
+    return DV_OK;
+}
+
+/* The detail of a failed allocation, as the answer of op (any thread). */
+static int alloc_failure(dv_ref_domain *d, dv_ref ref, int status, const char *op)
+{
+    uint32_t index = REF_SLOT(ref.bits), gen = REF_GEN(ref.bits);
+    bool found = false;
+    dv_error_detail detail;
+    pthread_mutex_lock(&d->fail_mu);
+    for (uint32_t i = 0; d->fails != NULL && i < FAILS; i++) {
+        if (d->fails[i].index == index && d->fails[i].gen == gen) {
+            detail = d->fails[i].detail;
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->fail_mu);
+    if (!found)
+        return ref_fail(status, op, ref, "was never allocated: %s", dv_strerror(status));
+    dv_error_detail *out = dv__detail();
+    *out = detail;
+    snprintf(out->message, sizeof(out->message), "%s: the handle's allocation failed: %.180s", op,
+             detail.message);
+    out->call = op;
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Any thread
+ * ------------------------------------------------------------------------ */
+
+/* Wait until the actor settled ref's slot, or the handle went stale. */
+static int wait_settled(dv_ref_domain *d, ref_chunk *c, dv_ref ref, const char *op)
+{
+    uint32_t i = REF_SLOT(ref.bits) % CHUNK, gen = REF_GEN(ref.bits);
+    _Atomic uint32_t *ready = &c->pub[i].ready;
+    for (int k = 0; k < 300 + 64; k++) {
+        if (atomic_load_explicit(ready, memory_order_acquire) == gen)
+            return DV_OK;
+        if (k < 300)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
+    }
+    int rc = DV_OK;
+    /* seq_cst: the Dekker handshake with publish's fence and load. */
+    atomic_fetch_add_explicit(&d->sleepers, 1, memory_order_seq_cst);
+    for (;;) {
+        uint32_t r = atomic_load_explicit(ready, memory_order_seq_cst);
+        if (r == gen)
+            break;
+        uint64_t w = atomic_load_explicit(&c->word[i], memory_order_acquire);
+        if (!word_live(w, ref)) {
+            rc = stale_word(ref, op, w);
+            break;
+        }
+        if ((rc = domain_open(d, ref, op)) != DV_OK)
+            break;
+        struct timespec deadline = dv__timespec_of(dv__now_ns() + SETTLE_RECHECK_NS);
+        dv__futex_wait(ready, r, &deadline);
+    }
+    atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_relaxed);
+    return rc;
+}
+
+static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, const char *op)
+{
+    dv_ref_domain *d = NULL;
+    ref_chunk *c = NULL;
+    int rc;
+
+    if ((rc = resolve(ref, op, &d, &c)) != DV_OK)
+        return rc;
+    uint32_t i = REF_SLOT(ref.bits) % CHUNK, gen = REF_GEN(ref.bits);
+    const dv_ref_pub *p = &c->pub[i];
+    for (;;) {
+        /* Acquire: pairs with the CAS of the mint (the handle's own). */
+        uint64_t word = atomic_load_explicit(&c->word[i], memory_order_acquire);
+        if (!word_live(word, ref))
+            return stale_word(ref, op, word);
+        if ((rc = domain_open(d, ref, op)) != DV_OK)
+            return rc;
+        /* Acquire: pairs with publish's release store of ready. */
+        if (atomic_load_explicit(&p->ready, memory_order_acquire) != gen) {
+            if (!wait)
+                return ref_fail(DV_EAGAIN, op, ref,
+                                "is pending: its allocation is not handled yet");
+            if ((rc = wait_settled(d, c, ref, op)) != DV_OK)
+                return rc;
+            continue; /* settled: read it */
+        }
+        /* The seqlock read; the fields pair with publish's relaxed stores. */
+        dv_ref_info got;
+        int status = atomic_load_explicit(&p->status, memory_order_relaxed);
+        got.ptr = atomic_load_explicit(&p->ptr, memory_order_relaxed);
+        got.bytes = atomic_load_explicit(&p->bytes, memory_order_relaxed);
+        got.requested = atomic_load_explicit(&p->requested, memory_order_relaxed);
+        got.block_generation = atomic_load_explicit(&p->block_generation, memory_order_relaxed);
+        got.context_generation = atomic_load_explicit(&p->context_generation, memory_order_relaxed);
+        got.alloc_stream = atomic_load_explicit(&p->alloc_stream, memory_order_relaxed);
+        /* Changes under a live handle (set_last_write): either value is right. */
+        got.last_write_stream = atomic_load_explicit(&p->last_write_stream, memory_order_relaxed);
+        /* Relaxed: set before the open's state store, read above with acquire. */
+        got.device = atomic_load_explicit(&d->device, memory_order_relaxed);
+        /* Acquire: pairs with the release store in dv__ref_invalidate_all. */
+        uint64_t current = atomic_load_explicit(&d->context, memory_order_acquire);
+        /* Acquire fence: pairs with publish's release fence, so a field
+         * written by a later publish shows ready moved below. */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&p->ready, memory_order_relaxed) != gen)
+            continue; /* rewritten meanwhile: the word check above answers */
+        uint64_t again = atomic_load_explicit(&c->word[i], memory_order_relaxed);
+        if (!word_live(again, ref))
+            return stale_word(ref, op, again);
+        if (status == DV_ESTALE)
+            return ref_fail(DV_ESTALE, op, ref,
+                            "is stale: its block was dropped by a rebuild "
+                            "or a shutdown");
+        if (status != DV_OK)
+            return alloc_failure(d, ref, status, op);
+        if (got.context_generation != current)
+            return ref_fail(DV_ESTALE, op, ref,
+                            "is stale: minted in context %llu, the device is at context %llu",
+                            (unsigned long long)got.context_generation,
+                            (unsigned long long)current);
+        got.refcount = WORD_COUNT(again);
+        if (info != NULL)
+            *info = got;
+        return DV_OK;
+    }
+}
+
+int dv_ref_access(dv_ref ref, dv_ref_info *info)
+{
+    return access_impl(ref, info, true, "ref_access");
+}
+
+int dv_ref_try_access(dv_ref ref, dv_ref_info *info)
+{
+    return access_impl(ref, info, false, "ref_try_access");
+}
+
+/*
+ * Retain and release check what a client can: the handle's count and
+ * generation, the domain, and, once the handle is settled, its context.
+ * A pending handle has no context yet; the actor decides its fate.
+ */
+static int check_settled_context(const dv_ref_domain *d, const ref_chunk *c, dv_ref ref,
+                                 const char *op)
+{
+    uint32_t i = REF_SLOT(ref.bits) % CHUNK;
+    const dv_ref_pub *p = &c->pub[i];
+    /* Acquire: pairs with publish's release store of ready. */
+    if (atomic_load_explicit(&p->ready, memory_order_acquire) != REF_GEN(ref.bits))
+        return DV_OK;
+    int status = atomic_load_explicit(&p->status, memory_order_relaxed);
+    uint64_t minted = atomic_load_explicit(&p->context_generation, memory_order_relaxed);
     /* Acquire: pairs with the release store in dv__ref_invalidate_all. */
-    uint64_t current = atomic_load_explicit(&d->context, memory_order_acquire);
-    atomic_thread_fence(memory_order_acquire); /* pairs with mint's release fence */
+    uint64_t current = atomic_load_explicit(&((dv_ref_domain *)d)->context, memory_order_acquire);
+    atomic_thread_fence(memory_order_acquire); /* pairs with publish's release fence */
+    if (atomic_load_explicit(&p->ready, memory_order_relaxed) != REF_GEN(ref.bits))
+        return DV_OK; /* rewritten: the caller's CAS fails and looks again */
+    if (status == DV_ESTALE)
+        return ref_fail(DV_ESTALE, op, ref,
+                        "is stale: its block was dropped by a rebuild or a shutdown");
     if (minted != current)
         return ref_fail(DV_ESTALE, op, ref,
                         "is stale: minted in context %llu, the device is at context %llu",
@@ -207,81 +388,30 @@ static int check_domain(const dv_ref_domain *d, const dv_ref_slot *s, dv_ref ref
     return DV_OK;
 }
 
-/* ------------------------------------------------------------------------
- * Any thread
- * ------------------------------------------------------------------------ */
-
-int dv_ref_access(dv_ref ref, dv_ref_info *info)
-{
-    static const char op[] = "ref_access";
-    dv_ref_domain *d;
-    dv_ref_slot *s;
-    int rc;
-
-    if ((rc = resolve(ref, op, &d, &s)) != DV_OK)
-        return rc;
-    /* Acquire: pairs with the release store in dv__ref_mint (the fields
-     * of this generation were written before it). */
-    uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
-    if (!word_live(word, ref))
-        return stale_word(ref, op, word);
-    /* Acquire: pairs with the stores in set_state/open/close. */
-    int state = atomic_load_explicit(&d->state, memory_order_acquire);
-    if (state != DV_DOMAIN_OPEN)
-        return ref_fail(DV_ESTALE, op, ref, "is stale: its domain is %s", state_name(state));
-
-    /* The seqlock read; the fields pair with mint's relaxed stores. */
-    dv_ref_info got;
-    got.ptr = atomic_load_explicit(&s->ptr, memory_order_relaxed);
-    got.bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
-    got.requested = atomic_load_explicit(&s->requested, memory_order_relaxed);
-    got.block_generation = atomic_load_explicit(&s->block_generation, memory_order_relaxed);
-    got.context_generation = atomic_load_explicit(&s->context_generation, memory_order_relaxed);
-    got.alloc_stream = atomic_load_explicit(&s->alloc_stream, memory_order_relaxed);
-    /* Changes under a live handle (set_last_write): either value is right. */
-    got.last_write_stream = atomic_load_explicit(&s->last_write_stream, memory_order_relaxed);
-    /* Relaxed: set before the open's state store, read above with acquire. */
-    got.device = atomic_load_explicit(&d->device, memory_order_relaxed);
-    /* Acquire: pairs with the release store in dv__ref_invalidate_all. */
-    uint64_t current = atomic_load_explicit(&d->context, memory_order_acquire);
-    /* Acquire fence: pairs with the release fence in dv__ref_mint, so a
-     * field written by a later mint shows the later generation below. */
-    atomic_thread_fence(memory_order_acquire);
-    /* Relaxed: ordered after the field loads by the fence above. */
-    uint64_t again = atomic_load_explicit(&s->word, memory_order_relaxed);
-    if (!word_live(again, ref))
-        return stale_word(ref, op, again);
-    if (got.context_generation != current)
-        return ref_fail(DV_ESTALE, op, ref,
-                        "is stale: minted in context %llu, the device is at context %llu",
-                        (unsigned long long)got.context_generation, (unsigned long long)current);
-    got.refcount = WORD_COUNT(again);
-    if (info != NULL)
-        *info = got;
-    return DV_OK;
-}
-
 int dv_ref_retain(dv_ref ref)
 {
     static const char op[] = "ref_retain";
-    dv_ref_domain *d;
-    dv_ref_slot *s;
+    dv_ref_domain *d = NULL;
+    ref_chunk *c = NULL;
     int rc;
 
-    if ((rc = resolve(ref, op, &d, &s)) != DV_OK)
+    if ((rc = resolve(ref, op, &d, &c)) != DV_OK)
         return rc;
-    /* Acquire: pairs with the release store in dv__ref_mint. */
-    uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
+    _Atomic uint64_t *w = &c->word[REF_SLOT(ref.bits) % CHUNK];
+    /* Acquire: pairs with the mint's CAS. */
+    uint64_t word = atomic_load_explicit(w, memory_order_acquire);
     for (;;) {
         if (!word_live(word, ref))
             return stale_word(ref, op, word);
-        if ((rc = check_domain(d, s, ref, op)) != DV_OK)
+        if ((rc = domain_open(d, ref, op)) != DV_OK)
+            return rc;
+        if ((rc = check_settled_context(d, c, ref, op)) != DV_OK)
             return rc;
         if (WORD_COUNT(word) == UINT32_MAX)
             return ref_fail(DV_EINVAL, op, ref, "cannot be retained: %u references", UINT32_MAX);
         /* Acquire on both paths: a failed CAS reloads the word, which the
-         * next round checks as above (pairs with mint's release store). */
-        if (atomic_compare_exchange_weak_explicit(&s->word, &word, word + 1, memory_order_acquire,
+         * next round checks as above. */
+        if (atomic_compare_exchange_weak_explicit(w, &word, word + 1, memory_order_acquire,
                                                   memory_order_acquire))
             return DV_OK;
     }
@@ -290,32 +420,25 @@ int dv_ref_retain(dv_ref ref)
 int dv_ref_release(dv_ref ref)
 {
     static const char op[] = "ref_release";
-    dv_ref_domain *d;
-    dv_ref_slot *s;
+    dv_ref_domain *d = NULL;
+    ref_chunk *c = NULL;
     int rc;
 
-    if ((rc = resolve(ref, op, &d, &s)) != DV_OK)
+    if ((rc = resolve(ref, op, &d, &c)) != DV_OK)
         return rc;
-    /* Acquire: pairs with the release store in dv__ref_mint. */
-    uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
+    _Atomic uint64_t *w = &c->word[REF_SLOT(ref.bits) % CHUNK];
+    /* Acquire: pairs with the mint's CAS. */
+    uint64_t word = atomic_load_explicit(w, memory_order_acquire);
     for (;;) {
         if (!word_live(word, ref))
             return stale_word(ref, op, word);
         /* Released in any state, but not across a context rebuild. */
-        /* Relaxed: a seqlock read, ordered by the fence below. */
-        uint64_t minted = atomic_load_explicit(&s->context_generation, memory_order_relaxed);
-        /* Acquire: pairs with the release store in dv__ref_invalidate_all. */
-        uint64_t current = atomic_load_explicit(&d->context, memory_order_acquire);
-        atomic_thread_fence(memory_order_acquire); /* pairs with mint's release fence */
-        if (minted != current)
-            return ref_fail(DV_ESTALE, op, ref,
-                            "is stale: minted in context %llu, the device is at context %llu",
-                            (unsigned long long)minted, (unsigned long long)current);
+        if ((rc = check_settled_context(d, c, ref, op)) != DV_OK)
+            return rc;
         /* acq_rel: release orders this owner's uses of the block before
          * the free; acquire makes every other owner's uses visible to the
-         * last one, who posts the free (as for any reference count).  The
-         * actor's acquire load in dv__ref_lookup_dead pairs with it. */
-        if (atomic_compare_exchange_weak_explicit(&s->word, &word, word - 1, memory_order_acq_rel,
+         * last one, who posts the free (as for any reference count). */
+        if (atomic_compare_exchange_weak_explicit(w, &word, word - 1, memory_order_acq_rel,
                                                   memory_order_acquire))
             break;
     }
@@ -343,13 +466,14 @@ int dv_ref_release(dv_ref ref)
 dv_domain_state dv__ref_domain_state(const dv_ref_domain *d)
 {
     /* Acquire: pairs with the stores in set_state/open/close. */
-    return (dv_domain_state)atomic_load_explicit(&d->state, memory_order_acquire);
+    return (dv_domain_state)atomic_load_explicit(&((dv_ref_domain *)d)->state,
+                                                 memory_order_acquire);
 }
 
 uint64_t dv__ref_domain_context(const dv_ref_domain *d)
 {
     /* Acquire: pairs with the release store in dv__ref_invalidate_all. */
-    return atomic_load_explicit(&d->context, memory_order_acquire);
+    return atomic_load_explicit(&((dv_ref_domain *)d)->context, memory_order_acquire);
 }
 
 uint8_t dv__ref_domain_index(const dv_ref_domain *d)
@@ -360,7 +484,108 @@ uint8_t dv__ref_domain_index(const dv_ref_domain *d)
 uint64_t dv__ref_held(const dv_ref_domain *d)
 {
     /* Relaxed: a statistic; the actor is the only writer. */
-    return atomic_load_explicit(&d->held, memory_order_relaxed);
+    return atomic_load_explicit(&((dv_ref_domain *)d)->held, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------
+ * Minting (client threads)
+ * ------------------------------------------------------------------------ */
+
+/* A new chunk, every slot spare, pushed so the lowest index pops first
+ * (under spare_mu). */
+static int grow(dv_ref_domain *d)
+{
+    static const char op[] = "alloc";
+    uint32_t n = atomic_load_explicit(&d->nchunks, memory_order_relaxed);
+
+    if (n == NCHUNKS) /* (relaxed load of the device: for the message) */
+        return dv__fail(DV_ENOMEM, op, "%s: the handle table of device %d is full (%u handles)", op,
+                        atomic_load_explicit(&d->device, memory_order_relaxed), DV_REF_MAX_SLOTS);
+    if (dv__array_reserve((void **)&d->spare, &d->cap_spare, (uint64_t)(n + 1) * CHUNK,
+                          sizeof(*d->spare)) != 0)
+        return dv__fail(DV_ENOMEM, op, "%s: no memory for %u more handles", op, CHUNK);
+    ref_chunk *chunk = aligned_alloc(64, (sizeof(ref_chunk) + 63) & ~(size_t)63);
+    if (chunk == NULL)
+        return dv__fail(DV_ENOMEM, op, "%s: no memory for %u more handles", op, CHUNK);
+    memset(chunk, 0, sizeof(*chunk));
+    uint32_t base = n * CHUNK;
+    for (uint32_t i = 0; i < CHUNK; i++) {
+        chunk->slot[i].pub = &chunk->pub[i];
+        chunk->slot[i].index = base + i;
+    }
+    for (uint32_t i = CHUNK; i-- > 0;)
+        d->spare[d->nspare++] = base + i;
+    /* Release: pairs with the acquire load in chunk_of. */
+    atomic_store_explicit(&d->chunks[n], chunk, memory_order_release);
+    atomic_store_explicit(&d->nchunks, n + 1, memory_order_release);
+    return DV_OK;
+}
+
+static int refill(dv_ref_domain *d, dv_ref_cache *cache)
+{
+    int rc = DV_OK;
+    pthread_mutex_lock(&d->spare_mu);
+    if (d->nspare == 0)
+        rc = grow(d);
+    /* The top of the spare list (freed last, likely still in cache) ends
+     * on top of the thread's cache, so it is minted first. */
+    uint32_t k = 0;
+    while (rc == DV_OK && k < d->nspare && cache->n + k < DV_REF_CACHE_FILL)
+        k++;
+    for (uint32_t i = 0; i < k; i++)
+        cache->idx[cache->n + k - 1 - i] = d->spare[d->nspare - 1 - i];
+    d->nspare -= k;
+    cache->n += k;
+    pthread_mutex_unlock(&d->spare_mu);
+    return rc;
+}
+
+int dv__ref_mint(dv_ref_domain *d, dv_ref_cache *cache, dv_ref *out)
+{
+    int rc;
+    if (cache->n == 0 && (rc = refill(d, cache)) != DV_OK)
+        return rc;
+    uint32_t index = cache->idx[--cache->n];
+    _Atomic uint64_t *w = &chunk_of(d, index)->word[index % CHUNK];
+    /* Relaxed: the slot is spare, so no handle of it is live; a stale
+     * holder's CAS can only fail against the new generation. */
+    uint64_t old = atomic_load_explicit(w, memory_order_relaxed), next;
+    do {
+        uint32_t gen = WORD_GEN(old) + 1;
+        next = WORD(gen != 0 ? gen : 1, 1);
+        /* Release: the handle reaches other threads (and the actor)
+         * through posts and the caller's own hand-over; this orders the
+         * new generation before them. */
+    } while (!atomic_compare_exchange_weak_explicit(w, &old, next, memory_order_release,
+                                                    memory_order_relaxed));
+    out->bits = ((uint64_t)d->index << 56) | ((uint64_t)index << 32) | WORD_GEN(next);
+    return DV_OK;
+}
+
+static void spare_push(dv_ref_domain *d, const uint32_t *idx, uint32_t n)
+{
+    pthread_mutex_lock(&d->spare_mu);
+    /* Room was reserved for every slot when its chunk was made. */
+    dv_assert(d->nspare + n <= d->cap_spare);
+    memcpy(d->spare + d->nspare, idx, (size_t)n * sizeof(*idx));
+    d->nspare += n;
+    pthread_mutex_unlock(&d->spare_mu);
+}
+
+void dv__ref_unmint(dv_ref_domain *d, dv_ref_cache *cache, dv_ref ref)
+{
+    uint32_t index = REF_SLOT(ref.bits);
+    _Atomic uint64_t *w = &chunk_of(d, index)->word[index % CHUNK];
+    uint64_t mine = WORD(REF_GEN(ref.bits), 1);
+    /* Only this thread knows the handle: the CAS fails only if a reset of
+     * the domain gave the slot to someone else meanwhile. */
+    if (!atomic_compare_exchange_strong_explicit(w, &mine, WORD(REF_GEN(ref.bits), 0),
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return;
+    if (cache->n < DV_REF_CACHE)
+        cache->idx[cache->n++] = index;
+    else
+        spare_push(d, &index, 1);
 }
 
 /* ------------------------------------------------------------------------
@@ -370,7 +595,7 @@ uint64_t dv__ref_held(const dv_ref_domain *d)
 int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_ref_domain **out)
 {
     static const char op[] = "ref_domain_open";
-    dv_ref_domain *d;
+    dv_ref_domain *d = NULL;
 
     if (out == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL out", op);
@@ -389,6 +614,8 @@ int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_re
             return dv__fail(DV_ENOMEM, op, "%s: no memory for a handle domain", op);
         }
         d->index = (uint8_t)++domains_made;
+        pthread_mutex_init(&d->spare_mu, NULL);
+        pthread_mutex_init(&d->fail_mu, NULL);
         atomic_init(&d->state, DV_DOMAIN_GONE);
         /* Release: pairs with the acquire load in domain_at. */
         atomic_store_explicit(&domains[d->index], d, memory_order_release);
@@ -404,8 +631,8 @@ int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_re
     atomic_store_explicit(&d->post_free, post_free, memory_order_relaxed);
     atomic_store_explicit(&d->device, device, memory_order_relaxed);
     /* Every handle of the domain's earlier life is stale by its slot's
-     * generation already (close recycled every slot); the context can
-     * start again at 1, as the header promises. */
+     * generation already (minting moves it on); the context can start
+     * again at 1, as the header promises. */
     atomic_store_explicit(&d->context, 1, memory_order_relaxed);
     /* seq_cst: a release for the stores above (pairs with the acquire and
      * seq_cst loads of state); seq_cst for dv_ref_release's handshake. */
@@ -439,6 +666,21 @@ void dv__ref_domain_close(dv_ref_domain *d)
     atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
     atomic_store_explicit(&d->post_free, NULL, memory_order_relaxed);
 
+    /* Every slot is spare for the next life: threads' caches of this one
+     * belonged to clients of an inbox that is gone. */
+    pthread_mutex_lock(&d->spare_mu);
+    uint32_t n = atomic_load_explicit(&d->nchunks, memory_order_relaxed);
+    d->nspare = 0;
+    for (uint32_t i = n * CHUNK; i-- > 0;)
+        d->spare[d->nspare++] = i;
+    pthread_mutex_unlock(&d->spare_mu);
+    d->nrecycled = 0;
+    pthread_mutex_lock(&d->fail_mu);
+    free(d->fails);
+    d->fails = NULL;
+    d->fail_next = 0;
+    pthread_mutex_unlock(&d->fail_mu);
+
     pthread_mutex_lock(&pool_lock);
     if (!d->pooled) {
         d->pooled = true;
@@ -452,79 +694,89 @@ void dv__ref_domain_close(dv_ref_domain *d)
  * Actor thread
  * ------------------------------------------------------------------------ */
 
-/* A new chunk, every slot at generation 1, pushed so that the lowest
- * index is popped first. */
-static int grow(dv_ref_domain *d)
+static inline void held_add(dv_ref_domain *d, int delta)
 {
-    static const char op[] = "ref_mint";
-    uint32_t n = d->nchunks;
-
-    if (n == NCHUNKS) /* (relaxed load of the device: for the message) */
-        return dv__fail(DV_ENOMEM, op, "%s: the handle table of device %d is full (%u handles)", op,
-                        atomic_load_explicit(&d->device, memory_order_relaxed), DV_REF_MAX_SLOTS);
-    dv_ref_slot *chunk = calloc(DV_REF_CHUNK_SLOTS, sizeof(*chunk));
-    if (chunk == NULL)
-        return dv__fail(DV_ENOMEM, op, "%s: no memory for %u more handles", op, DV_REF_CHUNK_SLOTS);
-    uint32_t base = n * DV_REF_CHUNK_SLOTS;
-    for (uint32_t i = DV_REF_CHUNK_SLOTS; i-- > 0;) {
-        dv_ref_slot *s = &chunk[i];
-        atomic_init(&s->word, WORD(1, 0));
-        atomic_init(&s->ptr, 0);
-        atomic_init(&s->bytes, 0);
-        atomic_init(&s->requested, 0);
-        atomic_init(&s->block_generation, 0);
-        atomic_init(&s->context_generation, 0);
-        atomic_init(&s->alloc_stream, DV_STREAM_NONE);
-        atomic_init(&s->last_write_stream, DV_STREAM_NONE);
-        s->next_free = d->free_head;
-        d->free_head = base + i + 1;
-    }
-    /* Release: pairs with the acquire load in slot_at. */
-    atomic_store_explicit(&d->chunks[n], chunk, memory_order_release);
-    d->nchunks = n + 1;
-    return DV_OK;
+    /* Relaxed load and store: the actor is the only writer. */
+    atomic_store_explicit(&d->held,
+                          atomic_load_explicit(&d->held, memory_order_relaxed) + (uint64_t)delta,
+                          memory_order_relaxed);
 }
 
-int dv__ref_mint(dv_ref_domain *d, const dv_block *block, dv_ref *out)
+/* Publish what the slot's generation gen is (the seqlock's writer side). */
+static void publish(dv_ref_domain *d, dv_ref_slot *s, uint32_t gen, int status)
 {
-    int rc;
-
-    if (d == NULL || block == NULL || out == NULL)
-        return dv__fail(DV_EINVAL, "ref_mint", "ref_mint: NULL domain, block or out");
-    if (d->free_head == 0 && (rc = grow(d)) != DV_OK)
-        return rc;
-    uint32_t index = d->free_head - 1;
-    dv_ref_slot *s = slot_at(d, index);
-    d->free_head = s->next_free;
-
-    /* Relaxed: a free slot's word is written by the actor only (no client
-     * CAS succeeds on a count of 0). */
-    uint32_t gen = WORD_GEN(atomic_load_explicit(&s->word, memory_order_relaxed));
-    /* Release fence: pairs with the acquire fences of the readers (access,
-     * retain, release): whoever reads a field stored below also sees the
-     * word's move to this generation by recycle, which came before. */
+    dv_ref_pub *p = s->pub;
+    const dv_block *b = &s->block;
+    atomic_store_explicit(&p->ready, 0, memory_order_relaxed);
+    /* Release fence: pairs with the readers' acquire fence: whoever reads
+     * a field stored below sees ready move from the value it read first. */
     atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->ptr, block->ptr, memory_order_relaxed);
-    atomic_store_explicit(&s->bytes, block->bytes, memory_order_relaxed);
-    atomic_store_explicit(&s->requested, block->requested, memory_order_relaxed);
-    atomic_store_explicit(&s->block_generation, block->generation, memory_order_relaxed);
+    atomic_store_explicit(&p->status, status, memory_order_relaxed);
+    atomic_store_explicit(&p->ptr, status == DV_OK ? b->ptr : 0, memory_order_relaxed);
+    atomic_store_explicit(&p->bytes, status == DV_OK ? b->bytes : 0, memory_order_relaxed);
+    atomic_store_explicit(&p->requested, status == DV_OK ? b->requested : 0, memory_order_relaxed);
+    atomic_store_explicit(&p->block_generation, status == DV_OK ? b->generation : 0,
+                          memory_order_relaxed);
     /* Relaxed load of the context: the actor is its only writer. */
-    atomic_store_explicit(&s->context_generation,
+    atomic_store_explicit(&p->context_generation,
                           atomic_load_explicit(&d->context, memory_order_relaxed),
                           memory_order_relaxed);
-    atomic_store_explicit(&s->alloc_stream, block->alloc_stream, memory_order_relaxed);
-    atomic_store_explicit(&s->last_write_stream, DV_STREAM_NONE, memory_order_relaxed);
-    s->block = *block;
-    s->held = true;
-    s->next_free = index + 1; /* the slot's own index while held */
-    /* Release: pairs with the acquire loads of the word in access, retain,
-     * release and lookup: the fields above are visible with count 1. */
-    atomic_store_explicit(&s->word, WORD(gen, 1), memory_order_release);
-    /* Relaxed load and store: the actor is the only writer. */
-    atomic_store_explicit(&d->held, atomic_load_explicit(&d->held, memory_order_relaxed) + 1,
+    atomic_store_explicit(&p->alloc_stream, status == DV_OK ? b->alloc_stream : DV_STREAM_NONE,
                           memory_order_relaxed);
-    out->bits = ((uint64_t)d->index << 56) | ((uint64_t)index << 32) | gen;
-    return DV_OK;
+    atomic_store_explicit(&p->last_write_stream, DV_STREAM_NONE, memory_order_relaxed);
+    /* Release: pairs with the readers' acquire loads of ready. */
+    atomic_store_explicit(&p->ready, gen, memory_order_release);
+    /* seq_cst fence, then the sleepers: the Dekker handshake with
+     * wait_settled (its seq_cst add, then its load of ready). */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&d->sleepers, memory_order_relaxed) > 0)
+        dv__futex_wake_all(&p->ready);
+}
+
+/* The actor's slot a handle of this domain names, or NULL. */
+static dv_ref_slot *own_slot(dv_ref_domain *d, dv_ref ref)
+{
+    if (REF_DOMAIN(ref.bits) != d->index || REF_GEN(ref.bits) == 0)
+        return NULL;
+    return slot_at(d, REF_SLOT(ref.bits));
+}
+
+dv_ref_slot *dv__ref_settle(dv_ref_domain *d, dv_ref ref, const dv_block *block)
+{
+    dv_ref_slot *s = own_slot(d, ref);
+    dv_assert_internal(s != NULL && s->gen == 0);
+    if (s == NULL || s->gen != 0)
+        return NULL;
+    s->gen = REF_GEN(ref.bits);
+    s->status = DV_OK;
+    s->block = *block;
+    publish(d, s, s->gen, DV_OK);
+    held_add(d, 1);
+    return s;
+}
+
+void dv__ref_settle_failed(dv_ref_domain *d, dv_ref ref, int status)
+{
+    dv_ref_slot *s = own_slot(d, ref);
+    dv_assert_internal(s != NULL && s->gen == 0 && status != DV_OK);
+    if (s == NULL || s->gen != 0)
+        return;
+    pthread_mutex_lock(&d->fail_mu);
+    if (d->fails == NULL)
+        d->fails = calloc(FAILS, sizeof(*d->fails));
+    if (d->fails != NULL) {
+        ref_failure *f = &d->fails[d->fail_next++ % FAILS];
+        f->index = s->index;
+        f->gen = REF_GEN(ref.bits);
+        f->detail = *dv_last_error();
+        f->detail.status = status;
+    }
+    pthread_mutex_unlock(&d->fail_mu);
+    s->gen = REF_GEN(ref.bits);
+    s->status = status;
+    memset(&s->block, 0, sizeof(s->block));
+    publish(d, s, s->gen, status);
+    held_add(d, 1);
 }
 
 dv_ref_slot *dv__ref_lookup(dv_ref_domain *d, dv_ref ref, const char *op)
@@ -550,89 +802,98 @@ dv_ref_slot *dv__ref_lookup(dv_ref_domain *d, dv_ref ref, const char *op)
                      mine);
         return NULL;
     }
-    dv_ref_slot *s = slot_at(d, REF_SLOT(ref.bits));
-    if (s == NULL) {
+    ref_chunk *c = chunk_of(d, REF_SLOT(ref.bits));
+    if (c == NULL) {
         ref_fail(DV_ESTALE, op, ref, "names a slot beyond the table");
         return NULL;
     }
-    /* Acquire: pairs with the clients' CAS (a release that got here
-     * first); the fields are the actor's own writes. */
-    uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
-    if (!word_live(word, ref)) {
-        stale_word(ref, op, word);
+    dv_ref_slot *s = &c->slot[REF_SLOT(ref.bits) % CHUNK];
+    if (s->gen != REF_GEN(ref.bits)) {
+        /* Acquire: pairs with the mint's CAS (for the message). */
+        uint64_t word =
+            atomic_load_explicit(&c->word[REF_SLOT(ref.bits) % CHUNK], memory_order_acquire);
+        if (word_live(word, ref))
+            ref_fail(DV_ESTALE, op, ref, "is stale: from before the context was rebuilt");
+        else
+            stale_word(ref, op, word);
         return NULL;
     }
-    /* Relaxed: the actor wrote both itself. */
-    uint64_t minted = atomic_load_explicit(&s->context_generation, memory_order_relaxed);
-    uint64_t current = atomic_load_explicit(&d->context, memory_order_relaxed);
-    if (minted != current) {
-        ref_fail(DV_ESTALE, op, ref,
-                 "is stale: minted in context %llu, the device is at context %llu",
-                 (unsigned long long)minted, (unsigned long long)current);
+    if (s->status != DV_OK) {
+        alloc_failure(d, ref, s->status, op);
         return NULL;
     }
     return s;
 }
 
-dv_ref_slot *dv__ref_lookup_dead(dv_ref_domain *d, dv_ref ref)
+dv_ref_slot *dv__ref_lookup_free(dv_ref_domain *d, dv_ref ref)
 {
-    if (REF_DOMAIN(ref.bits) != d->index)
-        return NULL;
-    dv_ref_slot *s = slot_at(d, REF_SLOT(ref.bits));
-    if (s == NULL || !s->held)
-        return NULL;
-    /* Acquire: pairs with the acq_rel CAS of the last dv_ref_release, so
-     * every owner's use of the block happens before the actor frees it. */
-    uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
-    if (WORD_GEN(word) != REF_GEN(ref.bits) || WORD_COUNT(word) != 0)
-        return NULL;
-    return s;
+    dv_ref_slot *s = own_slot(d, ref);
+    return s != NULL && s->gen == REF_GEN(ref.bits) ? s : NULL;
 }
 
 void dv__ref_set_last_write(dv_ref_slot *slot, dv_stream stream)
 {
     /* Relaxed: a single value readers take as it is (see dv_ref_access). */
-    atomic_store_explicit(&slot->last_write_stream, stream, memory_order_relaxed);
+    atomic_store_explicit(&slot->pub->last_write_stream, stream, memory_order_relaxed);
 }
 
 void dv__ref_recycle(dv_ref_domain *d, dv_ref_slot *slot)
 {
-    if (!slot->held)
+    if (slot->gen == 0)
         return;
-    /* Relaxed: clients change only the count, never the generation. */
-    uint32_t gen = WORD_GEN(atomic_load_explicit(&slot->word, memory_order_relaxed)) + 1;
-    if (gen == 0)
-        gen = 1;
-    /* Release: pairs with the acquire loads of the word; a client CAS on
-     * the old generation fails from here on.  Ordered before the next
-     * mint's fields by mint's release fence. */
-    atomic_store_explicit(&slot->word, WORD(gen, 0), memory_order_release);
-    uint32_t index = slot->next_free - 1;
-    slot->held = false;
-    slot->next_free = d->free_head;
-    d->free_head = index + 1;
-    /* Relaxed load and store: the actor is the only writer. */
-    atomic_store_explicit(&d->held, atomic_load_explicit(&d->held, memory_order_relaxed) - 1,
-                          memory_order_relaxed);
+    slot->gen = 0;
+    slot->status = DV_OK;
+    if (dv__array_reserve((void **)&d->recycled, &d->cap_recycled, (uint64_t)d->nrecycled + 1,
+                          sizeof(*d->recycled)) == 0)
+        d->recycled[d->nrecycled++] = slot->index;
+    else
+        spare_push(d, &slot->index, 1);
+    held_add(d, -1);
+}
+
+void dv__ref_flush_recycled(dv_ref_domain *d)
+{
+    if (d->nrecycled == 0)
+        return;
+    spare_push(d, d->recycled, d->nrecycled);
+    d->nrecycled = 0;
+}
+
+void dv__ref_cache_return(dv_ref_domain *d, dv_ref_cache *cache)
+{
+    if (cache->n > 0)
+        spare_push(d, cache->idx, cache->n);
+    cache->n = 0;
 }
 
 void dv__ref_invalidate_all(dv_ref_domain *d, void (*drop)(dv_block *block, void *arg), void *arg)
 {
     /* Relaxed load: the actor is the only writer.  Release store: pairs
      * with the acquire loads of the context in access, retain and release;
-     * from here on every handle minted before is stale. */
+     * from here on every handle settled before is stale. */
     uint64_t context = atomic_load_explicit(&d->context, memory_order_relaxed);
     atomic_store_explicit(&d->context, context + 1, memory_order_release);
-    for (uint32_t c = 0; c < d->nchunks; c++) {
-        /* Relaxed: the actor published the chunk itself. */
-        dv_ref_slot *chunk = atomic_load_explicit(&d->chunks[c], memory_order_relaxed);
-        for (uint32_t i = 0; i < DV_REF_CHUNK_SLOTS; i++) {
-            dv_ref_slot *s = &chunk[i];
-            if (!s->held)
+    uint32_t n = atomic_load_explicit(&d->nchunks, memory_order_acquire);
+    for (uint32_t k = 0; k < n; k++) {
+        ref_chunk *c = chunk_of(d, k * CHUNK);
+        for (uint32_t i = 0; i < CHUNK; i++) {
+            dv_ref_slot *s = &c->slot[i];
+            if (s->gen == 0)
                 continue;
-            if (drop != NULL)
+            if (drop != NULL && s->status == DV_OK)
                 drop(&s->block, arg);
+            /* Handles of it may still be held: they read stale from now
+             * on, also once the domain starts again at context 1. */
+            publish(d, s, s->gen, DV_ESTALE);
             dv__ref_recycle(d, s);
         }
     }
+    dv__ref_flush_recycled(d);
+}
+
+_Atomic uint64_t *dv__ref_word(dv_ref ref)
+{
+    dv_ref_domain *d = domain_at(REF_DOMAIN(ref.bits));
+    ref_chunk *c = d != NULL ? chunk_of(d, REF_SLOT(ref.bits)) : NULL;
+    return c != NULL ? &c->word[REF_SLOT(ref.bits) % CHUNK] : NULL;
 }

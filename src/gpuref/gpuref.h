@@ -1,5 +1,6 @@
 /*
- * Generational handles (dv_ref) for device blocks.
+ * Generational handles (dv_ref) for device blocks, usable from the moment
+ * they are made.
  *
  * A dv_ref is a value: bits 63..56 the domain index (1..255, one domain
  * per actor), 55..32 the slot index in the domain, 31..0 the slot's
@@ -13,21 +14,38 @@
  * the slot behind it without touching freed memory.  Slots live in chunks
  * that are allocated as the table grows and never move or go away.
  *
- * Each slot has one 64-bit word, (generation << 32) | refcount, changed
- * only by compare-and-swap: retain and release check the generation and
- * the count in the same step, so a handle to a reused slot can never
- * change the new owner's count.  A count of 0 means the block is on its
- * way to being freed (or free); the slot's generation moves on only when
- * the actor recycles it.
+ * A slot has three parts, each in an array of its own, so that the thread
+ * that uses a handle and the actor that serves it do not take each other's
+ * cache lines on the hot path:
  *
- * The rest of a slot (pointer, sizes, streams, context generation) is
- * written by the actor before it publishes the word with a release store,
- * and read by any thread between two acquire loads of the word: when the
- * word is unchanged, the fields read belong to that generation.
+ *   word   (generation << 32) | reference count: written by client threads
+ *          only (mint, retain, release), always by compare-and-swap, so a
+ *          handle to a reused slot can never change the new owner's count.
+ *   pub    what the actor publishes for any thread (address, sizes,
+ *          streams, context generation, the allocation's status), valid
+ *          for the generation in `ready`: a seqlock, `ready` its sequence.
+ *   slot   the actor's own (the resource stack's block).
  *
- * Who calls what: dv_ref_access/retain/release (devactor.h) from any
- * thread; everything dv__ref_* below only on the domain's actor thread,
- * except dv__ref_domain_state and dv__ref_domain_context (any thread).
+ * Minting (dv__ref_mint) is the client's: it takes a free slot from the
+ * calling thread's cache (refilled from the domain's spare list under a
+ * mutex, a batch at a time), moves the word to the next generation with
+ * count 1, and the handle exists: *pending*, because pub.ready does not
+ * name its generation yet.  The ALLOC message that follows carries it; the
+ * actor settles it (dv__ref_settle: the block, or the allocation's
+ * failure) and stores ready last.  A thread that must see the block
+ * (dv_ref_access) waits for ready on a futex.
+ *
+ * The actor decides what a handle means to operations from its own side
+ * only (dv__ref_lookup): a slot it settled for that generation and has not
+ * freed.  The count is the clients': the last release posts a FREE, which
+ * the order rule puts after every operation posted before the release, so
+ * an operation already posted never finds its handle freed under it.
+ * Freed slots go to an actor-local list and back to the spare list in
+ * batches.
+ *
+ * Who calls what: dv_ref_* (devactor.h) from any thread; dv__ref_mint and
+ * dv__ref_unmint from a client thread with its cache; the rest only on the
+ * domain's actor thread, except dv__ref_domain_state and _context (any).
  */
 #ifndef DV_GPUREF_GPUREF_H
 #define DV_GPUREF_GPUREF_H
@@ -42,8 +60,10 @@
 
 #define DV_REF_MAX_DOMAINS 255u
 #define DV_REF_CHUNK_SLOTS 4096u
-
 #define DV_REF_MAX_SLOTS   (1u << 24)
+/* Slots a thread keeps reserved per actor, and takes at a time. */
+#define DV_REF_CACHE      64u
+#define DV_REF_CACHE_FILL 32u
 
 typedef enum dv_domain_state {
     DV_DOMAIN_OPEN = 1, /* handles valid (subject to their own checks) */
@@ -52,16 +72,28 @@ typedef enum dv_domain_state {
     DV_DOMAIN_LOST,     /* the device is lost for the process */
 } dv_domain_state;
 
-typedef struct dv_ref_slot {
-    _Atomic uint64_t word; /* (generation << 32) | refcount */
-    /* Published with the word (any thread reads them, see above). */
+/* What the actor publishes for a slot's generation `ready`. */
+typedef struct dv_ref_pub {
+    _Atomic uint32_t ready; /* the generation below describes; 0 while rewritten */
+    _Atomic int32_t status; /* its allocation's: DV_OK, or the error */
     _Atomic uint64_t ptr, bytes, requested, block_generation, context_generation;
     _Atomic uint32_t alloc_stream, last_write_stream;
-    /* Actor thread only. */
-    dv_block block;     /* the resource stack's block */
-    bool held;          /* minted and not yet recycled */
-    uint32_t next_free; /* free list, by slot index + 1 (0 = end) */
+} dv_ref_pub;
+
+/* The actor's part of a slot. */
+typedef struct dv_ref_slot {
+    dv_block block;  /* the resource stack's block, when settled live */
+    dv_ref_pub *pub; /* its published part */
+    uint32_t gen;    /* the generation the actor holds it for; 0: free */
+    uint32_t index;  /* its index in the domain */
+    int32_t status;  /* DV_OK, or the allocation's failure */
 } dv_ref_slot;
+
+/* A thread's reserved slots for one domain (lives in its client). */
+typedef struct dv_ref_cache {
+    uint32_t n;
+    uint32_t idx[DV_REF_CACHE];
+} dv_ref_cache;
 
 /* Called by the thread whose release took the count to zero: post the
  * free to the actor.  Its result is returned by dv_ref_release. */
@@ -72,37 +104,53 @@ typedef struct dv_ref_domain dv_ref_domain;
 /* A domain for an actor of device `device`: OPEN, context generation 1. */
 int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_ref_domain **out);
 /* The actor is gone: GONE, every handle stale, the domain back to the
- * pool.  Blocks still held must have been dropped (dv__ref_invalidate_all)
- * first. */
+ * pool with every slot spare.  Blocks still held must have been dropped
+ * (dv__ref_invalidate_all) first. */
 void dv__ref_domain_close(dv_ref_domain *d);
 void dv__ref_domain_set_state(dv_ref_domain *d, dv_domain_state state);
 dv_domain_state dv__ref_domain_state(const dv_ref_domain *d);
 uint64_t dv__ref_domain_context(const dv_ref_domain *d);
 uint8_t dv__ref_domain_index(const dv_ref_domain *d);
 
-/* Mint a handle for block: refcount 1, the current context generation,
- * last write none.  DV_ENOMEM when the table is full. */
-int dv__ref_mint(dv_ref_domain *d, const dv_block *block, dv_ref *out);
+/* Client thread: a new pending handle, count 1.  DV_ENOMEM when the table
+ * is full or the host is out of memory. */
+int dv__ref_mint(dv_ref_domain *d, dv_ref_cache *cache, dv_ref *out);
+/* Client thread: the handle's ALLOC could not be posted; forget it. */
+void dv__ref_unmint(dv_ref_domain *d, dv_ref_cache *cache, dv_ref ref);
+
+/* Actor: the handle's allocation succeeded (block) or failed (status,
+ * with the calling thread's detail); publish it and wake its waiters.
+ * NULL (never for a handle minted here) when ref does not name a slot
+ * free on the actor's side. */
+dv_ref_slot *dv__ref_settle(dv_ref_domain *d, dv_ref ref, const dv_block *block);
+void dv__ref_settle_failed(dv_ref_domain *d, dv_ref ref, int status);
 /*
- * The live slot of a handle given to this domain's actor: NULL with the
- * detail set when it is not: DV_EINVAL for NULL or another domain's handle,
- * DV_ESTALE for a released, reused or older-context handle.
+ * Actor: the live slot of a handle given to this domain's actor, or NULL
+ * with the detail set: DV_EINVAL for NULL or another domain's handle,
+ * DV_ESTALE for a released, reused or older-context handle, and the
+ * allocation's own status and detail when it failed.
  */
 dv_ref_slot *dv__ref_lookup(dv_ref_domain *d, dv_ref ref, const char *op);
-/* The slot of a handle whose count just reached zero and which the actor
- * has not recycled yet (the free message), or NULL. */
-dv_ref_slot *dv__ref_lookup_dead(dv_ref_domain *d, dv_ref ref);
-/* Record the stream that last wrote the block. */
+/* Actor: the slot a FREE names (settled live or failed), or NULL. */
+dv_ref_slot *dv__ref_lookup_free(dv_ref_domain *d, dv_ref ref);
+/* Actor: record the stream that last wrote the block. */
 void dv__ref_set_last_write(dv_ref_slot *slot, dv_stream stream);
-/* The block was freed: move the generation on, back to the free list. */
+/* Actor: the block was freed (or its allocation failed and was
+ * released): the slot is free again. */
 void dv__ref_recycle(dv_ref_domain *d, dv_ref_slot *slot);
+/* Actor: hand the slots recycled so far to the clients (once per batch). */
+void dv__ref_flush_recycled(dv_ref_domain *d);
+/* Actor: a client went away; its reserved slots are spare again. */
+void dv__ref_cache_return(dv_ref_domain *d, dv_ref_cache *cache);
 /*
- * Rebuild or shutdown: move the context generation on (every handle goes
- * stale at once), call drop(block, arg) for every slot still held, live or
- * dead (NULL drop: just forget them), and recycle them all.
+ * Actor, at a rebuild or shutdown: move the context generation on (every
+ * handle goes stale at once), call drop(block, arg) for every slot settled
+ * live (NULL drop: just forget them), and recycle every settled slot.
  */
 void dv__ref_invalidate_all(dv_ref_domain *d, void (*drop)(dv_block *block, void *arg), void *arg);
-/* Slots held (minted, not recycled).  Any thread. */
+/* Slots the actor holds (settled, not freed).  Any thread. */
 uint64_t dv__ref_held(const dv_ref_domain *d);
+/* The count word of ref's slot, or NULL (white-box tests of the limits). */
+_Atomic uint64_t *dv__ref_word(dv_ref ref);
 
 #endif /* DV_GPUREF_GPUREF_H */

@@ -209,6 +209,17 @@ static void async_destroy(dv_resource *r)
     free(a);
 }
 
+static uint64_t async_stream_position(const dv_resource *r, dv_stream_id stream)
+{
+    return dv__tracker_now(((const async_res *)r)->t, stream).epoch;
+}
+
+static void async_note_stream_wait(dv_resource *r, dv_stream_id waiter, dv_stream_id signaler,
+                                   uint64_t pos)
+{
+    dv__tracker_note_wait(ASYNC(r)->t, waiter, signaler, pos);
+}
+
 static const dv_resource_ops async_ops = {
     .name = "async",
     .allocate = async_allocate,
@@ -219,6 +230,8 @@ static const dv_resource_ops async_ops = {
     .prepare_block_use = async_prepare,
     .finish_block_use = async_finish,
     .record_block_use = async_record,
+    .stream_position = async_stream_position,
+    .note_stream_wait = async_note_stream_wait,
     .destroy = async_destroy,
 };
 

@@ -138,26 +138,6 @@ static int budget_reap_pending(dv_resource *r)
     return budget_reap(BUDGET(r));
 }
 
-static bool budget_supports_tracking(const dv_resource *r)
-{
-    return dv__res_supports_block_use_tracking(r->upstream);
-}
-
-static int budget_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
-{
-    return dv__res_prepare_block_use(r->upstream, id, stream, a);
-}
-
-static int budget_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
-{
-    return dv__res_finish_block_use(r->upstream, id, stream, a);
-}
-
-static int budget_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
-{
-    return dv__res_record_block_use(r->upstream, id, stream);
-}
-
 static void budget_destroy(dv_resource *r)
 {
     /* Holds no blocks of its own: what is still live belongs to the inner
@@ -171,10 +151,6 @@ static const dv_resource_ops budget_ops = {
     .deallocate = budget_deallocate,
     .bytes_outstanding = budget_bytes_outstanding,
     .reap_pending = budget_reap_pending,
-    .supports_block_use_tracking = budget_supports_tracking,
-    .prepare_block_use = budget_prepare,
-    .finish_block_use = budget_finish,
-    .record_block_use = budget_record,
     .destroy = budget_destroy,
 };
 

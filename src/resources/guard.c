@@ -539,17 +539,6 @@ static uint64_t guard_bytes_outstanding(const dv_resource *r)
     return atomic_load_explicit(&((const guard_res *)r)->live_bytes, memory_order_relaxed);
 }
 
-static int guard_reap_pending(dv_resource *r)
-{
-    /* The quarantine is not pending: it is held on purpose. */
-    return dv__res_reap_pending(r->upstream);
-}
-
-static bool guard_supports_tracking(const dv_resource *r)
-{
-    return dv__res_supports_block_use_tracking(r->upstream);
-}
-
 static int guard_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
 {
     guard_entry *e = find_live(GUARD(r), id, "prepare_block_use");
@@ -593,8 +582,6 @@ static const dv_resource_ops guard_ops = {
     .allocate = guard_allocate,
     .deallocate = guard_deallocate,
     .bytes_outstanding = guard_bytes_outstanding,
-    .reap_pending = guard_reap_pending,
-    .supports_block_use_tracking = guard_supports_tracking,
     .prepare_block_use = guard_prepare,
     .finish_block_use = guard_finish,
     .record_block_use = guard_record,

@@ -335,36 +335,6 @@ static int logging_deallocate(dv_resource *r, dv_block *block)
     return rc;
 }
 
-static uint64_t logging_bytes_outstanding(const dv_resource *r)
-{
-    return dv__res_bytes_outstanding(r->upstream);
-}
-
-static int logging_reap_pending(dv_resource *r)
-{
-    return dv__res_reap_pending(r->upstream);
-}
-
-static bool logging_supports_tracking(const dv_resource *r)
-{
-    return dv__res_supports_block_use_tracking(r->upstream);
-}
-
-static int logging_prepare(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
-{
-    return dv__res_prepare_block_use(r->upstream, id, stream, a);
-}
-
-static int logging_finish(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
-{
-    return dv__res_finish_block_use(r->upstream, id, stream, a);
-}
-
-static int logging_record(dv_resource *r, dv_block_id id, dv_stream_id stream)
-{
-    return dv__res_record_block_use(r->upstream, id, stream);
-}
-
 static void logging_destroy(dv_resource *r)
 {
     free(LOGGING(r));
@@ -374,12 +344,6 @@ static const dv_resource_ops logging_ops = {
     .name = "logging",
     .allocate = logging_allocate,
     .deallocate = logging_deallocate,
-    .bytes_outstanding = logging_bytes_outstanding,
-    .reap_pending = logging_reap_pending,
-    .supports_block_use_tracking = logging_supports_tracking,
-    .prepare_block_use = logging_prepare,
-    .finish_block_use = logging_finish,
-    .record_block_use = logging_record,
     .destroy = logging_destroy,
 };
 

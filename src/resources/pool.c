@@ -889,6 +889,17 @@ static void pool_destroy(dv_resource *res)
     free(p);
 }
 
+static uint64_t pool_stream_position(const dv_resource *res, dv_stream_id stream)
+{
+    return dv__tracker_now(((const pool_res *)res)->t, stream).epoch;
+}
+
+static void pool_note_stream_wait(dv_resource *res, dv_stream_id waiter, dv_stream_id signaler,
+                                  uint64_t pos)
+{
+    dv__tracker_note_wait(pool_of(res)->t, waiter, signaler, pos);
+}
+
 static const dv_resource_ops pool_ops = {
     .name = "pool",
     .allocate = pool_allocate,
@@ -899,6 +910,8 @@ static const dv_resource_ops pool_ops = {
     .prepare_block_use = pool_prepare,
     .finish_block_use = pool_finish,
     .record_block_use = pool_record,
+    .stream_position = pool_stream_position,
+    .note_stream_wait = pool_note_stream_wait,
     .destroy = pool_destroy,
 };
 

@@ -2,6 +2,7 @@
  * The resource wrappers (the contract of resource.h, checked once for every
  * resource), the environment a stack runs against, and block generations.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,31 +22,52 @@ uint64_t dv__generation_batch(void)
  * Environment
  * ------------------------------------------------------------------------ */
 
-int dv__res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams)
+int dv__res_env_open(dv_res_env *env, dv_driver *drv, int device)
 {
-    int rc;
-
     if (env == NULL || drv == NULL)
         return dv__fail(DV_EINVAL, "res_env_init", "res_env_init: NULL env or driver");
     memset(env, 0, sizeof(*env));
-    if (nstreams == 0 || nstreams > DV_MAX_STREAMS)
-        return dv__fail(DV_EINVAL, "res_env_init", "res_env_init: %u streams (1..%u)", nstreams,
-                        DV_MAX_STREAMS);
     env->drv = drv;
     env->device = device;
     env->owner = pthread_self();
-    if ((rc = dv__drv_ctx_retain(drv, device, &env->ctx)) != DV_OK)
-        return rc;
-    for (uint32_t i = 0; i < nstreams; i++) {
-        if ((rc = dv__drv_stream_create(env->ctx, &env->streams[i])) != DV_OK) {
-            dv_error_detail saved = *dv_last_error();
-            dv__res_env_fini(env);
-            *dv__detail() = saved;
+    return dv__drv_ctx_retain(drv, device, &env->ctx);
+}
+
+int dv__res_env_streams(dv_res_env *env, uint32_t nstreams)
+{
+    if (nstreams == 0 || nstreams > DV_MAX_STREAMS)
+        return dv__fail(DV_EINVAL, "res_env_init", "res_env_init: %u streams (1..%u)", nstreams,
+                        DV_MAX_STREAMS);
+    for (uint32_t i = env->nstreams; i < nstreams; i++) {
+        int rc = dv__drv_stream_create(env->ctx, &env->streams[i]);
+        if (rc != DV_OK)
             return rc;
-        }
         env->nstreams = i + 1;
     }
     return DV_OK;
+}
+
+void dv__res_env_drop_streams(dv_res_env *env)
+{
+    for (uint32_t i = 0; i < env->nstreams; i++)
+        (void)dv__drv_stream_destroy(env->streams[i]);
+    env->nstreams = 0;
+}
+
+int dv__res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams)
+{
+    int rc;
+    if (nstreams == 0 || nstreams > DV_MAX_STREAMS)
+        return dv__fail(DV_EINVAL, "res_env_init", "res_env_init: %u streams (1..%u)", nstreams,
+                        DV_MAX_STREAMS);
+    if ((rc = dv__res_env_open(env, drv, device)) != DV_OK)
+        return rc;
+    if ((rc = dv__res_env_streams(env, nstreams)) != DV_OK) {
+        dv_error_detail saved = *dv_last_error();
+        dv__res_env_fini(env);
+        *dv__detail() = saved;
+    }
+    return rc;
 }
 
 int dv__res_env_sync(dv_res_env *env)
@@ -64,8 +86,7 @@ void dv__res_env_fini(dv_res_env *env)
     if (env == NULL || env->ctx == NULL)
         return;
     (void)dv__res_env_sync(env);
-    for (uint32_t i = 0; i < env->nstreams; i++)
-        (void)dv__drv_stream_destroy(env->streams[i]);
+    dv__res_env_drop_streams(env);
     (void)dv__drv_ctx_release(env->ctx);
     memset(env, 0, sizeof(*env));
 }
@@ -178,20 +199,42 @@ int dv__res_deallocate(dv_resource *r, dv_block *block)
     return r->ops->deallocate(r, block);
 }
 
+/*
+ * The resource that implements an op for r: r itself, or the first
+ * resource upstream whose op is set.  A decorator leaves NULL the ops it
+ * would only forward (as Redis's ConnectionType does).
+ */
+#define IMPL(r, op) ((dv_resource *)impl_of((r), offsetof(dv_resource_ops, op)))
+
+static const dv_resource *impl_of(const dv_resource *r, size_t op)
+{
+    void (*const *fn)(void);
+    while (r != NULL) {
+        fn = (void (*const *)(void))((const char *)r->ops + op);
+        if (*fn != NULL)
+            break;
+        r = r->upstream;
+    }
+    return r;
+}
+
 uint64_t dv__res_bytes_outstanding(const dv_resource *r)
 {
-    return r != NULL ? r->ops->bytes_outstanding(r) : 0;
+    dv_resource *t = IMPL(r, bytes_outstanding);
+    return t != NULL ? t->ops->bytes_outstanding(t) : 0;
 }
 
 int dv__res_reap_pending(dv_resource *r)
 {
     CHECK_RES(r, "reap_pending");
-    return r->ops->reap_pending(r);
+    dv_resource *t = IMPL(r, reap_pending);
+    return t != NULL ? t->ops->reap_pending(t) : DV_OK;
 }
 
 bool dv__res_supports_block_use_tracking(const dv_resource *r)
 {
-    return r != NULL && r->ops->supports_block_use_tracking(r);
+    dv_resource *t = IMPL(r, supports_block_use_tracking);
+    return t != NULL && t->ops->supports_block_use_tracking(t);
 }
 
 int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
@@ -202,7 +245,9 @@ int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id strea
         (rc = dv__check_stream(r->env, stream, "prepare_block_use")) != DV_OK ||
         (rc = check_access(a, "prepare_block_use")) != DV_OK)
         return rc;
-    return r->ops->prepare_block_use(r, id, stream, a);
+    dv_resource *t = IMPL(r, prepare_block_use);
+    return t != NULL ? t->ops->prepare_block_use(t, id, stream, a)
+                     : dv__res_no_tracking(r, "prepare_block_use");
 }
 
 int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a)
@@ -213,7 +258,9 @@ int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream
         (rc = dv__check_stream(r->env, stream, "finish_block_use")) != DV_OK ||
         (rc = check_access(a, "finish_block_use")) != DV_OK)
         return rc;
-    return r->ops->finish_block_use(r, id, stream, a);
+    dv_resource *t = IMPL(r, finish_block_use);
+    return t != NULL ? t->ops->finish_block_use(t, id, stream, a)
+                     : dv__res_no_tracking(r, "finish_block_use");
 }
 
 int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream)
@@ -223,7 +270,29 @@ int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream
     if ((rc = check_id(r, id, "record_block_use")) != DV_OK ||
         (rc = dv__check_stream(r->env, stream, "record_block_use")) != DV_OK)
         return rc;
-    return r->ops->record_block_use(r, id, stream);
+    dv_resource *t = IMPL(r, record_block_use);
+    return t != NULL ? t->ops->record_block_use(t, id, stream)
+                     : dv__res_no_tracking(r, "record_block_use");
+}
+
+uint64_t dv__res_stream_position(dv_resource *r, dv_stream_id stream)
+{
+    if (r == NULL || stream >= r->env->nstreams)
+        return 0;
+    dv__res_assert_owner(r, "stream_position");
+    dv_resource *t = IMPL(r, stream_position);
+    return t != NULL ? t->ops->stream_position(t, stream) : 0;
+}
+
+void dv__res_note_stream_wait(dv_resource *r, dv_stream_id waiter, dv_stream_id signaler,
+                              uint64_t pos)
+{
+    if (r == NULL || waiter >= r->env->nstreams || signaler >= r->env->nstreams || pos == 0)
+        return;
+    dv__res_assert_owner(r, "note_stream_wait");
+    dv_resource *t = IMPL(r, note_stream_wait);
+    if (t != NULL)
+        t->ops->note_stream_wait(t, waiter, signaler, pos);
 }
 
 void dv__res_destroy_stack(dv_resource *r)

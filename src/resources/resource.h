@@ -148,6 +148,12 @@ static inline uint64_t dv__next_generation(dv_res_env *env)
 /* Retain the device's context and create nstreams streams; the calling
  * thread owns the environment. */
 int dv__res_env_init(dv_res_env *env, dv_driver *drv, int device, uint32_t nstreams);
+/* The two halves of init: retain the context (no streams yet), then
+ * create streams up to nstreams (after a context reset, too). */
+int dv__res_env_open(dv_res_env *env, dv_driver *drv, int device);
+int dv__res_env_streams(dv_res_env *env, uint32_t nstreams);
+/* Destroy the streams (work already enqueued still runs). */
+void dv__res_env_drop_streams(dv_res_env *env);
 /* Wait for every stream, destroy them, release the context. */
 void dv__res_env_fini(dv_res_env *env);
 /* Hand the environment to the calling thread. */
@@ -169,10 +175,21 @@ typedef struct dv_resource_ops {
     int (*prepare_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
     int (*finish_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
     int (*record_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream);
+    /* Where stream is now, in the resource's own count of its work (0
+     * where it keeps none), and: the caller enqueued on waiter a wait for
+     * everything enqueued on signaler up to pos (a position this op gave),
+     * so tracking may skip waits that one covers. */
+    uint64_t (*stream_position)(const dv_resource *r, dv_stream_id stream);
+    void (*note_stream_wait)(dv_resource *r, dv_stream_id waiter, dv_stream_id signaler,
+                             uint64_t pos);
     /* Frees what the resource holds (not its upstream). Blocks still live
      * are returned upstream first. */
     void (*destroy)(dv_resource *r);
 } dv_resource_ops;
+
+/* Every op but allocate, deallocate and destroy may be NULL in a
+ * decorator: the wrappers below then call the first resource upstream
+ * that has it (so a decorator writes only what it changes). */
 
 /* Base of every resource; implementations embed it first. */
 struct dv_resource {
@@ -210,6 +227,13 @@ bool dv__res_supports_block_use_tracking(const dv_resource *r);
 int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
 int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
 int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream);
+/* A position of stream for dv__res_note_stream_wait (0: none kept). */
+uint64_t dv__res_stream_position(dv_resource *r, dv_stream_id stream);
+/* The caller enqueued on waiter a wait for signaler's work up to pos (an
+ * event recorded when stream_position gave pos): tracking learns the edge
+ * and skips the waits it covers. */
+void dv__res_note_stream_wait(dv_resource *r, dv_stream_id waiter, dv_stream_id signaler,
+                              uint64_t pos);
 /* Destroy a whole stack: r, then its upstream, and so on. */
 void dv__res_destroy_stack(dv_resource *r);
 const char *dv__res_name(const dv_resource *r);

@@ -79,7 +79,7 @@ static int record(dv_tracker *t, dv_stream_id stream, struct dv__track_ring_slot
     int rc;
 
     if (slot->ev == NULL) {
-        if ((rc = dv__drv_event_create(t->env->ctx, &slot->ev)) != DV_OK)
+        if ((rc = dv__drv_event_create(t->env->ctx, 0, &slot->ev)) != DV_OK)
             return rc;
         STAT_INC(t, events);
     }
@@ -133,6 +133,15 @@ int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
     /* The wait covers everything the event captured, not just pos. */
     w->waited[pos.stream] = slot->epoch;
     return DV_OK;
+}
+
+void dv__tracker_note_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_id signaler,
+                           uint64_t epoch)
+{
+    struct dv__track_stream *w = &t->st[waiter];
+    /* Stream order: everything enqueued on the waiter later is after it. */
+    if (waiter != signaler && epoch <= t->st[signaler].epoch && w->waited[signaler] < epoch)
+        w->waited[signaler] = epoch;
 }
 
 int dv__tracker_flush(dv_tracker *t, dv_stream_id stream)

@@ -154,6 +154,10 @@ static inline dv_stream_pos dv__tracker_now(const dv_tracker *t, dv_stream_id st
 /* Make waiter wait for pos (no-op for the same stream, an empty pos, or a
  * position the waiter already waits for). */
 int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos);
+/* The caller enqueued on waiter a wait for everything marked on signaler
+ * up to epoch (an event of its own): later waits it covers are skipped. */
+void dv__tracker_note_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_id signaler,
+                           uint64_t epoch);
 /* Record an event on stream if it has epochs no event captured yet. */
 int dv__tracker_flush(dv_tracker *t, dv_stream_id stream);
 /* Has the device finished pos?  Queries an event, never blocks. */

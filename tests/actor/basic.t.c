@@ -39,7 +39,7 @@ int main(void)
     a = make(3);
     if (BASIC_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(52);
+    plan(57);
     ok(a != NULL, "a composed actor on the sim: %s",
        a ? dv_actor_backend_name(a) : dv_last_error()->message);
     if (a == NULL)
@@ -84,19 +84,29 @@ int main(void)
     is_status(dv_future_wait(&f[1]), DV_OK, "... and completes");
     ok(dv_future_done(&f[0]) && f[0].status == DV_OK, "the memset's future completed first");
     ok(all_u32(back, N, 0x11111111u), "the async read saw the async memset from another stream");
-    is_status(dv_alloc_async(a, 1024, 0, "async", &f[2]), DV_OK, "alloc_async posts");
-    is_status(dv_future_wait(&f[2]), DV_OK, "... and completes with a handle");
-    is_status(dv_ref_release(f[2].ref), DV_OK, "release it");
+    dv_ref r2;
+    is_status(dv_alloc_async(a, 1024, 0, "async", &r2, &f[2]), DV_OK,
+              "alloc_async posts, with the handle at once");
+    ok(r2.bits != 0 && r2.bits == f[2].ref.bits, "the handle is in *out and in the future");
+    is_status(dv_future_wait(&f[2]), DV_OK, "... and completes: the memory is assigned");
+    is_status(dv_ref_release(r2), DV_OK, "release it");
 
     /* -- bad input -------------------------------------------------------- */
     is_status(dv_alloc(NULL, 16, 0, "x", &bad), DV_EINVAL, "alloc(NULL actor)");
     is_status(dv_alloc(a, 0, 0, "x", &bad), DV_EINVAL, "alloc(0 bytes)");
     is_status(dv_alloc(a, UINT64_MAX, 0, "x", &bad), DV_EINVAL, "alloc(absurd)");
     is_status(dv_alloc(a, 16, 3, "x", &bad), DV_EINVAL, "alloc on stream 3 of 3");
-    is_status(dv_alloc(a, 1 << 30, 0, "x", &bad), DV_EOUT_OF_BUDGET, "alloc over the budget");
+    is_status(dv_alloc(a, 1 << 30, 0, "x", &bad), DV_OK,
+              "alloc over the budget: a handle at once (the actor decides later)");
+    is_status(dv_ref_access(bad, &info), DV_EOUT_OF_BUDGET, "... access says the budget refused it");
     ok(dv_last_error()->requested == (1u << 30), "... detail: requested %llu, remaining %llu",
        (unsigned long long)dv_last_error()->requested,
        (unsigned long long)dv_last_error()->remaining);
+    is_status(dv_memset(a, bad, 0, 0, 4, 0), DV_EOUT_OF_BUDGET,
+              "an operation on it answers the allocation's error");
+    ok(strstr(dv_last_error()->message, "allocation failed") != NULL, "... saying so: %s",
+       dv_last_error()->message);
+    is_status(dv_ref_release(bad), DV_OK, "the failed handle is released like any other");
     is_status(dv_copy_htod(a, x, 1, host, sizeof(host), 0), DV_EINVAL, "copy past the block's end");
     is_status(dv_copy_htod(a, x, 0, host, 0, 0), DV_EINVAL, "copy of 0 bytes");
     is_status(dv_copy_htod(a, x, 0, NULL, 4, 0), DV_EINVAL, "copy from a NULL host buffer");

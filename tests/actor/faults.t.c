@@ -10,8 +10,7 @@
  *     original fault in the detail, handles are stale, health says why,
  *     and destroy stays clean.
  */
-#include "actor/actor_internal.h"
-#include "driver/sim.h"
+#include "devactor_testing.h"
 #include "tap.h"
 
 static dv_driver *open_sim(int devices, bool recoverable_kernels)

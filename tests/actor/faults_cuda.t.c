@@ -10,7 +10,7 @@
  */
 #include <time.h>
 
-#include "actor/actor_internal.h"
+#include "devactor_testing.h"
 #include "tap.h"
 
 static double now_s(void)

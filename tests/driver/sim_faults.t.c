@@ -201,7 +201,7 @@ static void test_slow_stream(void)
     dv__drv_ctx_retain(drv, 0, &ctx);
     dv__drv_stream_create(ctx, &slow);
     dv__drv_stream_create(ctx, &fast);
-    dv__drv_event_create(ctx, &ev_slow);
+    dv__drv_event_create(ctx, 0, &ev_slow);
     dv__drv_mem_alloc(ctx, 4096, &p);
     dv__drv_mem_alloc(ctx, 4096, &q);
     is_status(dv__sim_stream_set_delay(slow, 500000), DV_OK, "slow one stream by 0.5 s per op");

@@ -24,7 +24,7 @@ static int run(dv_driver *drv, bool with_wait, int *stale)
         return rc;
     if ((rc = dv__drv_stream_create(ctx, &a)) != DV_OK ||
         (rc = dv__drv_stream_create(ctx, &b)) != DV_OK ||
-        (rc = dv__drv_event_create(ctx, &ev)) != DV_OK ||
+        (rc = dv__drv_event_create(ctx, 0, &ev)) != DV_OK ||
         (rc = dv__drv_mem_alloc(ctx, sizeof(back), &x)) != DV_OK)
         return rc;
     for (uint32_t r = 1; r <= ROUNDS; r++) {

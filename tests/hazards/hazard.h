@@ -22,7 +22,10 @@
  *      at least once, so the corpus proves real bugs, not imagined ones.
  *
  * Cases make their race likely, not lucky: the operation that should come
- * first is queued behind a spin kernel (hz_spin) on its stream.
+ * first is queued behind a spin kernel (hz_spin) on its stream.  The
+ * launch helpers post and do not wait (a thread that waited for a launch
+ * is ordered after it, and nothing would race); hz_sync_all waits for
+ * everything posted.
  */
 #ifndef DV_TESTS_HAZARDS_HAZARD_H
 #define DV_TESTS_HAZARDS_HAZARD_H
@@ -33,10 +36,12 @@
 #include "devactor.h"
 #include "tap.h"
 
-#define HZ_N     (1u << 16) /* u32 words per block */
-#define HZ_BYTES ((uint64_t)HZ_N * 4)
-#define HZ_TRIES 40
+#define HZ_N       (1u << 16) /* u32 words per block */
+#define HZ_BYTES   ((uint64_t)HZ_N * 4)
+#define HZ_TRIES   40
 #define HZ_SPIN_NS UINT64_C(20000000) /* 20 ms */
+
+#define HZ_POSTED 32 /* launches in flight at once */
 
 typedef struct hz {
     dv_actor *a;
@@ -44,6 +49,9 @@ typedef struct hz {
     dv_kernel *fill, *copy, *add, *sum, *spin;
     int refused; /* operations answered DV_EHAZARD */
     int failed;  /* operations that failed otherwise */
+    int nposted;
+    dv_future posted[HZ_POSTED]; /* launches posted, not yet waited for */
+    dv_arg posted_args[HZ_POSTED][4];
     uint32_t host[HZ_N];
 } hz;
 
@@ -75,24 +83,46 @@ static TAP_UNUSED uint64_t hz_ptr(dv_ref r)
     return dv_ref_access(r, &info) == DV_OK ? info.ptr : 0;
 }
 
+/* Wait for every launch posted; tally their statuses. */
+static TAP_UNUSED void hz_wait_posted(hz *h)
+{
+    for (int i = 0; i < h->nposted; i++)
+        hz_rc(h, dv_future_wait(&h->posted[i]), "posted launch");
+    h->nposted = 0;
+}
+
+/* Post a launch (its arguments kept until it is ordered). */
+static TAP_UNUSED int hz_post(hz *h, dv_kernel *k, dv_dim3 grid, dv_dim3 block, dv_stream s,
+                              const dv_arg *args, unsigned nargs, const char *what)
+{
+    if (h->nposted == HZ_POSTED)
+        hz_wait_posted(h);
+    int i = h->nposted++;
+    memcpy(h->posted_args[i], args, nargs * sizeof(*args));
+    dv_future_init(&h->posted[i], 0);
+    int rc = dv_launch_async(h->a, k, grid, block, 0, s, h->posted_args[i], nargs, &h->posted[i]);
+    if (rc != DV_OK)
+        h->nposted--; /* refused at once: the call's status is the answer */
+    return hz_rc(h, rc, what);
+}
+
 /* Delay everything queued on s after this by about ms milliseconds. */
 static TAP_UNUSED void hz_spin(hz *h, dv_stream s)
 {
     dv_arg args[] = {dv_arg_u64(HZ_SPIN_NS)};
-    hz_rc(h, dv_launch(h->a, h->spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, args, 1),
-          "spin");
+    hz_post(h, h->spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, s, args, 1, "spin");
 }
 
 /* fill_u32 through a handle (tracked) or a raw pointer (untracked). */
 static TAP_UNUSED int hz_fill(hz *h, dv_ref r, uint32_t v, dv_stream s)
 {
     dv_arg args[] = {dv_arg_ref(r, DV_WRITE, 0), dv_arg_u32(v), dv_arg_u64(HZ_N)};
-    return hz_rc(h, dv_launch(h->a, h->fill, hz_grid, hz_block, 0, s, args, 3), "fill");
+    return hz_post(h, h->fill, hz_grid, hz_block, s, args, 3, "fill");
 }
 static TAP_UNUSED int hz_fill_raw(hz *h, uint64_t ptr, uint32_t v, dv_stream s)
 {
     dv_arg args[] = {dv_arg_ptr_access(ptr, DV_WRITE), dv_arg_u32(v), dv_arg_u64(HZ_N)};
-    return hz_rc(h, dv_launch(h->a, h->fill, hz_grid, hz_block, 0, s, args, 3), "raw fill");
+    return hz_post(h, h->fill, hz_grid, hz_block, s, args, 3, "raw fill");
 }
 
 /* copy (bytes) dst <- src, tracked or raw. */
@@ -100,17 +130,18 @@ static TAP_UNUSED int hz_copy(hz *h, dv_ref dst, dv_ref src, dv_stream s)
 {
     dv_arg args[] = {dv_arg_ref(dst, DV_WRITE, 0), dv_arg_ref(src, DV_READ, 0),
                      dv_arg_u64(HZ_BYTES)};
-    return hz_rc(h, dv_launch(h->a, h->copy, hz_grid, hz_block, 0, s, args, 3), "copy");
+    return hz_post(h, h->copy, hz_grid, hz_block, s, args, 3, "copy");
 }
 static TAP_UNUSED int hz_copy_raw(hz *h, uint64_t dst, uint64_t src, dv_stream s)
 {
     dv_arg args[] = {dv_arg_ptr_access(dst, DV_WRITE), dv_arg_ptr_access(src, DV_READ),
                      dv_arg_u64(HZ_BYTES)};
-    return hz_rc(h, dv_launch(h->a, h->copy, hz_grid, hz_block, 0, s, args, 3), "raw copy");
+    return hz_post(h, h->copy, hz_grid, hz_block, s, args, 3, "raw copy");
 }
 
 static TAP_UNUSED void hz_sync_all(hz *h)
 {
+    hz_wait_posted(h);
     for (dv_stream s = 0; s < 3; s++)
         hz_rc(h, dv_sync(h->a, s), "sync");
 }
@@ -200,8 +231,8 @@ int main(void)
         failed += h.failed + h.refused;
         dv_actor_destroy(h.a);
     }
-    ok(corrupt_at > 0, "checker off (sim): the mistake corrupts data (at try %d of %d)",
-       corrupt_at, HZ_TRIES);
+    ok(corrupt_at > 0, "checker off (sim): the mistake corrupts data (at try %d of %d)", corrupt_at,
+       HZ_TRIES);
     ok(failed == 0, "checker off (sim): no operation failed");
     return tap_done();
 }

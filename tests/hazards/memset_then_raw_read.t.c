@@ -14,9 +14,13 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 0);
     hz_fill(h, b, 0, 1);
     hz_sync_all(h);
+    uint64_t pa = hz_ptr(a), pb = hz_ptr(b);
+    dv_future f;
+    dv_future_init(&f, 0);
     hz_spin(h, 0);
-    hz_rc(h, dv_memset(h->a, a, 0, 0x22, HZ_BYTES, 0), "memset");
-    hz_copy_raw(h, hz_ptr(b), hz_ptr(a), 1);
+    hz_rc(h, dv_memset_async(h->a, a, 0, 0x22, HZ_BYTES, 0, &f), "memset"); /* posted, not waited */
+    hz_copy_raw(h, pb, pa, 1);
+    hz_rc(h, dv_future_wait(&f), "memset");
     bool corrupt = !hz_is(h, b, 0x22222222u);
     hz_rc(h, dv_ref_release(a), "release");
     hz_rc(h, dv_ref_release(b), "release");

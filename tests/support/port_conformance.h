@@ -178,7 +178,7 @@ static void port_conformance(dv_driver *drv)
 
     /* -- events and cross-stream order ------------------------------------ */
     bool done = false;
-    is_status(dv__drv_event_create(ctx, &ev), DV_OK, "event_create");
+    is_status(dv__drv_event_create(ctx, 0, &ev), DV_OK, "event_create");
     is_status(dv__drv_event_query(ev, &done), DV_OK, "event_query before any record");
     ok(done, "an event never recorded reads complete");
     is_status(dv__drv_event_sync(ev), DV_OK, "event_sync before any record returns");
@@ -300,7 +300,7 @@ static void port_conformance(dv_driver *drv)
     is_status(dv__drv_memcpy_htod(dead_stream, x, host, 4), DV_EINVAL,
               "memcpy_htod(destroyed stream) is EINVAL");
     is_status(dv__drv_stream_destroy(dead_stream), DV_EINVAL, "stream_destroy twice is EINVAL");
-    is_status(dv__drv_event_create(ctx, &dead_event), DV_OK, "event_create (to destroy)");
+    is_status(dv__drv_event_create(ctx, 0, &dead_event), DV_OK, "event_create (to destroy)");
     is_status(dv__drv_event_destroy(dead_event), DV_OK, "event_destroy");
     is_status(dv__drv_event_record(dead_event, a), DV_EINVAL, "event_record(destroyed event)");
     is_status(dv__drv_stream_sync((dv_drv_stream *)ev), DV_EINVAL,
@@ -380,7 +380,7 @@ static void port_conformance(dv_driver *drv)
             {dv__drv_stream_destroy(NULL), "stream_destroy"},
             {dv__drv_stream_sync(NULL), "stream_sync"},
             {dv__drv_stream_query(NULL, &flag), "stream_query"},
-            {dv__drv_event_create(NULL, &dead_event), "event_create"},
+            {dv__drv_event_create(NULL, 0, &dead_event), "event_create"},
             {dv__drv_event_destroy(NULL), "event_destroy"},
             {dv__drv_event_query(NULL, &flag), "event_query"},
             {dv__drv_event_sync(NULL), "event_sync"},

@@ -1,0 +1,245 @@
+/*
+ * What waits for the device: completions pending on stream positions,
+ * and faults (a sticky error names what was in flight, fails everything
+ * pending, and the actor rebuilds or becomes LOST).  Actor thread only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actor/actor.h"
+
+void dv__reply(dv_actor *a, const dv_envelope *e, int status)
+{
+    if (status != DV_OK)
+        dv__stat_inc(&a->st_failures);
+    if (e->m.reply != NULL)
+        dv__future_complete(e->m.reply, status);
+}
+
+/* The device finished p: its waiter learns how far stream s got. */
+static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
+{
+    if (p->reply == NULL)
+        return;
+    if (p->chk_seq != 0)
+        dv__known_pack(p->reply->internal, a->uid, dv__ref_domain_context(a->refs), s, p->chk_seq);
+    dv__future_complete(p->reply, DV_OK);
+}
+
+void dv__recent_push(dv_actor *a, dv_stream s, const dv_envelope *e, const char *name)
+{
+    dv_pending_fifo *q = &a->pend[s];
+    q->recent[q->recent_next] = (dv_recent){name, e->m.type, e->from->id, e->m.seq};
+    q->recent_next = (q->recent_next + 1) % DV_RECENT;
+    if (q->nrecent < DV_RECENT)
+        q->nrecent++;
+}
+
+static int fifo_grow(dv_pending_fifo *q)
+{
+    uint32_t cap = q->cap ? q->cap * 2 : 64;
+    dv_pending *n = malloc(cap * sizeof(*n));
+    if (n == NULL)
+        return dv__fail(DV_ENOMEM, "complete", "out of host memory for completions");
+    for (uint32_t i = 0; i < q->count; i++)
+        n[i] = q->items[(q->head + i) % q->cap];
+    free(q->items);
+    q->items = n;
+    q->cap = cap;
+    q->head = 0;
+    return DV_OK;
+}
+
+int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
+                    const dv_envelope *e, const char *what)
+{
+    dv_pending_fifo *q = &a->pend[s];
+    if (q->count == q->cap && fifo_grow(q) != DV_OK)
+        return DV_ENOMEM;
+    /* By position: an earlier point goes before later ones, so a FIFO walk
+     * completes each as soon as the device passes it. */
+    uint32_t at = q->count;
+    while (at > 0 && q->items[(q->head + at - 1) % q->cap].epoch > epoch) {
+        q->items[(q->head + at) % q->cap] = q->items[(q->head + at - 1) % q->cap];
+        at--;
+    }
+    q->items[(q->head + at) % q->cap] = (dv_pending){
+        .epoch = epoch,
+        .reply = e->m.reply,
+        .type = e->m.type,
+        .client = e->from->id,
+        .seq = e->m.seq,
+        .what = what,
+        .chk_seq = chk_seq,
+    };
+    q->count++;
+    q->marked = true;
+    a->npending++;
+    if (e->m.reply != NULL)
+        dv__future_ordered(e->m.reply);
+    return DV_OK;
+}
+
+int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what)
+{
+    if (e->m.reply == NULL)
+        return DV_OK; /* nobody waits: nothing to track */
+    return dv__complete_at(a, s, dv__tracker_mark(a->done, s),
+                           a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0, e, what);
+}
+
+void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
+{
+    for (uint32_t s = 0; s < DV_MAX_STREAMS; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        while (q->count > 0) {
+            dv_pending *p = &q->items[q->head];
+            if (p->reply != NULL)
+                dv__future_complete_detail(p->reply, status, detail);
+            q->head = (q->head + 1) % q->cap;
+            q->count--;
+        }
+        q->marked = false;
+        q->nrecent = 0;
+    }
+    a->npending = 0;
+}
+
+int dv__drain_device(dv_actor *a)
+{
+    int rc = dv__res_env_sync(&a->env);
+    if (rc != DV_OK)
+        return rc;
+    for (uint32_t s = 0; s < a->env.nstreams; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        while (q->count > 0) {
+            complete_pending(a, s, &q->items[q->head]);
+            q->head = (q->head + 1) % q->cap;
+            q->count--;
+        }
+        q->marked = false;
+        q->nrecent = 0;
+    }
+    a->npending = 0;
+    return DV_OK;
+}
+
+/* "launch (fill_u32, message 3 of client 2)" for what was in flight on s. */
+static size_t describe_in_flight(const dv_actor *a, dv_stream s, char *what, size_t size)
+{
+    size_t len = 0;
+    const dv_pending_fifo *q = &a->pend[s];
+    for (uint32_t i = 0; i < q->count && i < 3 && len < size - 1; i++) {
+        const dv_pending *p = &q->items[(q->head + i) % q->cap];
+        len += (size_t)snprintf(what + len, size - len, "%s%s (%s, message %u of client %u)",
+                                i ? "; " : "", dv__msg_name(p->type), p->what ? p->what : "-",
+                                p->seq, p->client);
+    }
+    if (q->count > 3 && len < size - 1)
+        len += (size_t)snprintf(what + len, size - len, "; and %u more", q->count - 3);
+    /* Launches and tasks nobody waits for: the latest few. */
+    for (uint32_t i = 0; i < q->nrecent && len < size - 1; i++) {
+        const dv_recent *r = &q->recent[(q->recent_next + DV_RECENT - 1 - i) % DV_RECENT];
+        len += (size_t)snprintf(what + len, size - len, "%s%s (%s, message %u of client %u)",
+                                len ? "; " : "", dv__msg_name(r->type), r->name ? r->name : "-",
+                                r->seq, r->client);
+    }
+    return len;
+}
+
+void dv__on_fault(dv_actor *a, int status, dv_stream s, const dv_envelope *culprit)
+{
+    dv_error_detail d = *dv_last_error();
+    char what[160] = "";
+
+    if (culprit != NULL) {
+        const char *call = dv_last_error()->call;
+        if (culprit->m.type == DV_MSG_LAUNCH_BUILTIN) /* name the kernel */
+            call = culprit->m.u.builtin.name;
+        else if (culprit->m.type == DV_MSG_LAUNCH)
+            call = culprit->m.u.launch.kernel->name;
+        snprintf(what, sizeof(what), "%s (%s, message %u of client %u)",
+                 dv__msg_name(culprit->m.type), call != NULL ? call : "-", culprit->m.seq,
+                 culprit->from->id);
+    } else if (s < DV_MAX_STREAMS) {
+        describe_in_flight(a, s, what, sizeof(what));
+    }
+    d.status = DV_ECONTEXT_LOST;
+    char msg[sizeof(d.message)];
+    snprintf(msg, sizeof(msg), "device %d: sticky error %s on stream %u; in flight: %.150s",
+             a->device, d.driver_name[0] ? d.driver_name : dv_err_name(status), s,
+             what[0] ? what : "(nothing tracked)");
+    memcpy(d.message, msg, sizeof(d.message));
+
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.first_fault.status == 0)
+        a->health.first_fault = d;
+    pthread_mutex_unlock(&a->health_mu);
+    dv__stat_inc(&a->st_failures);
+    /* Rebuild (or become LOST) before answering: a caller that sees
+     * DV_ECONTEXT_LOST then finds the actor rebuilt or lost. */
+    (void)dv__actor_rebuild(a);
+    dv__fail_pending(a, DV_ECONTEXT_LOST, &d);
+    /* The rebuild's own calls overwrote this thread's detail: the caller of
+     * the failed operation gets the fault's. */
+    *dv__detail() = d;
+}
+
+int dv__enqueue_failed(dv_actor *a, int rc, dv_stream s, const dv_envelope *e)
+{
+    if (rc == DV_ECONTEXT_LOST) {
+        dv__on_fault(a, rc, s, e);
+        return dv_last_error()->status;
+    }
+    return rc;
+}
+
+void dv__poll_completions(dv_actor *a)
+{
+    for (uint32_t s = 0; s < a->env.nstreams && a->npending > 0; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        while (q->count > 0) {
+            dv_pending *p = &q->items[q->head];
+            bool reached = false;
+            int rc = dv__tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
+            if (rc != DV_OK) {
+                dv__on_fault(a, rc, s, NULL);
+                return;
+            }
+            if (!reached)
+                break;
+            /* Pop first: completing may let the caller reuse the future. */
+            dv_pending done = *p;
+            q->head = (q->head + 1) % q->cap;
+            q->count--;
+            a->npending--;
+            complete_pending(a, s, &done);
+        }
+    }
+}
+
+void dv__flush_marks(dv_actor *a)
+{
+    for (uint32_t s = 0; s < a->env.nstreams; s++) {
+        if (!a->pend[s].marked)
+            continue;
+        a->pend[s].marked = false;
+        int rc = dv__tracker_flush(a->done, s);
+        if (rc != DV_OK) {
+            dv__on_fault(a, rc, s, NULL);
+            return;
+        }
+    }
+}
+
+int dv__checked(dv_actor *a, int rc)
+{
+    if (rc == DV_EHAZARD) {
+        dv__stat_inc(&a->st_hazards);
+        pthread_mutex_lock(&a->health_mu);
+        a->last_hazard = *dv_last_error();
+        pthread_mutex_unlock(&a->health_mu);
+    }
+    return rc;
+}

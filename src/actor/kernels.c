@@ -1,0 +1,138 @@
+/*
+ * Kernel handles.  A handle belongs to the actor that made it and names
+ * (image, name); its module and function are loaded in the actor's
+ * current context on first use and again after every rebuild.
+ *
+ * Handles are never returned to the system: an actor that goes away puts
+ * its handles on a process-wide free list, marked dead, so a handle kept
+ * past its actor reads as "not this actor's" (DV_EINVAL) instead of
+ * freed memory.  A handle's function is valid for one (actor, context)
+ * pair: an actor made again at the same address, or a context rebuilt,
+ * never reuses a function object of an earlier one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actor/actor.h"
+
+static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dv_kernel *free_kernels;
+
+bool dv__kernel_owned(const dv_actor *a, const struct dv_kernel *k)
+{
+    /* Relaxed: only a's thread writes the owner of a's handles, and a
+     * handle of another actor never reads as a's. */
+    return k != NULL && atomic_load_explicit(&k->owner, memory_order_relaxed) == a->uid;
+}
+
+int dv__kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out)
+{
+    uint64_t ctx = dv__ref_domain_context(a->refs);
+    int rc = DV_OK;
+    if (k->context != ctx || k->func == NULL) {
+        dv_drv_module *mod;
+        if (k->image == NULL) {
+            if (a->kernels == NULL) {
+                const void *image;
+                size_t bytes;
+                dv__drv_builtin_image(a->drv, &image, &bytes);
+                rc = dv__drv_module_load(a->env.ctx, image, bytes, &a->kernels);
+            }
+            mod = a->kernels;
+        } else {
+            rc = dv__drv_module_load(a->env.ctx, k->image, k->image_bytes, &k->module);
+            mod = k->module;
+        }
+        if (rc == DV_OK)
+            rc = dv__drv_func_get(mod, k->name, &k->func);
+        if (rc != DV_OK)
+            return rc;
+        k->context = ctx;
+    }
+    *out = k->func;
+    return DV_OK;
+}
+
+static struct dv_kernel *kernel_new(void)
+{
+    pthread_mutex_lock(&free_mu);
+    struct dv_kernel *k = free_kernels;
+    if (k != NULL)
+        free_kernels = k->next;
+    pthread_mutex_unlock(&free_mu);
+    if (k == NULL)
+        k = malloc(sizeof(*k));
+    if (k != NULL) {
+        memset(k, 0, sizeof(*k));
+        atomic_init(&k->owner, 0);
+    }
+    return k;
+}
+
+static void kernel_put(struct dv_kernel *k)
+{
+    atomic_store_explicit(&k->owner, 0, memory_order_relaxed);
+    pthread_mutex_lock(&free_mu);
+    k->next = free_kernels;
+    free_kernels = k;
+    pthread_mutex_unlock(&free_mu);
+}
+
+int dv__kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
+                            struct dv_kernel **out)
+{
+    struct dv_kernel *k;
+    dv_drv_func *f;
+    int rc;
+
+    for (k = a->kernel_list; k != NULL; k = k->next) {
+        if (k->image == image && strcmp(k->name, name) == 0) {
+            *out = k;
+            return DV_OK;
+        }
+    }
+    if (strlen(name) >= sizeof(k->name))
+        return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: name \"%.40s...\" is too long", name);
+    if ((k = kernel_new()) == NULL)
+        return dv__fail(DV_ENOMEM, "kernel_get", "out of host memory");
+    k->image = image;
+    k->image_bytes = image_bytes;
+    snprintf(k->name, sizeof(k->name), "%s", name);
+    /* Load now, so a bad image or name is reported here. */
+    if ((rc = dv__kernel_func(a, k, &f)) != DV_OK) {
+        if (k->module != NULL)
+            (void)dv__drv_module_unload(k->module);
+        kernel_put(k);
+        return rc;
+    }
+    atomic_store_explicit(&k->owner, a->uid, memory_order_relaxed);
+    k->next = a->kernel_list;
+    a->kernel_list = k;
+    *out = k;
+    return DV_OK;
+}
+
+void dv__kernels_forget_context(dv_actor *a)
+{
+    if (a->kernels != NULL)
+        (void)dv__drv_module_unload(a->kernels);
+    a->kernels = NULL;
+    /* Kernel handles stay; their modules go with the context. */
+    for (struct dv_kernel *k = a->kernel_list; k != NULL; k = k->next) {
+        if (k->module != NULL)
+            (void)dv__drv_module_unload(k->module);
+        k->module = NULL;
+        k->func = NULL;
+        k->context = 0;
+    }
+}
+
+void dv__kernels_free(dv_actor *a)
+{
+    while (a->kernel_list != NULL) {
+        struct dv_kernel *k = a->kernel_list;
+        a->kernel_list = k->next;
+        kernel_put(k);
+    }
+}

@@ -1,0 +1,443 @@
+/*
+ * An actor's life: start, the device state (built by one function for the
+ * start and for every rebuild), reset, LOST, shutdown and destroy.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actor/actor.h"
+
+static atomic_uint_fast64_t next_actor_uid = 1;
+
+void dv_actor_config_init(dv_actor_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->backend = DV_BACKEND_AUTO;
+    cfg->streams = 4;
+    cfg->queue_capacity = 1024;
+    cfg->pool = true;
+}
+
+/* ------------------------------------------------------------------------
+ * The device state (actor thread)
+ * ------------------------------------------------------------------------ */
+
+static int build_stack(dv_actor *a)
+{
+    dv_resource *r = NULL, *top;
+    int rc = a->cfg.direct_alloc ? dv__direct_resource_create(&a->env, &r)
+                                 : dv__async_resource_create(&a->env, &r);
+    if (rc != DV_OK)
+        return rc;
+    top = r;
+    if (a->cfg.pool && !a->cfg.direct_alloc) {
+        dv_pool_config pcfg;
+        dv__pool_config_init(&pcfg);
+        if (a->cfg.pool_initial_bytes)
+            pcfg.initial_chunk_bytes = a->cfg.pool_initial_bytes;
+        if (a->cfg.pool_max_chunk_bytes)
+            pcfg.max_chunk_bytes = a->cfg.pool_max_chunk_bytes;
+        if ((rc = dv__pool_resource_create(top, &pcfg, &top)) != DV_OK)
+            goto fail;
+    }
+    if (a->cfg.guard) {
+        dv_guard_config gcfg;
+        dv__guard_config_init(&gcfg);
+        if ((rc = dv__guard_resource_create(top, &gcfg, &top)) != DV_OK)
+            goto fail;
+    }
+    if (a->sink != NULL && (rc = dv__logging_resource_create(top, a->sink, &top)) != DV_OK)
+        goto fail;
+    if (a->cfg.budget_bytes) {
+        if ((rc = dv__budget_resource_create(top, a->cfg.budget_bytes, &top)) != DV_OK)
+            goto fail;
+    }
+    a->stack = top;
+    return DV_OK;
+fail:
+    dv__res_destroy_stack(top);
+    return rc;
+}
+
+/*
+ * Everything on top of a retained context: streams, the pool's release
+ * threshold, the resource stack, the completion tracker, the checker.
+ * The same for the start and for a rebuild; on failure what was made is
+ * undone (the context and streams stay for the caller).
+ */
+static int build_state(dv_actor *a)
+{
+    int rc = dv__res_env_streams(&a->env, a->cfg.streams);
+    if (rc != DV_OK)
+        return rc;
+    (void)dv__drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
+    if ((rc = build_stack(a)) != DV_OK)
+        return rc;
+    if ((rc = dv__tracker_create(&a->env, &a->done)) != DV_OK)
+        goto fail_stack;
+    /* Reuse is checked where devactor's pool hands memory out again; the
+     * driver orders its own. */
+    if (a->cfg.check_order &&
+        (rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc,
+                                 dv__ref_domain_context(a->refs), &a->chk)) != DV_OK)
+        goto fail_done;
+    return DV_OK;
+fail_done:
+    dv__tracker_destroy(a->done);
+    a->done = NULL;
+fail_stack:
+    dv__res_destroy_stack(a->stack);
+    a->stack = NULL;
+    return rc;
+}
+
+/* Drop blocks with the stack, then the rest of the state over the
+ * context (not the streams). */
+static void teardown_state(dv_actor *a)
+{
+    dv__kernels_forget_context(a);
+    dv__events_forget_context(a);
+    if (a->done != NULL)
+        dv__tracker_destroy(a->done);
+    a->done = NULL;
+    if (a->stack != NULL)
+        dv__res_destroy_stack(a->stack); /* frees the blocks still live */
+    a->stack = NULL;
+    dv__checker_destroy(a->chk);
+    a->chk = NULL;
+}
+
+int dv__actor_start_state(dv_actor *a)
+{
+    int rc = dv__res_env_open(&a->env, a->drv, a->device);
+    if (rc == DV_OK && (rc = build_state(a)) != DV_OK) {
+        dv_error_detail saved = *dv_last_error();
+        dv__res_env_fini(&a->env);
+        *dv__detail() = saved;
+    }
+    return rc;
+}
+
+void dv__lost_detail(const dv_actor *a, dv_error_detail *out)
+{
+    if (!dv__driver_lost(a->drv, out)) {
+        memset(out, 0, sizeof(*out));
+        snprintf(out->message, sizeof(out->message), "device %d is lost for this process",
+                 a->device);
+    }
+    out->status = DV_EDEVICE_LOST;
+}
+
+int dv__lost_answer(const dv_actor *a)
+{
+    dv__lost_detail(a, dv__detail());
+    return DV_EDEVICE_LOST;
+}
+
+static void become_lost(dv_actor *a, const dv_error_detail *cause)
+{
+    dv_error_detail d = *cause;
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.first_fault.status != 0)
+        d = a->health.first_fault;
+    pthread_mutex_unlock(&a->health_mu);
+    d.status = DV_EDEVICE_LOST;
+    dv__actors_lose_driver(a->drv, &d);
+}
+
+static void health_set(dv_actor *a, dv_actor_state state)
+{
+    pthread_mutex_lock(&a->health_mu);
+    a->health.state = state;
+    pthread_mutex_unlock(&a->health_mu);
+}
+
+int dv__actor_rebuild(dv_actor *a)
+{
+    DV_ASSERT_ACTOR(a);
+    atomic_store(&a->state, DV_ACTOR_REBUILDING);
+    health_set(a, DV_ACTOR_REBUILDING);
+
+    dv__ref_invalidate_all(a->refs, NULL, NULL);
+    teardown_state(a);
+    dv__res_env_drop_streams(&a->env);
+    int rc = dv__drv_ctx_reset(a->env.ctx);
+    if (rc == DV_OK)
+        rc = build_state(a);
+    if (rc != DV_OK) {
+        dv_error_detail cause = *dv_last_error();
+        become_lost(a, &cause);
+        return DV_EDEVICE_LOST;
+    }
+    pthread_mutex_lock(&a->health_mu);
+    a->health.rebuilds++;
+    a->health.context_generation = dv__ref_domain_context(a->refs);
+    a->health.state = DV_ACTOR_RUNNING;
+    pthread_mutex_unlock(&a->health_mu);
+    /* A destroy may have begun meanwhile: do not undo its STOPPING. */
+    int expect = DV_ACTOR_REBUILDING;
+    atomic_compare_exchange_strong(&a->state, &expect, DV_ACTOR_RUNNING);
+    return DV_OK;
+}
+
+void dv__actor_stop_state(dv_actor *a)
+{
+    /* Everything posted was handled; wait for the device, answer what
+     * waits on it, then drop the blocks with the stack. */
+    if (atomic_load(&a->state) != DV_ACTOR_LOST && a->stack != NULL) {
+        if (dv__drain_device(a) != DV_OK) {
+            dv_error_detail d = *dv_last_error();
+            dv__fail_pending(a, DV_ECONTEXT_LOST, &d);
+        }
+    } else {
+        dv_error_detail d;
+        dv__lost_detail(a, &d);
+        dv__fail_pending(a, DV_EDEVICE_LOST, &d);
+    }
+    dv__ref_invalidate_all(a->refs, NULL, NULL);
+    teardown_state(a);
+    dv__res_env_fini(&a->env);
+}
+
+/* ------------------------------------------------------------------------
+ * Start, stop, destroy (the callers' threads)
+ * ------------------------------------------------------------------------ */
+
+struct start {
+    dv_actor *a;
+    int rc;
+    dv_error_detail detail;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+/* The actor thread builds its own device state, reports, then serves. */
+static void *start_main(void *arg)
+{
+    struct start *s = arg;
+    dv_actor *a = s->a;
+    int rc = dv__actor_start_state(a);
+    pthread_mutex_lock(&s->mu);
+    s->rc = rc;
+    if (rc != DV_OK)
+        s->detail = *dv_last_error();
+    s->done = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != DV_OK)
+        return NULL;
+    return dv__actor_main(a);
+}
+
+static void actor_free(dv_actor *a)
+{
+    if (a->refs != NULL)
+        dv__ref_domain_close(a->refs);
+    dv__inbox_destroy(a->inbox);
+    for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
+        free(a->pend[s].items);
+    dv__kernels_free(a);
+    dv__events_free(a);
+    if (a->sink != NULL)
+        dv__log_sink_destroy(a->sink);
+    if (a->own_drv)
+        dv__driver_close(a->drv);
+    pthread_mutex_destroy(&a->health_mu);
+    free(a);
+}
+
+static int open_driver(const dv_actor_config *cfg, dv_driver **out)
+{
+    dv_driver_config dcfg;
+    dv__driver_config_init(&dcfg);
+    dcfg.backend = cfg->backend;
+    if (cfg->sim_devices > 0)
+        dcfg.sim.devices = cfg->sim_devices;
+    if (cfg->sim_memory_bytes > 0)
+        dcfg.sim.memory_bytes = cfg->sim_memory_bytes;
+    dcfg.sim.seed = cfg->sim_seed;
+    dcfg.sim.delay_max_us = cfg->sim_delay_max_us;
+    return dv__driver_open(&dcfg, out);
+}
+
+/* The free message, posted by the thread whose release reached zero. */
+static int post_free(void *owner, dv_ref ref)
+{
+    dv_msg m = {.type = DV_MSG_FREE, .u.free = {ref}};
+    int rc = dv__actor_post(owner, &m, NULL);
+    /* Shutting down or lost: the actor drops everything itself. */
+    return rc == DV_ESHUTDOWN || rc == DV_EDEVICE_LOST ? DV_OK : rc;
+}
+
+/* A thread's client went away: its reserved handle slots are spare. */
+static void client_dropped(void *arg, dv_client *c)
+{
+    dv_actor *a = arg;
+    dv__ref_cache_return(a->refs, &c->refs);
+}
+
+int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool registered, dv_actor **out)
+{
+    int rc;
+    if (cfg->backend != DV_BACKEND_AUTO && cfg->backend != DV_BACKEND_CUDA &&
+        cfg->backend != DV_BACKEND_SIM)
+        return dv__fail(DV_EINVAL, "actor_create",
+                        "actor_create: backend %d is not AUTO, CUDA or SIM", (int)cfg->backend);
+    if (cfg->streams == 0 || cfg->streams > DV_MAX_STREAMS)
+        return dv__fail(DV_EINVAL, "actor_create", "actor_create: %u streams (1..%u)", cfg->streams,
+                        DV_MAX_STREAMS);
+    if (cfg->queue_capacity < 2 || cfg->queue_capacity > (1u << 22))
+        return dv__fail(DV_EINVAL, "actor_create", "actor_create: queue capacity %u (2..4M)",
+                        cfg->queue_capacity);
+    /* Its hot fields sit on lines of their own (actor.h): 64-aligned. */
+    dv_actor *a = aligned_alloc(_Alignof(dv_actor), (sizeof(*a) + 63) & ~(size_t)63);
+    if (a == NULL)
+        return dv__fail(DV_ENOMEM, "actor_create", "out of host memory");
+    memset(a, 0, sizeof(*a));
+    a->cfg = *cfg;
+    a->cfg.log_path = NULL; /* the caller's string; opened now */
+    const char *check = getenv("DV_CHECK_ORDER");
+    if (check != NULL && strcmp(check, "1") == 0)
+        a->cfg.check_order = true;
+    a->uid = atomic_fetch_add(&next_actor_uid, 1);
+    a->device = cfg->device;
+    a->registered = registered;
+    a->events.next = a->events.prev = &a->events;
+    pthread_mutex_init(&a->health_mu, NULL);
+    atomic_init(&a->state, DV_ACTOR_RUNNING);
+    a->health.state = DV_ACTOR_RUNNING;
+    a->health.context_generation = 1;
+
+    if (shared != NULL) {
+        a->drv = shared;
+    } else if ((rc = open_driver(cfg, &a->drv)) != DV_OK) {
+        goto fail;
+    } else {
+        a->own_drv = true;
+    }
+    if (dv__driver_lost(a->drv, NULL)) {
+        rc = dv__lost_answer(a);
+        goto fail;
+    }
+    if (cfg->log_path != NULL && (rc = dv__log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
+        goto fail;
+    if ((rc = dv__inbox_create(cfg->shared_queue ? DV_INBOX_MPSC : DV_INBOX_SPSC,
+                               cfg->queue_capacity, a->uid, client_dropped, a, &a->inbox)) != DV_OK)
+        goto fail;
+    if ((rc = dv__ref_domain_open(a, post_free, cfg->device, &a->refs)) != DV_OK)
+        goto fail;
+
+    struct start s = {.a = a};
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    if (pthread_create(&a->thread, NULL, start_main, &s) != 0) {
+        rc = dv__fail(DV_ENOMEM, "actor_create", "cannot start the actor's thread");
+        goto fail;
+    }
+    pthread_mutex_lock(&s.mu);
+    while (!s.done)
+        pthread_cond_wait(&s.cv, &s.mu);
+    pthread_mutex_unlock(&s.mu);
+    pthread_mutex_destroy(&s.mu);
+    pthread_cond_destroy(&s.cv);
+    if (s.rc != DV_OK) {
+        pthread_join(a->thread, NULL);
+        *dv__detail() = s.detail;
+        rc = s.rc;
+        goto fail;
+    }
+    dv__actor_link(a);
+    dv__actor_bind_domain(a, true);
+    *out = a;
+    return DV_OK;
+fail : {
+    dv_error_detail saved = *dv_last_error();
+    actor_free(a);
+    *dv__detail() = saved;
+}
+    return rc;
+}
+
+int dv_actor_create(const dv_actor_config *cfg, dv_actor **out)
+{
+    dv_actor_config defaults;
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "actor_create", "actor_create: NULL out");
+    *out = NULL;
+    if (cfg == NULL) {
+        dv_actor_config_init(&defaults);
+        cfg = &defaults;
+    }
+    return dv__actor_start(cfg, (dv_driver *)cfg->driver, false, out);
+}
+
+static void actor_stop(dv_actor *a)
+{
+    int st = atomic_load(&a->state);
+    while (st != DV_ACTOR_STOPPING && st != DV_ACTOR_STOPPED) {
+        if (atomic_compare_exchange_weak(&a->state, &st, DV_ACTOR_STOPPING))
+            break;
+    }
+    dv__ref_domain_set_state(a->refs, DV_DOMAIN_CLOSING);
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.state != DV_ACTOR_LOST)
+        a->health.state = DV_ACTOR_STOPPING;
+    pthread_mutex_unlock(&a->health_mu);
+    /* Every poster that saw RUNNING has enqueued by now (the Dekker
+     * handshake with dv__actor_post). */
+    for (unsigned i = 0; i < DV_THREAD_SHARDS; i++)
+        while (atomic_load(&a->inflight[i].n) != 0)
+            sched_yield();
+    dv__inbox_close(a->inbox);
+    pthread_join(a->thread, NULL);
+    atomic_store(&a->state, DV_ACTOR_STOPPED);
+    dv__actor_bind_domain(a, false);
+    dv__actor_unlink(a);
+}
+
+void dv_actor_shutdown(dv_actor *a)
+{
+    if (a == NULL || atomic_load(&a->state) == DV_ACTOR_STOPPED)
+        return;
+    if (a->registered)
+        dv__registry_forget(a);
+    actor_stop(a);
+}
+
+void dv_actor_destroy(dv_actor *a)
+{
+    if (a == NULL)
+        return;
+    dv_actor_shutdown(a);
+    actor_free(a);
+}
+
+int dv_actor_device(const dv_actor *a)
+{
+    return a != NULL ? a->device : -1;
+}
+
+const char *dv_actor_backend_name(const dv_actor *a)
+{
+    return a != NULL ? dv__driver_backend_name(a->drv) : "none";
+}
+
+int dv_actor_health_get(const dv_actor *a, dv_actor_health *out)
+{
+    if (a == NULL || out == NULL)
+        return dv__fail(DV_EINVAL, "actor_health", "NULL actor or out");
+    dv_actor *m = (dv_actor *)a;
+    pthread_mutex_lock(&m->health_mu);
+    *out = m->health;
+    pthread_mutex_unlock(&m->health_mu);
+    if (dv__driver_lost(a->drv, NULL))
+        out->state = DV_ACTOR_LOST;
+    else if (atomic_load(&m->state) == DV_ACTOR_STOPPED)
+        out->state = DV_ACTOR_STOPPED;
+    return DV_OK;
+}

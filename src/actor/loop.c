@@ -1,0 +1,67 @@
+/*
+ * The actor's thread: take messages in order (queue.h), handle them,
+ * record one completion event per stream that gained any, poll what waits
+ * for the device, and park when there is nothing to do.
+ */
+#include <sched.h>
+
+#include "actor/actor.h"
+
+#define BATCH 64
+
+/* Idle parks are bounded: the loop looks again at least this often even
+ * if a wake-up were lost. */
+#define PARK_IDLE_NS 100000000u /* 100 ms */
+#define PARK_POLL_NS 20000u     /* 20 us: the device is working for someone */
+#define PARK_SLOW_NS 200000u    /* 200 us: ... and has been for a while */
+
+void *dv__actor_main(void *arg)
+{
+    dv_actor *a = arg;
+    dv_envelope batch[BATCH];
+    unsigned idle = 0;
+
+    dv__res_env_adopt(&a->env);
+    for (;;) {
+        /* Read before the take: every post came before the close, so a
+         * take that finds nothing after it has seen them all. */
+        bool closed = dv__inbox_closed(a->inbox);
+        unsigned n = dv__inbox_take(a->inbox, batch, BATCH);
+        for (unsigned i = 0; i < n; i++)
+            dv__handle(a, &batch[i]);
+        bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
+        if (n > 0) {
+            dv__stat_inc(&a->st_batches);
+            if (!lost)
+                dv__flush_marks(a);
+            dv__ref_flush_recycled(a->refs);
+            idle = 0;
+        }
+        if (a->npending > 0) {
+            if (lost) {
+                dv_error_detail d;
+                dv__lost_detail(a, &d);
+                dv__fail_pending(a, DV_EDEVICE_LOST, &d);
+            } else {
+                dv__poll_completions(a);
+            }
+        }
+        if (n > 0 || dv__inbox_held(a->inbox) > 0)
+            continue;
+        if (closed && a->npending == 0)
+            break;
+        if (a->npending > 0) {
+            /* The device is working for someone: poll, a little less
+             * eagerly the longer it takes. */
+            idle++;
+            if (idle < 64)
+                sched_yield();
+            else
+                dv__inbox_park(a->inbox, idle < 1024 ? PARK_POLL_NS : PARK_SLOW_NS);
+        } else {
+            dv__inbox_park(a->inbox, PARK_IDLE_NS);
+        }
+    }
+    dv__actor_stop_state(a);
+    return NULL;
+}

@@ -1,0 +1,556 @@
+/*
+ * The message handlers.  Each tracked operation describes its uses and its
+ * enqueue; the recorder (recorder.h) does the rest.  Actor thread only.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "actor/recorder.h"
+#include "driver/sim.h"
+
+const char *dv__msg_name(unsigned type)
+{
+    switch (type) {
+#define DV__MSG_NAME(name, what)                                                                   \
+    case DV_MSG_##name:                                                                            \
+        return what;
+        DV_MSG_TYPES(DV__MSG_NAME)
+#undef DV__MSG_NAME
+    default:
+        return "message";
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Memory
+ * ------------------------------------------------------------------------ */
+
+static void handle_alloc(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_alloc *m = &e->m.u.alloc;
+    dv_block b;
+    int rc = dv__check_stream(&a->env, e->m.stream, "alloc");
+    if (rc == DV_OK)
+        rc = dv__res_allocate(a->stack, m->bytes, e->m.stream, (dv_tag){m->tag, 0}, &b);
+    if (rc != DV_OK) {
+        if (rc == DV_ECONTEXT_LOST) {
+            dv__on_fault(a, rc, e->m.stream, e);
+            rc = dv_last_error()->status;
+        }
+        dv__ref_settle_failed(a->refs, m->ref, rc);
+        dv__reply(a, e, rc);
+        return;
+    }
+    dv_ref_slot *slot = dv__ref_settle(a->refs, m->ref, &b);
+    dv_assert(slot != NULL);
+    dv__stat_inc(&a->st_allocs);
+    /* A hazard here is the allocator's own: counted, the block kept. */
+    if (a->chk != NULL)
+        (void)dv__checked(a, dv__checker_alloc(a->chk, b.ptr, b.bytes, e->m.stream, m->tag,
+                                               e->from->id, e->m.seq));
+    dv__reply(a, e, DV_OK);
+}
+
+static void handle_free(dv_actor *a, const dv_envelope *e)
+{
+    dv_ref_slot *slot = dv__ref_lookup_free(a->refs, e->m.u.free.ref);
+    if (slot == NULL)
+        return; /* already dropped by a rebuild */
+    int rc = DV_OK;
+    if (slot->status == DV_OK) {
+        rc = dv__res_deallocate(a->stack, &slot->block);
+        /* After the resource fenced the free: a use it could not see races. */
+        if (rc == DV_OK && a->chk != NULL)
+            (void)dv__checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
+                                                  e->from->id, e->m.seq));
+        dv__stat_inc(&a->st_frees);
+    }
+    dv__ref_recycle(a->refs, slot);
+    if (rc == DV_ECONTEXT_LOST)
+        dv__on_fault(a, rc, e->m.stream, e);
+}
+
+/* ------------------------------------------------------------------------
+ * Copies and sets
+ * ------------------------------------------------------------------------ */
+
+static int enqueue_copy(dv_recorder *r, void *arg)
+{
+    const dv_msg_copy *m = &r->e->m.u.copy;
+    const dv_ref_slot *const *slots = arg;
+    dv_drv_stream *st = r->a->env.streams[r->stream];
+    uint64_t dev = slots[0]->block.ptr + m->offset;
+    switch (r->e->m.type) {
+    case DV_MSG_HTOD:
+        return dv__drv_memcpy_htod(st, dev, m->other.host, m->bytes);
+    case DV_MSG_DTOH:
+        return dv__drv_memcpy_dtoh(st, m->other.host, dev, m->bytes);
+    default:
+        return dv__drv_memcpy_dtod(st, dev, slots[1]->block.ptr + m->src_offset, m->bytes);
+    }
+}
+
+static void handle_copy(dv_actor *a, const dv_envelope *e)
+{
+    static const uint8_t kinds[] = {
+        [DV_MSG_HTOD] = DV_CHK_HTOD, [DV_MSG_DTOH] = DV_CHK_DTOH, [DV_MSG_DTOD] = DV_CHK_DTOD};
+    const dv_msg_copy *m = &e->m.u.copy;
+    const dv_ref_slot *slots[2] = {NULL, NULL};
+    dv_recorder r;
+    int rc = dv__rec_begin(&r, a, e, kinds[e->m.type], NULL);
+    if (rc == DV_OK) {
+        dv_access access = e->m.type == DV_MSG_DTOH ? DV_ACCESS_READ : DV_ACCESS_WRITE;
+        if ((slots[0] = dv__rec_use(&r, m->dev, m->offset, m->bytes, access)) == NULL)
+            rc = dv_last_error()->status;
+    }
+    if (rc == DV_OK && e->m.type == DV_MSG_DTOD &&
+        (slots[1] = dv__rec_use(&r, m->other.src, m->src_offset, m->bytes, DV_ACCESS_READ)) == NULL)
+        rc = dv_last_error()->status;
+    if (rc == DV_OK && e->m.type != DV_MSG_DTOD)
+        dv__rec_host(&r, (uintptr_t)m->other.host, m->bytes,
+                     e->m.type == DV_MSG_HTOD ? DV_READ : DV_WRITE);
+    if (rc == DV_OK && (rc = dv__rec_run(&r, enqueue_copy, slots)) == DV_OK) {
+        dv__stat_inc(&a->st_copies);
+        if (dv__complete_later(a, r.stream, e, slots[0]->block.tag.name) == DV_OK)
+            return;
+        rc = DV_ENOMEM;
+    }
+    dv__reply(a, e, rc);
+}
+
+static int enqueue_memset(dv_recorder *r, void *arg)
+{
+    const dv_msg_memset *m = &r->e->m.u.memset;
+    const dv_ref_slot *slot = arg;
+    return dv__drv_memset_d8(r->a->env.streams[r->stream], slot->block.ptr + m->offset, m->value,
+                             m->bytes);
+}
+
+static void handle_memset(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_memset *m = &e->m.u.memset;
+    dv_ref_slot *slot = NULL;
+    dv_recorder r;
+    int rc = dv__rec_begin(&r, a, e, DV_CHK_MEMSET, NULL);
+    if (rc == DV_OK &&
+        (slot = dv__rec_use(&r, m->dst, m->offset, m->bytes, DV_ACCESS_WRITE)) == NULL)
+        rc = dv_last_error()->status;
+    if (rc == DV_OK && (rc = dv__rec_run(&r, enqueue_memset, slot)) == DV_OK) {
+        dv__stat_inc(&a->st_memsets);
+        if (dv__complete_later(a, r.stream, e, slot->block.tag.name) == DV_OK)
+            return;
+        rc = DV_ENOMEM;
+    }
+    dv__reply(a, e, rc);
+}
+
+/*
+ * Peer copies, in two steps (client.c): the source's actor fences the
+ * block (a READ use on its stream, complete once the device got there, so
+ * earlier writes are done), then the destination's actor copies with the
+ * destination used for WRITE and answers once the copy finished, so the
+ * source is not reused under it.
+ */
+static int enqueue_nothing(dv_recorder *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    return DV_OK;
+}
+
+static int enqueue_peer(dv_recorder *r, void *arg)
+{
+    const dv_msg_peer *m = &r->e->m.u.peer;
+    const dv_ref_slot *dst = arg;
+    return dv__drv_memcpy_peer(r->a->env.streams[r->stream], r->a->env.ctx,
+                               dst->block.ptr + m->offset, m->src_actor->env.ctx, m->src_ptr,
+                               m->bytes);
+}
+
+static void handle_peer(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_peer *m = &e->m.u.peer;
+    bool copy = e->m.type == DV_MSG_PEER_COPY;
+    dv_ref_slot *slot = NULL;
+    dv_recorder r;
+    int rc = dv__rec_begin(&r, a, e, copy ? DV_CHK_DTOD : DV_CHK_DTOH, NULL);
+    if (rc == DV_OK && (slot = dv__rec_use(&r, m->ref, m->offset, m->bytes,
+                                           copy ? DV_ACCESS_WRITE : DV_ACCESS_READ)) == NULL)
+        rc = dv_last_error()->status;
+    if (rc == DV_OK &&
+        (rc = dv__rec_run(&r, copy ? enqueue_peer : enqueue_nothing, slot)) == DV_OK) {
+        if (copy)
+            dv__stat_inc(&a->st_copies);
+        if (dv__complete_later(a, r.stream, e, slot->block.tag.name) == DV_OK)
+            return;
+        rc = DV_ENOMEM;
+    }
+    dv__reply(a, e, rc);
+}
+
+/* ------------------------------------------------------------------------
+ * Launches and tasks
+ * ------------------------------------------------------------------------ */
+
+typedef struct launch_call {
+    dv_drv_func *f;
+    dv_dim3 grid, block;
+    uint32_t shared;
+    unsigned nargs;
+    uint64_t values[DV_LAUNCH_MAX_ARGS];
+    void *params[DV_LAUNCH_MAX_ARGS];
+} launch_call;
+
+static int enqueue_launch(dv_recorder *r, void *arg)
+{
+    launch_call *l = arg;
+    for (unsigned i = 0; i < l->nargs; i++)
+        l->params[i] = &l->values[i];
+    return dv__drv_launch(l->f, l->grid, l->block, l->shared, r->a->env.streams[r->stream],
+                          l->nargs ? l->params : NULL);
+}
+
+/* A launch's kernel: this actor's, and its function in this context. */
+static int launch_kernel(dv_actor *a, struct dv_kernel *k, const char *op, dv_drv_func **f)
+{
+    if (!dv__kernel_owned(a, k))
+        return dv__fail(DV_EINVAL, op, "%s: the kernel is not this actor's (dv_kernel_get on it)",
+                        op);
+    return dv__kernel_func(a, k, f);
+}
+
+static void handle_launch(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_launch *m = &e->m.u.launch;
+    launch_call l = {.grid = {m->grid_x, m->grid_y, m->grid_z},
+                     .block = {m->block_x, m->block_y, m->block_z},
+                     .shared = m->shared_bytes,
+                     .nargs = m->nargs};
+    dv_recorder r;
+    int rc = launch_kernel(a, m->kernel, "launch", &l.f);
+    if (rc == DV_OK)
+        rc = dv__rec_begin(&r, a, e, DV_CHK_LAUNCH, m->kernel->name);
+    if (rc == DV_OK)
+        rc = dv__rec_args(&r, m->args, m->nargs, l.values, a->cfg.permissive);
+    if (rc == DV_OK && (rc = dv__rec_run(&r, enqueue_launch, &l)) == DV_OK) {
+        dv__recent_push(a, r.stream, e, m->kernel->name);
+        dv__stat_inc(&a->st_launches);
+        if (dv__complete_later(a, r.stream, e, m->kernel->name) == DV_OK)
+            return;
+        rc = DV_ENOMEM;
+    }
+    dv__reply(a, e, rc);
+}
+
+/* A built-in kernel with up to four 8-byte arguments, 1x1x1, untracked
+ * (tests and tools; tracked launches take the recorder). */
+static void handle_launch_builtin(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_builtin *m = &e->m.u.builtin;
+    struct dv_kernel *k;
+    dv_drv_func *f = NULL;
+    uint64_t args[4] = {m->args[0], m->args[1], m->args[2], m->args[3]};
+    void *params[4] = {&args[0], &args[1], &args[2], &args[3]};
+    dv_stream s = e->m.stream;
+    int rc = dv__check_stream(&a->env, s, "launch");
+    /* Through a kernel handle: the function is looked up once per context,
+     * not once per launch. */
+    if (rc == DV_OK)
+        rc = dv__kernel_find_or_load(a, NULL, 0, m->name, &k);
+    if (rc == DV_OK)
+        rc = dv__kernel_func(a, k, &f);
+    if (rc == DV_OK)
+        rc =
+            dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[s], params);
+    if (rc == DV_OK) {
+        dv__stat_inc(&a->st_launches);
+        if (a->cfg.synchronous && (rc = dv__drv_stream_sync(a->env.streams[s])) != DV_OK)
+            rc = dv__enqueue_failed(a, rc, s, e);
+        else if (dv__complete_later(a, s, e, m->name) == DV_OK)
+            return;
+    } else if (rc == DV_ECONTEXT_LOST) {
+        rc = dv__enqueue_failed(a, rc, s, e);
+    }
+    dv__reply(a, e, rc);
+}
+
+typedef struct task_call {
+    dv_task_ctx ctx;
+    dv_task_fn fn;
+    void *user;
+} task_call;
+
+static int enqueue_task(dv_recorder *r, void *arg)
+{
+    task_call *t = arg;
+    dv_actor *a = r->a;
+    int rc = dv__drv_ctx_make_current(a->env.ctx);
+    if (rc != DV_OK)
+        return rc;
+    t->ctx.native_stream = dv__drv_stream_native(a->env.streams[r->stream]);
+    t->ctx.simulated = dv__driver_backend(a->drv) == DV_BACKEND_SIM;
+    t->ctx.internal = a;
+    a->task_env = r->e;
+    a->task_hazard = false;
+    rc = t->fn(&t->ctx, t->user);
+    a->task_env = NULL;
+    dv__stat_inc(&a->st_tasks);
+    if (a->task_hazard && rc != DV_EHAZARD) {
+        /* The task went on after a refused launch: it answers the hazard. */
+        pthread_mutex_lock(&a->health_mu);
+        *dv__detail() = a->last_hazard;
+        pthread_mutex_unlock(&a->health_mu);
+        rc = DV_EHAZARD;
+    }
+    return rc;
+}
+
+static void handle_task(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_task *m = &e->m.u.task;
+    task_call t = {
+        .ctx = {.actor = a, .device = a->device, .stream = e->m.stream, .nargs = m->nargs},
+        .fn = m->fn,
+        .user = m->user};
+    dv_recorder r;
+    int rc = dv__rec_begin(&r, a, e, DV_CHK_TASK, NULL);
+    if (rc == DV_OK)
+        rc = dv__rec_args(&r, m->args, m->nargs, t.ctx.arg, a->cfg.permissive);
+    if (rc == DV_OK) {
+        /* Recorded even when the task failed: it may have enqueued work. */
+        rc = dv__rec_run(&r, enqueue_task, &t);
+        if (t.ctx.internal != NULL)
+            dv__recent_push(a, r.stream, e, NULL);
+        if (rc == DV_ECONTEXT_LOST) {
+            /* A sticky error met inside the task: a fault like a launch's. */
+            dv__on_fault(a, rc, r.stream, e);
+            rc = dv_last_error()->status ? dv_last_error()->status : rc;
+        } else if (rc == DV_OK) {
+            if (dv__complete_later(a, r.stream, e, "task") == DV_OK)
+                return;
+            rc = DV_ENOMEM;
+        }
+    }
+    dv__reply(a, e, rc);
+}
+
+int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
+                   uint32_t shared_bytes, const dv_arg *args, unsigned nargs)
+{
+    static const char op[] = "task_launch";
+    if (ctx == NULL || ctx->internal == NULL || ((dv_actor *)ctx->internal)->task_env == NULL)
+        return dv__fail(DV_EINVAL, op, "task_launch: not inside a task");
+    dv_actor *a = ctx->internal;
+    DV_ASSERT_ACTOR(a);
+    if (kernel == NULL || (nargs > 0 && args == NULL) || nargs > DV_LAUNCH_MAX_ARGS)
+        return dv__fail(DV_EINVAL, op, "task_launch: %s",
+                        kernel == NULL ? "kernel is NULL" : "bad argument list");
+    launch_call l = {.grid = grid, .block = block, .shared = shared_bytes, .nargs = nargs};
+    int rc = launch_kernel(a, kernel, op, &l.f);
+    if (rc != DV_OK)
+        return rc;
+    /* Resolved, not fenced: raw pointers pass (the task is trusted with
+     * them), handles become addresses; the checker sees every access. */
+    dv_recorder r;
+    dv__rec_begin(&r, a, a->task_env, DV_CHK_TASK_LAUNCH, kernel->name);
+    if ((rc = dv__rec_args(&r, args, nargs, l.values, true)) != DV_OK)
+        return rc;
+    if (a->chk != NULL) {
+        for (int i = 0; i < r.nuses; i++)
+            dv__chk_op_add(&r.chk, r.uses[i].slot->block.ptr, 0, (uint8_t)r.uses[i].access, false);
+        if ((rc = dv__checked(a, dv__checker_check(a->chk, &r.chk))) != DV_OK) {
+            a->task_hazard = true;
+            return rc;
+        }
+    }
+    if ((rc = enqueue_launch(&r, &l)) != DV_OK)
+        return rc; /* a sticky error surfaces at the task's completion */
+    if (a->chk != NULL)
+        dv__checker_commit(a->chk, &r.chk);
+    dv__stat_inc(&a->st_launches);
+    return DV_OK;
+}
+
+int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg)
+{
+    if (ctx == NULL || ctx->internal == NULL || ((dv_actor *)ctx->internal)->task_env == NULL)
+        return dv__fail(DV_EINVAL, "task_host_fn", "task_host_fn: not inside a task");
+    dv_actor *a = ctx->internal;
+    return dv__drv_launch_host_fn(a->env.streams[ctx->stream], fn, arg);
+}
+
+void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)
+{
+    if (ctx == NULL || ctx->internal == NULL || !ctx->simulated)
+        return NULL;
+    return dv__sim_host_ptr(((dv_actor *)ctx->internal)->drv, ptr, bytes);
+}
+
+/* ------------------------------------------------------------------------
+ * The rest
+ * ------------------------------------------------------------------------ */
+
+static void handle_sync(dv_actor *a, const dv_envelope *e)
+{
+    int rc = dv__check_stream(&a->env, e->m.stream, "sync");
+    if (rc == DV_OK) {
+        dv__stat_inc(&a->st_syncs);
+        if (dv__complete_later(a, e->m.stream, e, "sync") == DV_OK)
+            return;
+        rc = DV_ENOMEM;
+    }
+    dv__reply(a, e, rc);
+}
+
+static void handle_stats(dv_actor *a, const dv_envelope *e)
+{
+    dv_actor_stats *out = e->m.u.stats.out;
+    /* In the actor's order: frees queued before this message count as
+     * outstanding only until the device reaches them, so wait for that. */
+    if (a->stack != NULL) {
+        int rc = dv__res_reap_pending(a->stack);
+        if (rc == DV_ECONTEXT_LOST)
+            dv__on_fault(a, rc, 0, e);
+    }
+    out->messages = atomic_load(&a->st_messages);
+    out->allocs = atomic_load(&a->st_allocs);
+    out->frees = atomic_load(&a->st_frees);
+    out->copies = atomic_load(&a->st_copies);
+    out->memsets = atomic_load(&a->st_memsets);
+    out->syncs = atomic_load(&a->st_syncs);
+    out->launches = atomic_load(&a->st_launches);
+    out->failures = atomic_load(&a->st_failures);
+    out->batches = atomic_load(&a->st_batches);
+    out->hazards = atomic_load(&a->st_hazards);
+    out->tasks = atomic_load(&a->st_tasks);
+    out->events = atomic_load(&a->st_events);
+    out->bytes_outstanding = a->stack != NULL ? dv__res_bytes_outstanding(a->stack) : 0;
+    out->refs_alive = dv__ref_held(a->refs);
+    out->client_rings = dv__inbox_clients(a->inbox);
+    if (e->m.reply != NULL)
+        dv__future_complete(e->m.reply, DV_OK);
+}
+
+static void handle_reset(dv_actor *a, const dv_envelope *e)
+{
+    int rc = dv__drain_device(a);
+    if (rc != DV_OK) {
+        dv__on_fault(a, rc, 0, e);
+        rc = dv_last_error()->status ? dv_last_error()->status : rc;
+    } else {
+        rc = dv__actor_rebuild(a);
+    }
+    if (e->m.reply != NULL)
+        dv__future_complete(e->m.reply, rc);
+}
+
+static void handle_kernel_get(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_kernel_get *m = &e->m.u.kernel_get;
+    struct dv_kernel *k;
+    int rc = dv__kernel_find_or_load(a, m->image, m->image_bytes, m->name, &k);
+    if (rc == DV_OK && e->m.reply != NULL)
+        e->m.reply->value = (uintptr_t)k;
+    dv__reply(a, e, rc);
+}
+
+static void handle_host_access(dv_actor *a, const dv_envelope *e)
+{
+    const dv_msg_host_access *m = &e->m.u.host;
+    int rc = DV_OK;
+    if (a->chk != NULL)
+        rc = dv__checked(a, dv__checker_host_access(a->chk, m->ptr, m->bytes, m->access,
+                                                    e->from->known, e->from->id, e->m.seq));
+    if (e->m.reply != NULL)
+        dv__future_complete(e->m.reply, rc);
+}
+
+/* A lost actor answers everything at once; a handle's allocation fails. */
+static void handle_lost(dv_actor *a, const dv_envelope *e)
+{
+    dv_error_detail d;
+    dv__lost_detail(a, &d);
+    if (e->m.type == DV_MSG_ALLOC) {
+        *dv__detail() = d;
+        dv__ref_settle_failed(a->refs, e->m.u.alloc.ref, DV_EDEVICE_LOST);
+    } else if (e->m.type == DV_MSG_FREE) {
+        dv_ref_slot *slot = dv__ref_lookup_free(a->refs, e->m.u.free.ref);
+        if (slot != NULL)
+            dv__ref_recycle(a->refs, slot);
+    }
+    if (e->m.reply != NULL)
+        dv__future_complete_detail(e->m.reply, DV_EDEVICE_LOST, &d);
+}
+
+void dv__handle(dv_actor *a, const dv_envelope *e)
+{
+    DV_ASSERT_ACTOR(a);
+    dv__stat_inc(&a->st_messages);
+    if (atomic_load_explicit(&a->state, memory_order_acquire) == DV_ACTOR_LOST) {
+        handle_lost(a, e);
+        return;
+    }
+    /* No dv_error_clear here: a failure always writes the detail it
+     * reports, and success never reads it. */
+    switch ((enum dv_msg_type)e->m.type) {
+    case DV_MSG_ALLOC:
+        handle_alloc(a, e);
+        break;
+    case DV_MSG_FREE:
+        handle_free(a, e);
+        break;
+    case DV_MSG_HTOD:
+    case DV_MSG_DTOH:
+    case DV_MSG_DTOD:
+        handle_copy(a, e);
+        break;
+    case DV_MSG_MEMSET:
+        handle_memset(a, e);
+        break;
+    case DV_MSG_PEER_READ:
+    case DV_MSG_PEER_COPY:
+        handle_peer(a, e);
+        break;
+    case DV_MSG_LAUNCH:
+        handle_launch(a, e);
+        break;
+    case DV_MSG_LAUNCH_BUILTIN:
+        handle_launch_builtin(a, e);
+        break;
+    case DV_MSG_TASK:
+        handle_task(a, e);
+        break;
+    case DV_MSG_SYNC:
+        handle_sync(a, e);
+        break;
+    case DV_MSG_FLUSH:
+        dv__reply(a, e, DV_OK);
+        break;
+    case DV_MSG_STATS:
+        handle_stats(a, e);
+        break;
+    case DV_MSG_RESET:
+        handle_reset(a, e);
+        break;
+    case DV_MSG_KERNEL_GET:
+        handle_kernel_get(a, e);
+        break;
+    case DV_MSG_HOST_ACCESS:
+        handle_host_access(a, e);
+        break;
+    case DV_MSG_EVENT_CREATE:
+    case DV_MSG_EVENT_DESTROY:
+    case DV_MSG_EVENT_RECORD:
+    case DV_MSG_EVENT_WAIT:
+    case DV_MSG_EVENT_SYNC:
+    case DV_MSG_EVENT_QUERY:
+    case DV_MSG_EVENT_ELAPSED:
+        dv__handle_event(a, e);
+        break;
+    case DV_MSG_NONE:
+    case DV_MSG__COUNT:
+        dv__fail(DV_EINVAL, "message", "unknown message type %u", e->m.type);
+        dv__reply(a, e, DV_EINVAL);
+        break;
+    }
+}

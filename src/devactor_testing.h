@@ -1,0 +1,24 @@
+/*
+ * The one header devactor's own tests and tools include beside the public
+ * ones.  It reaches below the public API, where a test or a benchmark must:
+ * the device port (direct driver calls to compare against, the sim's fault
+ * controls, counts of event records and waits), the resource stack, and
+ * an actor's driver.  It is not installed and promises no stability;
+ * nothing here belongs in a program that uses devactor.
+ */
+#ifndef DEVACTOR_TESTING_H
+#define DEVACTOR_TESTING_H
+
+#include "devactor.h"
+#include "driver/port.h"
+#include "driver/sim.h"
+#include "resources/resource.h"
+
+/* The driver an actor runs on (the sim's controls take it). */
+dv_driver *dv__actor_driver(const dv_actor *actor);
+/* Launch one of devactor's own kernels (tools/kernels) with up to four
+ * 8-byte arguments, 1x1x1, untracked; f NULL: wait until complete. */
+int dv__actor_launch_builtin(dv_actor *actor, const char *kernel, dv_stream stream,
+                             const uint64_t args[4], dv_future *f);
+
+#endif /* DEVACTOR_TESTING_H */
