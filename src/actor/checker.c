@@ -3,6 +3,8 @@
  */
 #include "actor/checker.h"
 
+_Static_assert(DV_MAX_STREAMS <= DV_KNOWN_STREAMS, "a client's knowledge covers every stream");
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

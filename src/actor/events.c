@@ -272,6 +272,7 @@ static int same_context(const dv_actor *a, const dv_event *e, const char *op)
 
 static void handle_create(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     int rc = port_event(a, e);
     if (rc == DV_OK) {
@@ -287,6 +288,7 @@ static void handle_create(dv_actor *a, const dv_envelope *env)
 
 static void handle_destroy(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     e->prev->next = e->next;
     e->next->prev = e->prev;
@@ -300,6 +302,7 @@ static void handle_destroy(dv_actor *a, const dv_envelope *env)
 
 static void handle_record(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     dv_stream s = env->m.stream;
     int rc = port_event(a, e);
@@ -330,6 +333,7 @@ static void handle_record(dv_actor *a, const dv_envelope *env)
 
 static void handle_wait(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     dv_stream s = env->m.stream;
     dv_drv_event *ev = env->m.u.event.foreign;
@@ -351,6 +355,7 @@ static void handle_wait(dv_actor *a, const dv_envelope *env)
 
 static void handle_sync(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     int rc = same_context(a, e, "event_sync");
     if (rc == DV_OK && e->record_context != 0 &&
@@ -370,6 +375,7 @@ static int reached(dv_actor *a, const dv_event *e, bool *done)
 
 static void handle_query(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     bool done;
     int rc = same_context(a, e, "event_query");
@@ -383,6 +389,7 @@ static void handle_query(dv_actor *a, const dv_envelope *env)
 
 static void handle_elapsed(dv_actor *a, const dv_envelope *env)
 {
+    DV_ASSERT_ACTOR(a);
     static const char op[] = "event_elapsed";
     dv_event *start = env->m.u.event.event, *end = env->m.u.event.end;
     bool d1 = false, d2 = false;

@@ -84,7 +84,7 @@ dv_known *dv__known_of(uint64_t uid)
     k->next_free = NULL;
     /* Relaxed: the table reaches the actor through a post (a release). */
     atomic_store_explicit(&k->context, 0, memory_order_relaxed);
-    for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
+    for (uint32_t s = 0; s < DV_KNOWN_STREAMS; s++)
         atomic_store_explicit(&k->seq[s], 0, memory_order_relaxed);
     mine.items[mine.n++] = k;
     (void)pthread_setspecific(exit_key, &mine); /* any non-NULL value: run thread_exit */
@@ -93,7 +93,7 @@ dv_known *dv__known_of(uint64_t uid)
 
 void dv__known_note(uint64_t uid, uint64_t context, uint32_t stream, uint64_t seq)
 {
-    if (uid == 0 || stream >= DV_MAX_STREAMS)
+    if (uid == 0 || stream >= DV_KNOWN_STREAMS)
         return;
     dv_known *k = dv__known_of(uid);
     if (k == NULL)
@@ -104,7 +104,7 @@ void dv__known_note(uint64_t uid, uint64_t context, uint32_t stream, uint64_t se
     if (context < have)
         return; /* knowledge of an older context: worthless now */
     if (context > have) {
-        for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
+        for (uint32_t s = 0; s < DV_KNOWN_STREAMS; s++)
             atomic_store_explicit(&k->seq[s], 0, memory_order_relaxed);
         atomic_store_explicit(&k->context, context, memory_order_relaxed);
     }

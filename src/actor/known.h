@@ -22,12 +22,14 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "resources/resource.h"
+/* Streams a table covers: every stream an actor can have
+ * (DV_MAX_STREAMS, checked where both are seen). */
+#define DV_KNOWN_STREAMS 64u
 
 typedef struct dv_known {
     uint64_t uid;             /* the actor's; written by the owning thread */
     _Atomic uint64_t context; /* the context generation of seq[] */
-    _Atomic uint64_t seq[DV_MAX_STREAMS];
+    _Atomic uint64_t seq[DV_KNOWN_STREAMS];
     struct dv_known *next_free; /* the recycling list */
 } dv_known;
 

@@ -27,6 +27,7 @@ const char *dv__msg_name(unsigned type)
 
 static void handle_alloc(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_alloc *m = &e->m.u.alloc;
     dv_block b;
     int rc = dv__check_stream(&a->env, e->m.stream, "alloc");
@@ -53,6 +54,7 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
 
 static void handle_free(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     dv_ref_slot *slot = dv__ref_lookup_free(a->refs, e->m.u.free.ref);
     if (slot == NULL)
         return; /* already dropped by a rebuild */
@@ -92,6 +94,7 @@ static int enqueue_copy(dv_recorder *r, void *arg)
 
 static void handle_copy(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     static const uint8_t kinds[] = {
         [DV_MSG_HTOD] = DV_CHK_HTOD, [DV_MSG_DTOH] = DV_CHK_DTOH, [DV_MSG_DTOD] = DV_CHK_DTOD};
     const dv_msg_copy *m = &e->m.u.copy;
@@ -128,6 +131,7 @@ static int enqueue_memset(dv_recorder *r, void *arg)
 
 static void handle_memset(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_memset *m = &e->m.u.memset;
     dv_ref_slot *slot = NULL;
     dv_recorder r;
@@ -169,6 +173,7 @@ static int enqueue_peer(dv_recorder *r, void *arg)
 
 static void handle_peer(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_peer *m = &e->m.u.peer;
     bool copy = e->m.type == DV_MSG_PEER_COPY;
     dv_ref_slot *slot = NULL;
@@ -221,6 +226,7 @@ static int launch_kernel(dv_actor *a, struct dv_kernel *k, const char *op, dv_dr
 
 static void handle_launch(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_launch *m = &e->m.u.launch;
     launch_call l = {.grid = {m->grid_x, m->grid_y, m->grid_z},
                      .block = {m->block_x, m->block_y, m->block_z},
@@ -246,6 +252,7 @@ static void handle_launch(dv_actor *a, const dv_envelope *e)
  * (tests and tools; tracked launches take the recorder). */
 static void handle_launch_builtin(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_builtin *m = &e->m.u.builtin;
     struct dv_kernel *k;
     dv_drv_func *f = NULL;
@@ -307,6 +314,7 @@ static int enqueue_task(dv_recorder *r, void *arg)
 
 static void handle_task(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_task *m = &e->m.u.task;
     task_call t = {
         .ctx = {.actor = a, .device = a->device, .stream = e->m.stream, .nargs = m->nargs},
@@ -392,6 +400,7 @@ void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)
 
 static void handle_sync(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     int rc = dv__check_stream(&a->env, e->m.stream, "sync");
     if (rc == DV_OK) {
         dv__stat_inc(&a->st_syncs);
@@ -404,6 +413,7 @@ static void handle_sync(dv_actor *a, const dv_envelope *e)
 
 static void handle_stats(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     dv_actor_stats *out = e->m.u.stats.out;
     /* In the actor's order: frees queued before this message count as
      * outstanding only until the device reaches them, so wait for that. */
@@ -433,6 +443,7 @@ static void handle_stats(dv_actor *a, const dv_envelope *e)
 
 static void handle_reset(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     int rc = dv__drain_device(a);
     if (rc != DV_OK) {
         dv__on_fault(a, rc, 0, e);
@@ -446,6 +457,7 @@ static void handle_reset(dv_actor *a, const dv_envelope *e)
 
 static void handle_kernel_get(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_kernel_get *m = &e->m.u.kernel_get;
     struct dv_kernel *k;
     int rc = dv__kernel_find_or_load(a, m->image, m->image_bytes, m->name, &k);
@@ -456,6 +468,7 @@ static void handle_kernel_get(dv_actor *a, const dv_envelope *e)
 
 static void handle_host_access(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     const dv_msg_host_access *m = &e->m.u.host;
     int rc = DV_OK;
     if (a->chk != NULL)
@@ -468,6 +481,7 @@ static void handle_host_access(dv_actor *a, const dv_envelope *e)
 /* A lost actor answers everything at once; a handle's allocation fails. */
 static void handle_lost(dv_actor *a, const dv_envelope *e)
 {
+    DV_ASSERT_ACTOR(a);
     dv_error_detail d;
     dv__lost_detail(a, &d);
     if (e->m.type == DV_MSG_ALLOC) {

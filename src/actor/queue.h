@@ -79,7 +79,7 @@
 
 #include "actor/known.h"
 #include "actor/msg.h"
-#include "gpuref/gpuref.h"
+#include "gpuref/cache.h"
 
 typedef enum dv_inbox_mode {
     DV_INBOX_SPSC = 0, /* a ring per client thread (default) */

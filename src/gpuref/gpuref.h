@@ -55,15 +55,13 @@
 #include <stdint.h>
 
 #include "base/shard.h"
+#include "gpuref/cache.h"
 #include "devactor.h"
 #include "resources/resource.h"
 
 #define DV_REF_MAX_DOMAINS 255u
 #define DV_REF_CHUNK_SLOTS 4096u
 #define DV_REF_MAX_SLOTS   (1u << 24)
-/* Slots a thread keeps reserved per actor, and takes at a time. */
-#define DV_REF_CACHE      64u
-#define DV_REF_CACHE_FILL 32u
 
 typedef enum dv_domain_state {
     DV_DOMAIN_OPEN = 1, /* handles valid (subject to their own checks) */
@@ -88,12 +86,6 @@ typedef struct dv_ref_slot {
     uint32_t index;  /* its index in the domain */
     int32_t status;  /* DV_OK, or the allocation's failure */
 } dv_ref_slot;
-
-/* A thread's reserved slots for one domain (lives in its client). */
-typedef struct dv_ref_cache {
-    uint32_t n;
-    uint32_t idx[DV_REF_CACHE];
-} dv_ref_cache;
 
 /* Called by the thread whose release took the count to zero: post the
  * free to the actor.  Its result is returned by dv_ref_release. */
