@@ -21,4 +21,13 @@ dv_driver *dv__actor_driver(const dv_actor *actor);
 int dv__actor_launch_builtin(dv_actor *actor, const char *kernel, dv_stream stream,
                              const uint64_t args[4], dv_future *f);
 
+/* Clients (a ring and what goes with it, one per actor posted to) the
+ * calling thread holds now. */
+unsigned dv__thread_clients(void);
+
+/* Benchmarks only: actors made after dv__order_disable(true) keep no order
+ * across threads (no tickets), so dv-bench can show what the order costs.
+ * Never in a program that relies on the contract. */
+void dv__order_disable(bool off);
+
 #endif /* DEVACTOR_TESTING_H */

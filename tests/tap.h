@@ -5,6 +5,7 @@
  *   ok(cond, fmt, ...) one described assertion per line
  *   is_int / is_u64 / is_str  comparisons that print both sides on failure
  *   skip_all(fmt, ...) "1..0 # SKIP reason" and exit 0
+ *   skip(fmt, ...)     one assertion that cannot be made here: "ok N # SKIP reason"
  *   diag(fmt, ...)     "# ..." diagnostics
  *   tap_done()         exit status: non-zero on any failure, on a count
  *                      that differs from the plan, or when nothing was
@@ -64,6 +65,17 @@ static TAP_UNUSED TAP_PRINTF(1, 2) void skip_all(const char *fmt, ...)
     va_end(ap);
     fflush(stdout);
     exit(0);
+}
+
+static TAP_UNUSED TAP_PRINTF(1, 2) void skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("ok %d # SKIP ", ++tap_run);
+    vprintf(fmt, ap);
+    fputs("\n", stdout);
+    va_end(ap);
+    fflush(stdout);
 }
 
 /* Stop the whole program: something the rest depends on failed. */

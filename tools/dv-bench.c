@@ -11,11 +11,15 @@
  *           operation at N = 1k, 10k, 100k, each size on one pool made
  *           before timing (as RMM's benchmark does), the sizes measured in
  *           alternating rounds on one CPU
- *   actor   a bare two-thread request/reply over the inbox's ring, beside an
- *           allocate round trip through the actor (pool stack); aggregate
- *           allocate+release pairs per second with 1, 8 and 4x-cores client
- *           threads (per-client rings and one shared ring), beside the same
- *           threads calling the driver's stream-ordered pair directly
+ *   actor   a bare two-thread request/reply over a ck ring, beside an
+ *           allocation's round trip through the actor (pool stack); one
+ *           client's allocate+release pair through the public API at 256 B
+ *           .. 1 MiB, with the order across threads off (what it costs) and
+ *           beside a peer allocator's pair (PyTorch's caching allocator,
+ *           loaded at run time); aggregate pairs per second with 1, 8 and
+ *           4x-cores client threads (per-client rings and one shared ring),
+ *           beside the same threads calling the driver's stream-ordered pair
+ *           (and the peer's) directly
  *   launch  an empty kernel launched through the actor with 0, 2 and 8
  *           tracked handles, on one stream and alternating between two
  *           (every launch then waits on the other stream), beside a raw
@@ -41,8 +45,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actor/queue.h"
-#include "resources/resource.h"
+#include <ck_ring.h>
+#include <dlfcn.h>
+
+#include "devactor.h"
+#include "devactor_testing.h"
 
 #define BATCH 16
 
@@ -517,9 +524,18 @@ static double percentile(uint64_t *v, size_t n, double p)
     return (double)v[i];
 }
 
-/* The bare ping-pong: one request on an inbox ring, one reply word. */
+/*
+ * The bare ping-pong, the floor of any round trip between two threads:
+ * one 64-byte message on a Concurrency Kit SPSC ring, one reply word.
+ */
+typedef struct bare_msg {
+    uint64_t seq, pad[7];
+} bare_msg;
+CK_RING_PROTOTYPE(bare, bare_msg)
+
 struct pingpong {
-    dv_inbox *in;
+    ck_ring_t ring;
+    bare_msg *buf;
     atomic_uint reply;
     atomic_bool stop;
 };
@@ -527,10 +543,10 @@ struct pingpong {
 static void *pong(void *arg)
 {
     struct pingpong *pp = arg;
-    dv_envelope e;
+    bare_msg m;
     while (!atomic_load_explicit(&pp->stop, memory_order_relaxed)) {
-        if (dv__inbox_take(pp->in, &e, 1) == 1)
-            atomic_store_explicit(&pp->reply, (unsigned)e.m.seq + 1, memory_order_release);
+        if (ck_ring_dequeue_spsc_bare(&pp->ring, pp->buf, &m))
+            atomic_store_explicit(&pp->reply, (unsigned)m.seq + 1, memory_order_release);
         else
             __builtin_ia32_pause();
     }
@@ -542,13 +558,14 @@ static double bench_pingpong(size_t rounds, double *p99)
     struct pingpong pp = {0};
     pthread_t th;
     uint64_t *lat = malloc(rounds * sizeof(*lat));
-    dv__inbox_create(DV_INBOX_SPSC, 1024, UINT64_MAX, NULL, NULL, &pp.in);
-    dv_client *c = dv__inbox_client(pp.in);
+    pp.buf = aligned_alloc(64, 1024 * sizeof(bare_msg));
+    ck_ring_init(&pp.ring, 1024);
     pthread_create(&th, NULL, pong, &pp);
     for (size_t i = 0; i < rounds + 1000; i++) {
-        dv_msg m = {.type = DV_MSG_FLUSH};
+        bare_msg m = {.seq = i};
         uint64_t t0 = now_ns();
-        dv__inbox_post(pp.in, c, &m, false);
+        while (!ck_ring_enqueue_spsc_bare(&pp.ring, pp.buf, &m))
+            __builtin_ia32_pause();
         unsigned want = (unsigned)i + 1;
         while (atomic_load_explicit(&pp.reply, memory_order_acquire) != want)
             __builtin_ia32_pause();
@@ -557,20 +574,23 @@ static double bench_pingpong(size_t rounds, double *p99)
     }
     atomic_store(&pp.stop, true);
     pthread_join(th, NULL);
-    dv__inbox_destroy(pp.in);
+    free(pp.buf);
     double med = percentile(lat, rounds, 0.5);
     *p99 = percentile(lat, rounds, 0.99);
     free(lat);
     return med;
 }
 
+/* An allocation's round trip: post it and wait for the memory. */
 static double bench_alloc_rtt(dv_actor *a, size_t rounds, double *p99)
 {
     uint64_t *lat = malloc(rounds * sizeof(*lat));
     for (size_t i = 0; i < rounds + 1000; i++) {
         dv_ref r;
+        dv_future f;
+        dv_future_init(&f, 0);
         uint64_t t0 = now_ns();
-        if (dv_alloc(a, 4096, 0, "bench", &r) != DV_OK) {
+        if (dv_alloc_async(a, 4096, 0, "bench", &r, &f) != DV_OK || dv_future_wait(&f) != DV_OK) {
             free(lat);
             return -1;
         }
@@ -579,14 +599,137 @@ static double bench_alloc_rtt(dv_actor *a, size_t rounds, double *p99)
         if (i >= 1000)
             lat[i - 1000] = t1 - t0;
     }
+    dv_flush(a);
     double med = percentile(lat, rounds, 0.5);
     *p99 = percentile(lat, rounds, 0.99);
     free(lat);
     return med;
 }
 
+/*
+ * A peer allocator, loaded at run time from a small adapter library
+ * (tools/peers/): dv_peer_open gives a stream of the peer's own, and the
+ * pair is dv_peer_alloc + dv_peer_free on it.  PyTorch's caching allocator
+ * is built against the installed PyTorch on the GPU machine
+ * (tools/peers/build-torch-peer.sh); absent, its rows are skipped.
+ */
+typedef struct peer {
+    void *lib;
+    const char *(*name)(void);
+    int (*open)(int device, void **stream);
+    void *(*alloc)(size_t bytes, void *stream);
+    void (*free)(void *p);
+    void (*close)(void *stream);
+    void *stream;
+} peer;
+
+static bool peer_load(peer *p, const char *path, int device)
+{
+    memset(p, 0, sizeof(*p));
+    if (path == NULL || (p->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        if (path != NULL)
+            fprintf(stderr, "dv-bench: peer %s: %s\n", path, dlerror());
+        return false;
+    }
+    *(void **)&p->name = dlsym(p->lib, "dv_peer_name");
+    *(void **)&p->open = dlsym(p->lib, "dv_peer_open");
+    *(void **)&p->alloc = dlsym(p->lib, "dv_peer_alloc");
+    *(void **)&p->free = dlsym(p->lib, "dv_peer_free");
+    *(void **)&p->close = dlsym(p->lib, "dv_peer_close");
+    if (!p->name || !p->open || !p->alloc || !p->free || !p->close ||
+        p->open(device, &p->stream) != 0) {
+        fprintf(stderr, "dv-bench: peer %s: not a usable adapter\n", path);
+        dlclose(p->lib);
+        p->lib = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* One client's allocate+release pairs through the public API: both calls
+ * post and return; the run ends when the actor handled them all. */
+static double actor_pairs(dv_actor *a, uint64_t bytes, size_t n)
+{
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n; i++) {
+        dv_ref r;
+        if (dv_alloc(a, bytes, 0, "pair", &r) != DV_OK || dv_ref_release(r) != DV_OK)
+            return -1;
+    }
+    if (dv_flush(a) != DV_OK)
+        return -1;
+    return (double)(now_ns() - t0) / (double)n;
+}
+
+static double peer_pairs(peer *p, uint64_t bytes, size_t n)
+{
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n; i++) {
+        void *q = p->alloc(bytes, p->stream);
+        if (q == NULL)
+            return -1;
+        p->free(q);
+    }
+    return (double)(now_ns() - t0) / (double)n;
+}
+
+#define PAIR_ROUNDS 9
+#define PAIR_SIZES  4
+
+/*
+ * The single client's pair at 256 B .. 1 MiB: devactor, devactor with the
+ * order across threads turned off (what the tickets cost), and the peer,
+ * in alternating rounds so that a change of the shared host's speed
+ * falls on every row alike; medians of the rounds.
+ */
+static void bench_pairs(dv_actor *on, dv_actor *off, peer *p)
+{
+    static const uint64_t sizes[PAIR_SIZES] = {256, 4096, 65536, 1 << 20};
+    const size_t n = 100000;
+    double v[3][PAIR_SIZES][PAIR_ROUNDS];
+    for (int k = 0; k < PAIR_SIZES; k++) { /* warm each size: pools grown */
+        actor_pairs(on, sizes[k], 1000);
+        actor_pairs(off, sizes[k], 1000);
+        if (p->lib)
+            peer_pairs(p, sizes[k], 1000);
+    }
+    for (int r = 0; r < PAIR_ROUNDS; r++) {
+        for (int k = 0; k < PAIR_SIZES; k++) {
+            v[0][k][r] = actor_pairs(on, sizes[k], n);
+            v[1][k][r] = actor_pairs(off, sizes[k], n);
+            v[2][k][r] = p->lib ? peer_pairs(p, sizes[k], n) : -1;
+        }
+        if (!csv)
+            fprintf(stderr, "\ractor pairs: round %d of %d", r + 1, PAIR_ROUNDS);
+    }
+    if (!csv) {
+        fprintf(stderr, "\r%40s\r", "");
+        printf("\nactor: one client's allocate+release pair through the public API, ns per pair\n"
+               "(medians of %d alternating rounds of %zu pairs; peer: %s)\n"
+               "  %-8s %10s %16s %12s %14s %14s\n",
+               PAIR_ROUNDS, n, p->lib ? p->name() : "none loaded (--peer)", "size", "devactor",
+               "order off", "peer", "devactor/peer", "order cost");
+    } else {
+        printf("section,what,bytes,devactor_ns,order_off_ns,peer_ns,ratio_to_peer\n");
+    }
+    for (int k = 0; k < PAIR_SIZES; k++) {
+        double d = median_of(v[0][k], PAIR_ROUNDS), o = median_of(v[1][k], PAIR_ROUNDS);
+        double q = p->lib ? median_of(v[2][k], PAIR_ROUNDS) : 0;
+        if (csv)
+            printf("pairs,one client,%llu,%.1f,%.1f,%.1f,%.3f\n", (unsigned long long)sizes[k], d,
+                   o, q, q > 0 ? d / q : 0.0);
+        else if (q > 0)
+            printf("  %-8llu %10.1f %16.1f %12.1f %14.3f %13.1f%%\n", (unsigned long long)sizes[k],
+                   d, o, q, d / q, 100.0 * (d - o) / o);
+        else
+            printf("  %-8llu %10.1f %16.1f %12s %14s %13.1f%%\n", (unsigned long long)sizes[k], d,
+                   o, "-", "-", 100.0 * (d - o) / o);
+    }
+}
+
 struct churn {
     dv_actor *actor;       /* through the actor, or */
+    peer *peer;            /* a peer allocator, or */
     dv_drv_stream *stream; /* the driver directly on this stream */
     double seconds;
     atomic_int *go;
@@ -600,13 +743,22 @@ static void *churn_main(void *arg)
     while (atomic_load(c->go) == 0)
         sched_yield();
     uint64_t end = now_ns() + (uint64_t)(c->seconds * 1e9), n = 0;
-    while ((n & 63) != 0 || now_ns() < end) {
-        int rc;
+    void *peer_stream = NULL;
+    if (c->peer != NULL && c->peer->open(0, &peer_stream) != 0)
+        c->error = DV_ENOTSUP;
+    while (c->error == 0 && ((n & 63) != 0 || now_ns() < end)) {
+        int rc = DV_OK;
         if (c->actor != NULL) {
             dv_ref r;
             rc = dv_alloc(c->actor, 4096, (dv_stream)(n % 4), "churn", &r);
             if (rc == DV_OK)
                 rc = dv_ref_release(r);
+        } else if (c->peer != NULL) {
+            void *q = c->peer->alloc(4096, peer_stream);
+            if (q == NULL)
+                rc = DV_EDEVICE_OOM;
+            else
+                c->peer->free(q);
         } else {
             dv_dptr p;
             rc = dv__drv_mem_alloc_async(c->stream, 4096, &p);
@@ -619,12 +771,19 @@ static void *churn_main(void *arg)
         }
         n++;
     }
+    /* Every pair handled by the actor, not only posted. */
+    if (c->actor != NULL && dv_flush(c->actor) != DV_OK)
+        c->error = dv_last_error()->status;
+    if (c->peer != NULL && peer_stream != NULL)
+        c->peer->close(peer_stream);
     c->pairs = n;
     return NULL;
 }
 
-/* Aggregate pairs per second of `threads` clients. */
-static double bench_churn(dv_actor *a, dv_res_env *env, int threads, double seconds, int *error)
+/* Aggregate pairs per second of `threads` clients (the actor, the peer,
+ * or with both NULL the driver, each thread on a stream of its own). */
+static double bench_churn(dv_actor *a, peer *p, dv_res_env *env, int threads, double seconds,
+                          int *error)
 {
     pthread_t *th = calloc((size_t)threads, sizeof(*th));
     struct churn *c = calloc((size_t)threads, sizeof(*c));
@@ -632,8 +791,8 @@ static double bench_churn(dv_actor *a, dv_res_env *env, int threads, double seco
     atomic_int go = 0;
     *error = 0;
     for (int i = 0; i < threads; i++) {
-        c[i] = (struct churn){.actor = a, .seconds = seconds, .go = &go};
-        if (a == NULL) {
+        c[i] = (struct churn){.actor = a, .peer = p, .seconds = seconds, .go = &go};
+        if (a == NULL && p == NULL) {
             if ((*error = dv__drv_stream_create(env->ctx, &own[i])) != DV_OK)
                 threads = i;
             c[i].stream = own[i];
@@ -663,7 +822,7 @@ static double bench_churn(dv_actor *a, dv_res_env *env, int threads, double seco
     return (double)total / dt;
 }
 
-static dv_actor *bench_actor(dv_driver *drv, int device, bool shared)
+static dv_actor *bench_actor(dv_driver *drv, int device, bool shared, bool ordered)
 {
     dv_actor_config cfg;
     dv_actor *a = NULL;
@@ -671,45 +830,55 @@ static dv_actor *bench_actor(dv_driver *drv, int device, bool shared)
     cfg.driver = drv;
     cfg.device = device;
     cfg.shared_queue = shared;
-    return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
+    dv__order_disable(!ordered);
+    int rc = dv_actor_create(&cfg, &a);
+    dv__order_disable(false);
+    return rc == DV_OK ? a : NULL;
 }
 
-static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double seconds)
+static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double seconds,
+                         const char *peer_path)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int many = (int)(cores > 0 ? 4 * cores : 8);
     double p99_pp = 0, p99_rt = 0;
+    peer pr;
+    bool have_peer = peer_load(&pr, peer_path, device);
     double pp = bench_pingpong(100000, &p99_pp);
-    dv_actor *a = bench_actor(drv, device, false);
-    if (a == NULL) {
+    dv_actor *a = bench_actor(drv, device, false, true);
+    dv_actor *unordered = bench_actor(drv, device, false, false);
+    if (a == NULL || unordered == NULL) {
         fprintf(stderr, "dv-bench: actor: %s\n", dv_last_error()->message);
         return;
     }
     double rt = bench_alloc_rtt(a, 100000, &p99_rt);
     if (csv) {
         printf("section,what,threads,median_ns,p99_ns,per_second,ratio\n");
-        printf("actor,bare ping-pong over the inbox ring,1,%.1f,%.1f,,1.000\n", pp, p99_pp);
+        printf("actor,bare ping-pong over a ck ring,1,%.1f,%.1f,,1.000\n", pp, p99_pp);
         printf("actor,allocate round trip (pool stack),1,%.1f,%.1f,,%.3f\n", rt, p99_rt, rt / pp);
     } else {
         printf("\nactor: one client, round trip, ns (ratio: over the bare ping-pong)\n"
-               "  %-44s %10s %10s %9s\n",
+               "  %-52s %10s %10s %9s\n",
                "what", "median", "p99", "ratio");
-        printf("  %-44s %10.1f %10.1f %9.3f\n", "bare ping-pong over the inbox ring", pp, p99_pp,
-               1.0);
-        printf("  %-44s %10.1f %10.1f %9.3f\n", "allocate round trip (pool stack)", rt, p99_rt,
-               rt / pp);
+        printf("  %-52s %10.1f %10.1f %9.3f\n", "bare ping-pong over a ck SPSC ring (64 B)", pp,
+               p99_pp, 1.0);
+        printf("  %-52s %10.1f %10.1f %9.3f\n", "allocate round trip (alloc_async + wait, pool)",
+               rt, p99_rt, rt / pp);
     }
-    int err;
-    double one = bench_churn(a, env, 1, seconds, &err);
-    double eight = bench_churn(a, env, 8, seconds, &err);
-    double lots = bench_churn(a, env, many, seconds, &err);
+    bench_pairs(a, unordered, &pr);
+    int err, uerr = 0, perr = 0, derr;
+    double one = bench_churn(a, NULL, env, 1, seconds, &err);
+    double eight = bench_churn(a, NULL, env, 8, seconds, &err);
+    double lots = bench_churn(a, NULL, env, many, seconds, &err);
+    double eight_off = bench_churn(unordered, NULL, env, 8, seconds, &uerr);
     dv_actor_destroy(a);
-    dv_actor *shared = bench_actor(drv, device, true);
-    double lots_shared = shared ? bench_churn(shared, env, many, seconds, &err) : 0;
-    double one_shared = shared ? bench_churn(shared, env, 1, seconds, &err) : 0;
+    dv_actor_destroy(unordered);
+    dv_actor *shared = bench_actor(drv, device, true, true);
+    double lots_shared = shared ? bench_churn(shared, NULL, env, many, seconds, &err) : 0;
+    double one_shared = shared ? bench_churn(shared, NULL, env, 1, seconds, &err) : 0;
     dv_actor_destroy(shared);
-    int derr;
-    double direct8 = bench_churn(NULL, env, 8, seconds, &derr);
+    double peer8 = have_peer ? bench_churn(NULL, &pr, env, 8, seconds, &perr) : 0;
+    double direct8 = bench_churn(NULL, NULL, env, 8, seconds, &derr);
     if (!csv)
         printf("\nactor: allocate+release pairs per second, all clients together (%ld cores)\n"
                "  %-58s %8s %14s\n",
@@ -717,25 +886,38 @@ static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double sec
 #define ROW(what, threads, v)                                                                      \
     do {                                                                                           \
         if (csv)                                                                                   \
-            printf("actor,%s,%d,,,%.0f,\n", what, threads, v);                                     \
+            printf("actor,\"%s\",%d,,,%.0f,\n", what, threads, v);                                 \
         else                                                                                       \
             printf("  %-58s %8d %14.0f\n", what, threads, v);                                      \
     } while (0)
     ROW("through the actor, a ring per client", 1, one);
     ROW("through the actor, a ring per client", 8, eight);
     ROW("through the actor, a ring per client", many, lots);
+    ROW("... the same, order across threads off (its cost)", 8, eight_off);
     ROW("through the actor, one shared ring", 1, one_shared);
     ROW("through the actor, one shared ring", many, lots_shared);
+    if (have_peer)
+        ROW("peer allocator, each thread its own stream", 8, peer8);
     ROW("driver stream-ordered pair, each thread its own stream", 8, direct8);
 #undef ROW
     if (!csv) {
         printf("  8 clients through the actor / 8 threads on the driver: %.2fx\n",
                direct8 > 0 ? eight / direct8 : 0.0);
+        if (have_peer)
+            printf("  8 clients through the actor / 8 threads on the peer: %.2fx\n",
+                   peer8 > 0 ? eight / peer8 : 0.0);
+        printf("  the order across threads costs %.1f%% of 8 clients' pairs/s\n",
+               eight_off > 0 ? 100.0 * (eight_off - eight) / eight_off : 0.0);
         printf("  %d clients / 1 client (ring per client): %.2f; shared ring: %.2f\n", many,
                one > 0 ? lots / one : 0.0, one_shared > 0 ? lots_shared / one_shared : 0.0);
     }
-    if (err != 0 || derr != 0)
-        printf("  (errors: actor %s, driver %s)\n", dv_err_name(err), dv_err_name(derr));
+    if (err != 0 || uerr != 0 || perr != 0 || derr != 0)
+        printf("  (errors: actor %s, order off %s, peer %s, driver %s)\n", dv_err_name(err),
+               dv_err_name(uerr), dv_err_name(perr), dv_err_name(derr));
+    if (have_peer) {
+        pr.close(pr.stream);
+        dlclose(pr.lib);
+    }
 }
 
 /* ------------------------------------------------------------------------
@@ -810,7 +992,7 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
     const void *image;
     size_t bytes;
     dv__drv_builtin_image(env->drv, &image, &bytes);
-    dv_actor *a = bench_actor(drv, device, false);
+    dv_actor *a = bench_actor(drv, device, false, true);
     dv_kernel *k = NULL;
     dv_ref refs[8];
     if (a == NULL || dv_kernel_get(a, NULL, 0, "empty", &k) != DV_OK ||
@@ -868,35 +1050,44 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
                  "                [--section alloc|random|actor|launch|all]\n"
-                 "                [--seconds S] [--max-size BYTES] [--csv]\n"
+                 "                [--seconds S] [--max-size BYTES] [--peer LIB] [--csv]\n"
                  "\n"
                  "Measures devactor against direct driver calls in the same run:\n"
                  "  alloc   allocate+free pair latency of every resource and stack at\n"
                  "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
                  "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k,\n"
                  "          the sizes in alternating rounds on one CPU\n"
-                 "  actor   round trip through the actor beside a bare ping-pong over the\n"
-                 "          same ring; allocate+release pairs/s with 1, 8 and 4x-cores\n"
-                 "          clients (per-client rings and one shared ring) beside 8\n"
-                 "          threads calling the driver's stream-ordered pair directly\n"
+                 "  actor   an allocation's round trip beside a bare ping-pong over a ck\n"
+                 "          ring; one client's allocate+release pair at 256 B..1 MiB,\n"
+                 "          with the order across threads off (its cost) and beside the\n"
+                 "          peer's pair; pairs/s with 1, 8 and 4x-cores clients (per-client\n"
+                 "          rings and one shared ring) beside 8 threads calling the\n"
+                 "          driver's stream-ordered pair (and the peer's) directly\n"
                  "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles,\n"
                  "          one stream and two alternating, beside a raw launch loop\n"
                  "\n"
                  "  --seconds S    time per measurement (default 0.3)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"
+                 "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
+                 "                 caching allocator; also DV_BENCH_PEER\n"
                  "  --csv          machine-readable rows instead of tables\n"
                  "Exit status: 0, or 2 on a usage or device error.\n");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"backend", required_argument, NULL, 'b'},  {"device", required_argument, NULL, 'd'},
-        {"section", required_argument, NULL, 's'},  {"seconds", required_argument, NULL, 't'},
-        {"max-size", required_argument, NULL, 'm'}, {"csv", no_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"backend", required_argument, NULL, 'b'},
+                                         {"device", required_argument, NULL, 'd'},
+                                         {"section", required_argument, NULL, 's'},
+                                         {"seconds", required_argument, NULL, 't'},
+                                         {"max-size", required_argument, NULL, 'm'},
+                                         {"csv", no_argument, NULL, 'c'},
+                                         {"peer", required_argument, NULL, 'p'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     dv_driver_config cfg;
     const char *section = "all";
+    const char *peer_path = getenv("DV_BENCH_PEER");
     double seconds = 0.3;
     uint64_t max_size = 65536;
     int device = 0, c;
@@ -905,7 +1096,7 @@ int main(int argc, char **argv)
     /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
      * (its memory is mapped lazily, so untouched bytes cost nothing). */
     cfg.sim.memory_bytes = UINT64_C(8) << 30;
-    while ((c = getopt_long(argc, argv, "b:d:s:t:m:ch", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:ch", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
             cfg.backend = strcmp(optarg, "cuda") == 0  ? DV_BACKEND_CUDA
@@ -926,6 +1117,9 @@ int main(int argc, char **argv)
             break;
         case 'c':
             csv = true;
+            break;
+        case 'p':
+            peer_path = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -960,7 +1154,7 @@ int main(int argc, char **argv)
     if (strcmp(section, "all") == 0 || strcmp(section, "random") == 0)
         bench_random(&env, max_size);
     if (strcmp(section, "all") == 0 || strcmp(section, "actor") == 0)
-        bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds);
+        bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds, peer_path);
     if (strcmp(section, "all") == 0 || strcmp(section, "launch") == 0)
         bench_launches(drv, &env, device);
     dv__res_env_fini(&env);

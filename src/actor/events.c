@@ -413,6 +413,17 @@ static void handle_elapsed(dv_actor *a, const dv_envelope *env)
 void dv__handle_event(dv_actor *a, const dv_envelope *env)
 {
     DV_ASSERT_ACTOR(a);
+    dv_event *e = env->m.u.event.event;
+    /* Posted before the event was destroyed, handled after: the event is
+     * gone (a use after destruction; nothing of it is touched). */
+    bool foreign = env->m.type == DV_MSG_EVENT_WAIT && env->m.u.event.foreign != NULL;
+    if (env->m.type != DV_MSG_EVENT_CREATE && !foreign &&
+        atomic_load_explicit(&e->owner, memory_order_relaxed) != a->uid) {
+        dv__reply(a, env,
+                  dv__fail(DV_EINVAL, dv__msg_name(env->m.type), "%s: the event was destroyed",
+                           dv__msg_name(env->m.type)));
+        return;
+    }
     switch (env->m.type) {
     case DV_MSG_EVENT_CREATE:
         handle_create(a, env);

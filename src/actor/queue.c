@@ -31,9 +31,6 @@ CK_RING_PROTOTYPE(msg, dv_msg)
 #define SLOT_COPY_BEGIN()  dv__tsan_ignore_begin()
 #define SLOT_COPY_END()    dv__tsan_ignore_end()
 
-/* Messages a collect takes from all rings together, before the caps. */
-#define COLLECT 64u
-
 struct retired_array {
     struct retired_array *next;
     dv_client **clients;
@@ -47,6 +44,7 @@ typedef struct held_msg {
 struct dv_inbox {
     uint64_t uid; /* unique for the process: keys the threads' clients */
     dv_inbox_mode mode;
+    bool unordered; /* benchmarks only: no tickets, rings taken as they come */
     uint32_t capacity;
     dv_client_drop_fn drop;
     void *drop_arg;
@@ -58,11 +56,18 @@ struct dv_inbox {
     atomic_uint next_id;
     dv_client *shared; /* MPSC: the one ring */
     /* The actor's, never touched by posters. */
-    uint32_t cursor; /* round-robin start */
-    uint64_t round;  /* collects made */
-    bool orphans;    /* the last collect saw an orphaned client */
-    held_msg *held;  /* taken, not handed out yet; by ticket */
-    uint32_t nheld, cap_held;
+    bool ordered;   /* by ticket (per-client rings, the order on) */
+    uint64_t round; /* collects made */
+    bool orphans;   /* the last collect saw an orphaned client */
+    held_msg *held; /* taken, not handed out yet: [hstart, hend), by ticket */
+    uint32_t hstart, hend, cap_held;
+    uint32_t ready;       /* of those, the first `ready` may be handed out */
+    held_msg *spare_held; /* the merge's other buffer */
+    uint32_t cap_spare_held;
+    held_msg *incoming; /* one collect's messages */
+    uint32_t nincoming, cap_incoming;
+    struct run *runs; /* the merge's heap */
+    uint32_t cap_runs;
     /* The actor may be about to sleep: posters bump the event count only
      * then, so a busy actor's count line is not written per message. */
     _Alignas(64) atomic_bool parked;
@@ -231,6 +236,11 @@ static void forget_closed(void)
     mine.last = NULL;
 }
 
+unsigned dv__thread_clients(void)
+{
+    return mine.n;
+}
+
 dv_client *dv__inbox_client(dv_inbox *in)
 {
     if (mine.last != NULL && mine.last->inbox_uid == in->uid)
@@ -263,6 +273,13 @@ dv_client *dv__inbox_client(dv_inbox *in)
  * Inbox
  * ------------------------------------------------------------------------ */
 
+static atomic_bool order_off;
+
+void dv__order_disable(bool off)
+{
+    atomic_store(&order_off, off);
+}
+
 int dv__inbox_create(dv_inbox_mode mode, uint32_t capacity, uint64_t uid, dv_client_drop_fn drop,
                      void *drop_arg, dv_inbox **out)
 {
@@ -275,6 +292,8 @@ int dv__inbox_create(dv_inbox_mode mode, uint32_t capacity, uint64_t uid, dv_cli
     memset(in, 0, sizeof(*in));
     in->uid = uid;
     in->mode = mode;
+    in->unordered = atomic_load(&order_off);
+    in->ordered = mode == DV_INBOX_SPSC && !in->unordered;
     in->capacity = cap;
     in->drop = drop;
     in->drop_arg = drop_arg;
@@ -317,6 +336,9 @@ void dv__inbox_destroy(dv_inbox *in)
         free(ra);
     }
     free(in->held);
+    free(in->spare_held);
+    free(in->incoming);
+    free(in->runs);
     pthread_mutex_destroy(&in->reg_mu);
     free(in);
 }
@@ -364,7 +386,8 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
         /* Relaxed: the order that matters comes from happens-before
          * between posts (queue.h), which the counter's modification order
          * follows; the message itself is published by the commit. */
-        msg->ticket = atomic_fetch_add_explicit(&in->ticket, 1, memory_order_relaxed);
+        msg->ticket =
+            in->unordered ? 0 : atomic_fetch_add_explicit(&in->ticket, 1, memory_order_relaxed);
         msg->seq = c->seq++;
         SLOT_COPY_BEGIN();
         *slot = *msg;
@@ -388,15 +411,17 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
  * The actor's side
  * ------------------------------------------------------------------------ */
 
-/* Take one message of client c's ring (or the shared ring r) into held. */
+/* Take one message of client c's ring (or the shared ring r) into
+ * incoming; false when the ring is empty (or the host out of memory: the
+ * message waits in its ring). */
 static bool take_one(dv_inbox *in, dv_client *r)
 {
     if (ck_ring_size(&r->ring) == 0)
         return false;
-    if (dv__array_reserve((void **)&in->held, &in->cap_held, (uint64_t)in->nheld + 1,
-                          sizeof(*in->held)) != 0)
-        return false; /* out of host memory: the message waits in its ring */
-    held_msg *h = &in->held[in->nheld];
+    if (dv__array_reserve((void **)&in->incoming, &in->cap_incoming, (uint64_t)in->nincoming + 1,
+                          sizeof(*in->incoming)) != 0)
+        return false;
+    held_msg *h = &in->incoming[in->nincoming];
     /* Acquire only once a message is there: its producer released the
      * slot before committing it. */
     HANDOFF_ACQUIRE(r);
@@ -416,7 +441,7 @@ static bool take_one(dv_inbox *in, dv_client *r)
     from->expect_seq = h->env.m.seq + 1;
     h->env.from = from;
     h->round = in->round;
-    in->nheld++;
+    in->nincoming++;
     return true;
 }
 
@@ -455,96 +480,149 @@ static void drop_orphans(dv_inbox *in)
     pthread_mutex_unlock(&in->reg_mu);
 }
 
-/* One look at every ring; returns the smallest cap (UINT64_MAX: none). */
-static uint64_t collect(dv_inbox *in, bool *orphans)
+/*
+ * One look at every ring: what each holds when looked at is taken into
+ * incoming (no more: a producer as fast as the actor would otherwise keep
+ * it on one ring).
+ */
+static void collect(dv_inbox *in, bool *orphans)
 {
     /* Acquire: pairs with publish_clients' release. */
     uint32_t n = atomic_load_explicit(&in->nclients, memory_order_acquire);
     dv_client **arr = atomic_load_explicit(&in->clients, memory_order_acquire);
-    uint64_t cap = UINT64_MAX;
 
     in->round++;
+    in->nincoming = 0;
     if (in->mode == DV_INBOX_MPSC) {
-        for (unsigned i = 0; i < COLLECT && take_one(in, in->shared); i++)
+        for (unsigned k = ck_ring_size(&in->shared->ring); k > 0 && take_one(in, in->shared); k--)
             ;
-        for (uint32_t k = 0; k < n; k++)
-            *orphans |= atomic_load_explicit(&arr[k]->orphaned, memory_order_relaxed);
-        return cap;
+        for (uint32_t i = 0; i < n; i++)
+            *orphans |= atomic_load_explicit(&arr[i]->orphaned, memory_order_relaxed);
+        return;
     }
-    if (n == 0)
-        return cap;
-    unsigned quota = COLLECT / n > 0 ? COLLECT / n : 1;
-    for (uint32_t k = 0; k < n; k++) {
-        dv_client *c = arr[(in->cursor + k) % n];
-        unsigned taken = 0;
-        while (taken < quota && take_one(in, c))
+    for (uint32_t i = 0; i < n; i++) {
+        dv_client *c = arr[i];
+        unsigned k = ck_ring_size(&c->ring), taken = 0;
+        while (taken < k && take_one(in, c))
             taken++;
-        if (taken == quota && take_one(in, c)) {
-            /* Messages left behind have larger tickets than this one. */
-            uint64_t t = in->held[in->nheld - 1].env.m.ticket;
-            cap = t < cap ? t : cap;
-        }
         if (taken == 0 && atomic_load_explicit(&c->orphaned, memory_order_relaxed))
             *orphans = true;
     }
-    in->cursor = (in->cursor + 1) % n;
-    return cap;
 }
 
-/* Sort held by ticket: a sorted prefix (held back from before) and runs
- * appended in ticket order per client; insertion sort suits that. */
-static void sort_held(dv_inbox *in, uint32_t from)
+/* A run of messages in ticket order: what was held, or one client's
+ * part of a collect. */
+typedef struct run {
+    const held_msg *at, *end;
+} run;
+
+static void sift_down(run *heap, uint32_t n, uint32_t i)
 {
-    for (uint32_t i = from > 0 ? from : 1; i < in->nheld; i++) {
-        if (in->held[i - 1].env.m.ticket <= in->held[i].env.m.ticket)
-            continue;
-        held_msg x = in->held[i];
-        uint32_t j = i;
-        while (j > 0 && in->held[j - 1].env.m.ticket > x.env.m.ticket) {
-            in->held[j] = in->held[j - 1];
-            j--;
-        }
-        in->held[j] = x;
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && heap[l].at->env.m.ticket < heap[m].at->env.m.ticket)
+            m = l;
+        if (r < n && heap[r].at->env.m.ticket < heap[m].at->env.m.ticket)
+            m = r;
+        if (m == i)
+            return;
+        run t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
     }
+}
+
+/*
+ * Merge incoming into held by ticket.  Held is in ticket order and so is
+ * each client's part of incoming (one thread's tickets rise with its
+ * posts): a k-way merge over those runs moves each message once.  Without
+ * the order (MPSC, or turned off) incoming is appended as it came.
+ */
+static int merge_incoming(dv_inbox *in)
+{
+    uint32_t nh = in->hend - in->hstart, ni = in->nincoming;
+    if (ni == 0)
+        return DV_OK;
+    if (dv__array_reserve((void **)&in->spare_held, &in->cap_spare_held, (uint64_t)nh + ni,
+                          sizeof(*in->spare_held)) != 0 ||
+        dv__array_reserve((void **)&in->runs, &in->cap_runs, (uint64_t)ni + 1, sizeof(*in->runs)) !=
+            0)
+        return DV_ENOMEM;
+    held_msg *o = in->spare_held;
+    uint32_t k = 0;
+    if (!in->ordered) {
+        memcpy(o, in->held + in->hstart, (size_t)nh * sizeof(*o));
+        memcpy(o + nh, in->incoming, (size_t)ni * sizeof(*o));
+        k = nh + ni;
+    } else {
+        run *heap = in->runs;
+        uint32_t n = 0;
+        if (nh > 0)
+            heap[n++] = (run){in->held + in->hstart, in->held + in->hend};
+        for (uint32_t i = 0; i < ni;) {
+            uint32_t j = i + 1;
+            while (j < ni && in->incoming[j].env.from == in->incoming[i].env.from)
+                j++;
+            heap[n++] = (run){in->incoming + i, in->incoming + j};
+            i = j;
+        }
+        for (uint32_t i = n / 2; i-- > 0;)
+            sift_down(heap, n, i);
+        while (n > 0) {
+            o[k++] = *heap[0].at++;
+            if (heap[0].at == heap[0].end)
+                heap[0] = heap[--n];
+            sift_down(heap, n, 0);
+        }
+    }
+    held_msg *old = in->held;
+    uint32_t old_cap = in->cap_held;
+    in->held = in->spare_held;
+    in->cap_held = in->cap_spare_held;
+    in->spare_held = old;
+    in->cap_spare_held = old_cap;
+    in->hstart = 0;
+    in->hend = k;
+    in->nincoming = 0;
+    return DV_OK;
 }
 
 unsigned dv__inbox_take(dv_inbox *in, dv_envelope *out, unsigned max)
 {
-    /* Messages handed out by the last take name their clients: they have
-     * been handled by now, and nothing held names one either. */
-    if (in->orphans && in->nheld == 0)
-        drop_orphans(in);
-    in->orphans = false;
-    uint32_t before = in->nheld;
-    uint64_t cap = collect(in, &in->orphans);
+    if (in->ready == 0) {
+        /* Messages handed out by the last take name their clients: they
+         * have been handled by now, and nothing held names one either. */
+        if (in->orphans && in->hstart == in->hend)
+            drop_orphans(in);
+        in->orphans = false;
+        collect(in, &in->orphans);
+        if (merge_incoming(in) != DV_OK)
+            return 0; /* out of host memory: taken again next time */
+        if (!in->ordered) {
+            in->ready = in->hend - in->hstart;
+        } else {
+            /* Seen before this collect, and before anything seen in it
+             * (queue.h, Order). */
+            uint32_t r = in->hstart;
+            while (r < in->hend && in->held[r].round != in->round)
+                r++;
+            in->ready = r - in->hstart;
+        }
+    }
     unsigned got = 0;
-
-    if (in->mode == DV_INBOX_MPSC) {
-        /* One ring in reservation order: already the order to keep. */
-        while (got < max && got < in->nheld) {
-            out[got] = in->held[got].env;
-            got++;
-        }
-    } else {
-        sort_held(in, before);
-        while (got < max && got < in->nheld) {
-            const held_msg *h = &in->held[got];
-            if (h->round == in->round || h->env.m.ticket > cap)
-                break; /* not yet: see queue.h */
-            out[got] = h->env;
-            got++;
-        }
+    while (got < max && got < in->ready) {
+        out[got] = in->held[in->hstart + got].env;
+        got++;
     }
-    if (got > 0) {
-        memmove(in->held, in->held + got, (size_t)(in->nheld - got) * sizeof(*in->held));
-        in->nheld -= got;
-    }
+    in->hstart += got;
+    in->ready -= got;
     return got;
 }
 
 unsigned dv__inbox_held(const dv_inbox *in)
 {
-    return in->nheld;
+    return in->hend - in->hstart;
 }
 
 static bool any_queued(dv_inbox *in)
@@ -566,7 +644,7 @@ void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
     uint32_t snap = ck_ec32_value(&in->ec);
     atomic_store_explicit(&in->parked, true, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst); /* pairs with dv__inbox_post's */
-    if (in->nheld > 0 || any_queued(in) || atomic_load(&in->closing)) {
+    if (in->hend > in->hstart || any_queued(in) || atomic_load(&in->closing)) {
         atomic_store_explicit(&in->parked, false, memory_order_relaxed);
         return;
     }

@@ -33,18 +33,16 @@
  * by happens-before, so by the counter's modification order).  But the
  * actor may look at A's ring before A publishes and at B's after B does,
  * and see B first.  So the actor takes messages in rounds ("collects",
- * each looking at every ring once) and hands a message out only
+ * each taking what every ring holds when looked at) and keeps them by
+ * ticket; it hands out the longest run of them, from the smallest ticket
+ * up, that were all seen before the latest collect:
  *
- *   1. after a later collect: A published before B did (A returned before
- *      B began), so a collect that starts after B was seen finds A; and
- *   2. in ticket order, stopping at the first message that is not yet
- *      handed out-able, so A, with its smaller ticket, goes first.
- *
- * A collect takes a bounded number of messages from each ring.  When it
- * leaves messages behind in a ring it takes one more and notes its ticket
- * (the ring's cap): everything left behind has a larger ticket, and no
- * message with a larger ticket than the smallest cap is handed out, so a
- * message never overtakes one that is still in a ring behind it.
+ *   - A published before B did (A returned before B began), so a collect
+ *     that starts after B was seen finds A: once B is handed out, A was
+ *     taken, and its smaller ticket put it first;
+ *   - a message seen later with a smaller ticket than one already handed
+ *     out overlapped it in time (it had not published when the later one
+ *     was seen), so either order is right.
  *
  * The cost: an idle actor makes one more pass over the rings before it
  * handles a message, and posts share one counter.  Posts that overlap in
@@ -125,6 +123,15 @@ void dv__inbox_destroy(dv_inbox *in);
 /* The calling thread's client of in, registered on first use (NULL: out
  * of memory, with the detail set).  Any thread but the actor's. */
 dv_client *dv__inbox_client(dv_inbox *in);
+
+/* Benchmarks only (dv-bench's row for what the order costs): inboxes made
+ * after dv__order_disable(true) take no tickets and hand messages out as
+ * they come, breaking the order across threads. */
+void dv__order_disable(bool off);
+
+/* Clients the calling thread holds now (tests: a thread forgets those of
+ * actors that are gone). */
+unsigned dv__thread_clients(void);
 
 /*
  * Post from any thread: the message's ticket and sequence number are

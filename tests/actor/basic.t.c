@@ -98,7 +98,8 @@ int main(void)
     is_status(dv_alloc(a, 16, 3, "x", &bad), DV_EINVAL, "alloc on stream 3 of 3");
     is_status(dv_alloc(a, 1 << 30, 0, "x", &bad), DV_OK,
               "alloc over the budget: a handle at once (the actor decides later)");
-    is_status(dv_ref_access(bad, &info), DV_EOUT_OF_BUDGET, "... access says the budget refused it");
+    is_status(dv_ref_access(bad, &info), DV_EOUT_OF_BUDGET,
+              "... access says the budget refused it");
     ok(dv_last_error()->requested == (1u << 30), "... detail: requested %llu, remaining %llu",
        (unsigned long long)dv_last_error()->requested,
        (unsigned long long)dv_last_error()->remaining);

@@ -154,14 +154,15 @@ int main(void)
         failed += fill_ref(a, x, r, s) != DV_OK;
         failed += dv_memset(a, y, 0, 0, BYTES, (s + 1) % 4) != DV_OK;
         failed += dv_launch(a, add, grid, blk, 0, (s + 2) % 4, az, 4) != DV_OK;
-        failed += dv_task(a, task_copy, NULL, (s + 3) % 4,
-                          (dv_arg[]){dv_arg_ref(y, DV_WRITE, 0), dv_arg_ref(z, DV_READ, 0)},
-                          2) != DV_OK;
+        failed +=
+            dv_task(a, task_copy, NULL, (s + 3) % 4,
+                    (dv_arg[]){dv_arg_ref(y, DV_WRITE, 0), dv_arg_ref(z, DV_READ, 0)}, 2) != DV_OK;
         failed += dv_copy_dtoh(a, host, y, 0, BYTES, s) != DV_OK;
         wrong += !all_u32(host, N, r);
     }
-    ok(failed == 0 && wrong == 0, "40 rounds of fill, memset, add, task, read back on rotating "
-                                  "streams: right data (%d wrong, %d failed)",
+    ok(failed == 0 && wrong == 0,
+       "40 rounds of fill, memset, add, task, read back on rotating "
+       "streams: right data (%d wrong, %d failed)",
        wrong, failed);
     ok(hazards(a) == 0, "and no hazard");
     dv_actor_stats st;
@@ -178,7 +179,7 @@ int main(void)
     }
     dv_sync(a, 0);
     ok(failed == 0 && hazards(a) == 0, "64 blocks written on one stream, freed, reused on "
-                                        "another: no hazard");
+                                       "another: no hazard");
 
     /* -- read-read across streams is fine -------------------------------- */
     dv_actor_destroy(a);

@@ -16,13 +16,6 @@
 #define PORT_CONFORMANCE_TESTS 132
 #define MIB                    (UINT64_C(1) << 20)
 
-static TAP_UNUSED void skip(const char *why)
-{
-    tap_run++;
-    printf("ok %d # SKIP %s\n", tap_run, why);
-    fflush(stdout);
-}
-
 static bool all_u8(const uint8_t *p, uint64_t n, uint8_t v)
 {
     for (uint64_t i = 0; i < n; i++)

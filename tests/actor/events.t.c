@@ -1,0 +1,238 @@
+/*
+ * Events (devactor.h): record on one stream, wait from another stream of
+ * the same actor or another actor, wait or query from the host, elapsed
+ * time, the record's milestones, a rebuild, a destroyed event, and the
+ * tracker learning the edge (no second wait for what the event covers).
+ *
+ * Work that should come first sits behind a gate (support/gate.h), so a
+ * missing wait shows up every time, and "not yet" does not depend on how
+ * fast the host runs the test.
+ */
+#include <string.h>
+
+#include "devactor.h"
+#include "devactor_testing.h"
+#include "support/data.h"
+#include "support/gate.h"
+#include "tap.h"
+
+#define N     4096 /* u32 */
+#define BYTES ((uint64_t)N * 4)
+
+static dv_actor *a, *b;
+static dv_kernel *spin, *fill, *copy;
+
+static void spin_async(dv_actor *on, dv_kernel *k, dv_stream s, uint64_t ms, dv_arg *args,
+                       dv_future *f)
+{
+    args[0] = dv_arg_u64(ms * 1000000);
+    dv_future_init(f, 0);
+    dv_launch_async(on, k, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, args, 1, f);
+}
+
+static uint64_t ptr_of(dv_ref r)
+{
+    dv_ref_info info;
+    return dv_ref_access(r, &info) == DV_OK ? info.ptr : 0;
+}
+
+/* x filled with v on stream 0 behind a gate; y <- x through a raw pointer
+ * on stream 1, after a wait for an event recorded after the fill (or not:
+ * then the copy runs, and is waited for, while the gate is still closed);
+ * is y v? */
+static bool raw_copy_sees_fill(dv_event *e, bool wait, uint32_t v)
+{
+    static uint32_t host[N];
+    dv_ref x, y;
+    dv_arg fa[3], ca[3];
+    dv_future ff, fc;
+    gate g;
+    dv_alloc(a, BYTES, 0, "x", &x);
+    dv_alloc(a, BYTES, 1, "y", &y);
+    dv_memset(a, x, 0, 0, BYTES, 0);
+    gate_close(&g, a, 0);
+    fa[0] = dv_arg_ref(x, DV_WRITE, 0);
+    fa[1] = dv_arg_u32(v);
+    fa[2] = dv_arg_u64(N);
+    dv_future_init(&ff, 0);
+    dv_launch_async(a, fill, (dv_dim3){16, 1, 1}, (dv_dim3){256, 1, 1}, 0, 0, fa, 3, &ff);
+    dv_event_record(e, 0);
+    if (wait)
+        dv_stream_wait_event(a, 1, e);
+    ca[0] = dv_arg_ref(y, DV_WRITE, 0);
+    ca[1] = dv_arg_ptr_access(ptr_of(x), DV_READ);
+    ca[2] = dv_arg_u64(BYTES);
+    dv_future_init(&fc, 0);
+    dv_launch_async(a, copy, (dv_dim3){16, 1, 1}, (dv_dim3){256, 1, 1}, 0, 1, ca, 3, &fc);
+    if (!wait)
+        dv_future_wait(&fc);
+    gate_open(&g);
+    dv_future_wait(&fc);
+    dv_future_wait(&ff);
+    dv_copy_dtoh(a, host, y, 0, BYTES, 1);
+    dv_ref_release(x);
+    dv_ref_release(y);
+    return all_u32(host, N, v);
+}
+
+static void test_wait_on_stream(void)
+{
+    dv_event *e;
+    is_status(dv_event_create(a, 0, &e), DV_OK, "create an event");
+    int right = 0;
+    for (uint32_t i = 1; i <= 10; i++)
+        right += raw_copy_sees_fill(e, true, i);
+    is_int(right, 10, "stream 1 waits on an event recorded after stream 0's fill: 10 of 10 right");
+    ok(!raw_copy_sees_fill(e, false, 100), "without the wait the raw read misses the fill "
+                                           "(the control)");
+    is_status(dv_event_destroy(e), DV_OK, "destroy it");
+    dv_flush(a); /* the destroy is post-only: handled by now */
+    is_status(dv_event_record(e, 0), DV_EINVAL, "a destroyed event: DV_EINVAL");
+}
+
+static void test_host(void)
+{
+    dv_event *e, *t0, *t1;
+    dv_arg sa[1];
+    dv_future fs, fr;
+    gate g;
+    is_status(dv_event_create(a, 0, &e), DV_OK, "an event");
+    is_status(dv_event_sync(e), DV_OK, "sync of an event never recorded: at once");
+    is_status(dv_event_query(e), DV_OK, "query of an event never recorded: reached");
+    gate_close(&g, a, 2);
+    dv_future_init(&fr, 0);
+    is_status(dv_event_record_async(e, 2, &fr), DV_OK, "record behind a closed gate");
+    is_status(dv_future_wait_ordered(&fr), DV_OK, "the record is ordered");
+    ok(!dv_future_done(&fr), "... and not complete");
+    is_status(dv_event_query(e), DV_EAGAIN, "query: DV_EAGAIN while the stream is held");
+    gate_open(&g);
+    is_status(dv_event_sync(e), DV_OK, "sync waits for the record");
+    is_status(dv_future_wait(&fr), DV_OK, "the record's future completes");
+    is_status(dv_event_query(e), DV_OK, "query: DV_OK now");
+    ok(dv_event_native(e) == NULL, "no native event on the sim");
+
+    is_status(dv_event_create(a, DV_EVENT_TIMING, &t0), DV_OK, "a timing event");
+    is_status(dv_event_create(a, DV_EVENT_TIMING, &t1), DV_OK, "another");
+    float ms = -1;
+    dv_event_record(t0, 2);
+    spin_async(a, spin, 2, 30, sa, &fs);
+    gate_close(&g, a, 2);
+    dv_event_record(t1, 2);
+    is_status(dv_event_elapsed(t0, t1, &ms), DV_EAGAIN, "elapsed before the end is reached");
+    gate_open(&g);
+    dv_event_sync(t1);
+    is_status(dv_event_elapsed(t0, t1, &ms), DV_OK, "elapsed once both are reached");
+    ok(ms >= 29.0f && ms < 60000.0f, "a 30 ms spin between them: %.2f ms", (double)ms);
+    is_status(dv_event_elapsed(e, t1, &ms), DV_EINVAL, "elapsed needs two timing events");
+    is_status(dv_event_elapsed(t0, t1, NULL), DV_EINVAL, "elapsed to NULL");
+    dv_future_wait(&fs);
+    is_status(dv_event_create(a, 0x80, &t0), DV_EINVAL, "unknown flags");
+    is_status(dv_event_record(e, 9), DV_EINVAL, "a record on an unknown stream");
+    is_status(dv_event_record_async(e, 0, NULL), DV_EINVAL, "record_async with a NULL future");
+    is_status(dv_stream_wait_event(a, 7, e), DV_EINVAL, "a wait on an unknown stream");
+    is_status(dv_event_create(NULL, 0, &t0), DV_EINVAL, "create on a NULL actor");
+    dv_event_destroy(e);
+    dv_event_destroy(t1);
+}
+
+static void test_other_actor(void)
+{
+    dv_event *e;
+    dv_future fm;
+    dv_ref r;
+    gate g;
+    is_status(dv_event_create(a, 0, &e), DV_OK, "an event of device 0's actor");
+    dv_alloc(b, 4096, 0, "on b", &r);
+    gate_close(&g, a, 0);
+    dv_event_record(e, 0);
+    is_status(dv_stream_wait_event(b, 0, e), DV_OK, "device 1's stream 0 waits on it");
+    dv_future_init(&fm, 0);
+    dv_memset_async(b, r, 0, 1, 4096, 0, &fm);
+    is_status(dv_future_wait_for(&fm, DV_COMPLETE, 50000000), DV_ETIMEDOUT,
+              "a memset on device 1 after the wait does not complete while device 0 is held");
+    gate_open(&g);
+    is_status(dv_future_wait(&fm), DV_OK, "... and completes once it is let go");
+    dv_ref_release(r);
+    dv_event_destroy(e);
+}
+
+static void test_rebuild(void)
+{
+    dv_event *e;
+    dv_event_create(a, 0, &e);
+    dv_event_record(e, 0);
+    is_status(dv_event_sync(e), DV_OK, "recorded and reached");
+    is_status(dv_actor_reset(a), DV_OK, "reset the actor");
+    is_status(dv_event_sync(e), DV_ESTALE, "a record from before the rebuild: DV_ESTALE");
+    dv_event_record(e, 1);
+    is_status(dv_event_sync(e), DV_OK, "recorded again: usable");
+    dv_event_destroy(e);
+}
+
+static void test_tracker_edge(void)
+{
+    dv_event *e;
+    dv_ref x, y;
+    uint64_t r0, w0, r1, w1;
+    dv_event_create(a, 0, &e);
+    dv_alloc(a, BYTES, 0, "x", &x);
+    dv_alloc(a, BYTES, 1, "y", &y);
+    dv_sync(a, 0);
+    dv_sync(a, 1);
+    dv_arg fa[] = {dv_arg_ref(x, DV_WRITE, 0), dv_arg_u32(3), dv_arg_u64(N)};
+    dv_launch(a, fill, (dv_dim3){16, 1, 1}, (dv_dim3){256, 1, 1}, 0, 0, fa, 3);
+    dv_event_record(e, 0);
+    dv_stream_wait_event(a, 1, e);
+    dv_flush(a);
+    dv__driver_order_counts(dv__actor_driver(a), &r0, &w0);
+    dv_arg ca[] = {dv_arg_ref(y, DV_WRITE, 0), dv_arg_ref(x, DV_READ, 0), dv_arg_u64(BYTES)};
+    is_status(dv_launch(a, copy, (dv_dim3){16, 1, 1}, (dv_dim3){256, 1, 1}, 0, 1, ca, 3), DV_OK,
+              "a tracked read of x on stream 1 after stream 1 waited on the event");
+    dv__driver_order_counts(dv__actor_driver(a), &r1, &w1);
+    is_u64(w1 - w0, 0, "the tracker knew the event covered x's write: no wait of its own");
+    static uint32_t host[N];
+    dv_copy_dtoh(a, host, y, 0, BYTES, 1);
+    ok(all_u32(host, N, 3), "and the data is right");
+    dv_ref_release(x);
+    dv_ref_release(y);
+    dv_event_destroy(e);
+}
+
+int main(void)
+{
+    dv_driver_config dcfg;
+    dv_driver *drv = NULL;
+    dv__driver_config_init(&dcfg);
+    dcfg.backend = DV_BACKEND_SIM;
+    dcfg.sim.devices = 2;
+    dcfg.sim.memory_bytes = 64 << 20;
+    dcfg.sim.seed = 5;
+    dcfg.sim.delay_max_us = 50;
+    plan(43);
+    is_status(dv__driver_open(&dcfg, &drv), DV_OK, "a sim driver with two devices");
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.streams = 3;
+    cfg.permissive = true;
+    is_status(dv_actor_create(&cfg, &a), DV_OK, "device 0's actor");
+    cfg.device = 1;
+    is_status(dv_actor_create(&cfg, &b), DV_OK, "device 1's actor");
+    dv_kernel_get(a, NULL, 0, "spin", &spin);
+    dv_kernel_get(a, NULL, 0, "fill_u32", &fill);
+    dv_kernel_get(a, NULL, 0, "copy", &copy);
+    test_wait_on_stream();
+    test_host();
+    test_other_actor();
+    test_tracker_edge();
+    test_rebuild();
+    dv_actor_stats st;
+    dv_actor_stats_get(a, &st);
+    ok(st.refs_alive == 0 && st.bytes_outstanding == 0 && st.events > 0,
+       "clean: %llu handles, %llu bytes; %llu records counted", (unsigned long long)st.refs_alive,
+       (unsigned long long)st.bytes_outstanding, (unsigned long long)st.events);
+    dv_actor_destroy(b);
+    dv_actor_destroy(a);
+    dv__driver_close(drv);
+    return tap_done();
+}
