@@ -1,15 +1,15 @@
 /*
- * dv-demo: a short walk through the device port on the chosen backend —
- * allocate, write from the host, launch kernels, read back, verify.
- * `make stress` runs it until the stress harness exists.
+ * dv-demo: a short walk through devactor's public API on the chosen
+ * backend: an actor, handles used at once, copies, tracked launches on two
+ * streams, timing events, a read back and a check.  Everything here is
+ * what a program that uses devactor writes.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "driver/port.h"
+#include "devactor.h"
 
 static void usage(FILE *out)
 {
@@ -17,9 +17,10 @@ static void usage(FILE *out)
             "usage: dv-demo [--backend cuda|sim|auto] [--device N] [--elements N] [--rounds N]\n"
             "\n"
             "Runs allocate -> host-to-device copy -> fill_u32 / add_u32 / checksum\n"
-            "kernels -> device-to-host copy -> verify, on two streams joined by an\n"
-            "event, and prints which backend ran.  Exit status 0 when every check\n"
-            "passed, 1 on a wrong result, 2 on a usage or device error.\n"
+            "kernels on two streams -> device-to-host copy -> verify, through one\n"
+            "actor, and prints which backend ran and the device time the rounds\n"
+            "took (timing events).  Exit status 0 when every check passed, 1 on a\n"
+            "wrong result, 2 on a usage or device error.\n"
             "\n"
             "  --backend B   cuda, sim or auto (default: $DV_BACKEND, else cuda when a\n"
             "                device answers, else sim)\n"
@@ -35,13 +36,6 @@ static uint64_t checksum_ref(const uint32_t *p, uint64_t n)
     for (uint64_t i = 0; i < n; i++)
         sum += (((uint64_t)p[i] << 32) | (uint32_t)i) * UINT64_C(0x9E3779B97F4A7C15);
     return sum;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 #define TRY(expr)                                                                                  \
@@ -60,11 +54,11 @@ int main(int argc, char **argv)
         {"backend", required_argument, NULL, 'b'},  {"device", required_argument, NULL, 'd'},
         {"elements", required_argument, NULL, 'n'}, {"rounds", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
-    dv_driver_config cfg;
-    int device = 0, rounds = 8, c;
+    dv_actor_config cfg;
     uint64_t n = UINT64_C(4) << 20;
+    int rounds = 8, c;
 
-    dv__driver_config_init(&cfg);
+    dv_actor_config_init(&cfg);
     while ((c = getopt_long(argc, argv, "b:d:n:r:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
@@ -76,12 +70,11 @@ int main(int argc, char **argv)
                 cfg.backend = DV_BACKEND_AUTO;
             else {
                 fprintf(stderr, "dv-demo: unknown backend \"%s\"\n", optarg);
-                usage(stderr);
                 return 2;
             }
             break;
         case 'd':
-            device = atoi(optarg);
+            cfg.device = atoi(optarg);
             break;
         case 'n':
             n = strtoull(optarg, NULL, 0);
@@ -101,105 +94,90 @@ int main(int argc, char **argv)
         fprintf(stderr, "dv-demo: --elements must be 1..2^32 and --rounds positive\n");
         return 2;
     }
+    uint64_t bytes = n * 4;
+    cfg.streams = 2;
+    cfg.sim_memory_bytes = 4 * bytes + (UINT64_C(64) << 20);
 
-    dv_driver *drv = NULL;
-    int rc = dv__driver_open(&cfg, &drv);
+    /* One actor owns the device; every call below posts to it. */
+    dv_actor *gpu;
+    int rc = dv_actor_create(&cfg, &gpu);
     if (rc != DV_OK) {
-        const char *why = dv_last_error()->message;
-        fprintf(stderr, "dv-demo: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
+        fprintf(stderr, "dv-demo: %s\n", dv_last_error()->message);
         return 2;
     }
-    dv_device_info info;
-    TRY(dv__drv_device_info(drv, device, &info));
-    printf("dv-demo: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n", dv__driver_backend_name(drv),
-           device, info.name, (unsigned long long)(info.total_bytes >> 20), info.cc_major,
-           info.cc_minor);
-    if (dv__driver_backend(drv) == DV_BACKEND_SIM && cfg.backend == DV_BACKEND_AUTO &&
-        getenv("DV_BACKEND") == NULL)
+    printf("dv-demo: backend %s, device %d\n", dv_actor_backend_name(gpu), cfg.device);
+    if (cfg.backend == DV_BACKEND_AUTO && strcmp(dv_actor_backend_name(gpu), "sim") == 0)
         printf("dv-demo: no CUDA device answered, so this ran on the simulated device "
-               "(DV_BACKEND=cuda requires a GPU)\n");
+               "(DV_BACKEND=cuda insists on a GPU)\n");
 
-    dv_drv_ctx *ctx;
-    dv_drv_stream *s0, *s1;
-    dv_drv_event *ev;
-    dv_drv_module *mod;
-    dv_drv_func *f_fill, *f_add, *f_sum;
-    dv_dptr a, b, out, sum;
-    const uint64_t bytes = n * 4;
-    TRY(dv__drv_ctx_retain(drv, device, &ctx));
-    TRY(dv__drv_stream_create(ctx, &s0));
-    TRY(dv__drv_stream_create(ctx, &s1));
-    TRY(dv__drv_event_create(ctx, 0, &ev));
-    const void *image;
-    size_t image_bytes;
-    dv__drv_builtin_image(drv, &image, &image_bytes);
-    TRY(dv__drv_module_load(ctx, image, image_bytes, &mod));
-    TRY(dv__drv_func_get(mod, "fill_u32", &f_fill));
-    TRY(dv__drv_func_get(mod, "add_u32", &f_add));
-    TRY(dv__drv_func_get(mod, "checksum", &f_sum));
-    TRY(dv__drv_mem_alloc(ctx, bytes, &a));
-    TRY(dv__drv_mem_alloc_async(s0, bytes, &b));
-    TRY(dv__drv_mem_alloc_async(s0, bytes, &out));
-    TRY(dv__drv_mem_alloc(ctx, 8, &sum));
+    dv_kernel *fill, *add, *sum;
+    TRY(dv_kernel_get(gpu, NULL, 0, "fill_u32", &fill));
+    TRY(dv_kernel_get(gpu, NULL, 0, "add_u32", &add));
+    TRY(dv_kernel_get(gpu, NULL, 0, "checksum", &sum));
+
+    /* Handles are usable at once: the allocations are ordered before
+     * every use below, nobody waits for them. */
+    dv_ref a, b, out, total;
+    TRY(dv_alloc(gpu, bytes, 0, "a", &a));
+    TRY(dv_alloc(gpu, bytes, 0, "b", &b));
+    TRY(dv_alloc(gpu, bytes, 1, "out", &out));
+    TRY(dv_alloc(gpu, 8, 1, "sum", &total));
 
     uint32_t *host = malloc(bytes), *back = malloc(bytes);
     if (host == NULL || back == NULL) {
         fprintf(stderr, "dv-demo: out of host memory\n");
         return 2;
     }
-    int failures = 0;
-    double t0 = now_s();
+    dv_event *start, *stop;
+    TRY(dv_event_create(gpu, DV_EVENT_TIMING, &start));
+    TRY(dv_event_create(gpu, DV_EVENT_TIMING, &stop));
     dv_dim3 grid = {256, 1, 1}, block = {256, 1, 1};
+    int wrong = 0;
+    TRY(dv_event_record(start, 0));
     for (int r = 0; r < rounds; r++) {
+        uint32_t v = (uint32_t)r * 7u + 1u;
         for (uint64_t i = 0; i < n; i++)
-            host[i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)r;
-        uint32_t add = 1000u + (uint32_t)r;
-        /* s0 writes a (from the host) and b (a kernel); s1 waits, adds,
-         * sums and reads back. */
-        TRY(dv__drv_memcpy_htod(s0, a, host, bytes));
-        void *pf[] = {&b, &add, &n};
-        TRY(dv__drv_launch(f_fill, grid, block, 0, s0, pf));
-        TRY(dv__drv_event_record(ev, s0));
-        TRY(dv__drv_stream_wait_event(s1, ev));
-        void *pa[] = {&out, &a, &b, &n};
-        TRY(dv__drv_launch(f_add, grid, block, 0, s1, pa));
-        TRY(dv__drv_memset_d8(s1, sum, 0, 8));
-        void *ps[] = {&out, &n, &sum};
-        TRY(dv__drv_launch(f_sum, grid, block, 0, s1, ps));
-        uint64_t got = 0;
-        TRY(dv__drv_memcpy_dtoh(s1, back, out, bytes));
-        TRY(dv__drv_memcpy_dtoh(s1, &got, sum, 8));
-        TRY(dv__drv_stream_sync(s1));
-        uint64_t bad = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            host[i] += add;
-            bad += back[i] != host[i];
-        }
-        uint64_t want = checksum_ref(host, n);
-        if (bad != 0 || got != want) {
-            failures++;
-            fprintf(stderr,
-                    "dv-demo: round %d: %llu wrong elements, checksum %016llx want %016llx\n", r,
-                    (unsigned long long)bad, (unsigned long long)got, (unsigned long long)want);
+            host[i] = (uint32_t)(i * 2654435761u) + (uint32_t)r;
+        /* Stream 0 writes a and b; stream 1 reads them: each launch names
+         * its handles with their access, and the actor fences the uses
+         * across streams. */
+        TRY(dv_copy_htod(gpu, a, 0, host, bytes, 0));
+        dv_arg fill_args[] = {dv_arg_ref(b, DV_WRITE, 0), dv_arg_u32(v), dv_arg_u64(n)};
+        TRY(dv_launch(gpu, fill, grid, block, 0, 0, fill_args, 3));
+        dv_arg add_args[] = {dv_arg_ref(out, DV_WRITE, 0), dv_arg_ref(a, DV_READ, 0),
+                             dv_arg_ref(b, DV_READ, 0), dv_arg_u64(n)};
+        TRY(dv_launch(gpu, add, grid, block, 0, 1, add_args, 4));
+        TRY(dv_memset(gpu, total, 0, 0, 8, 1));
+        dv_arg sum_args[] = {dv_arg_ref(out, DV_READ, 0), dv_arg_u64(n),
+                             dv_arg_ref(total, DV_READ_WRITE, 0)};
+        TRY(dv_launch(gpu, sum, grid, block, 0, 1, sum_args, 3));
+        uint64_t got;
+        TRY(dv_copy_dtoh(gpu, back, out, 0, bytes, 1));
+        TRY(dv_copy_dtoh(gpu, &got, total, 0, 8, 1));
+        for (uint64_t i = 0; i < n; i++)
+            host[i] += v;
+        if (memcmp(host, back, bytes) != 0 || got != checksum_ref(host, n)) {
+            fprintf(stderr, "dv-demo: round %d: %s\n", r,
+                    memcmp(host, back, bytes) != 0 ? "wrong sum of a and b" : "wrong checksum");
+            wrong++;
         }
     }
-    double dt = now_s() - t0;
-    TRY(dv__drv_mem_free_async(s0, b));
-    TRY(dv__drv_mem_free_async(s0, out));
-    TRY(dv__drv_stream_sync(s0));
-    TRY(dv__drv_mem_free(ctx, a));
-    TRY(dv__drv_mem_free(ctx, sum));
-    TRY(dv__drv_module_unload(mod));
-    TRY(dv__drv_event_destroy(ev));
-    TRY(dv__drv_stream_destroy(s0));
-    TRY(dv__drv_stream_destroy(s1));
-    TRY(dv__drv_ctx_release(ctx));
-    dv__driver_close(drv);
+    TRY(dv_event_record(stop, 1));
+    TRY(dv_event_sync(stop));
+    float ms = 0;
+    int timed = dv_event_elapsed(start, stop, &ms);
+    printf("dv-demo: %d rounds of %llu elements (%.1f MiB per buffer), %.3f ms of device time: "
+           "%s\n",
+           rounds, (unsigned long long)n, (double)bytes / (1 << 20),
+           timed == DV_OK ? (double)ms : -1.0, wrong ? "WRONG" : "all right");
+    dv_event_destroy(start);
+    dv_event_destroy(stop);
+    dv_ref_release(a);
+    dv_ref_release(b);
+    dv_ref_release(out);
+    dv_ref_release(total);
+    dv_actor_destroy(gpu);
     free(host);
     free(back);
-
-    printf("dv-demo: %d rounds of %llu elements (%.1f MiB per buffer) in %.3f s: %s\n", rounds,
-           (unsigned long long)n, (double)bytes / (1 << 20), dt,
-           failures == 0 ? "all results verified" : "WRONG RESULTS");
-    return failures == 0 ? 0 : 1;
+    return wrong ? 1 : 0;
 }

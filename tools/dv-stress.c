@@ -2029,8 +2029,9 @@ int main(int argc, char **argv)
                human_ns(hist_percentile(&all.lat[k], 0.99), p99, sizeof(p99)),
                human_ns((double)all.lat[k].max, mx, sizeof(mx)));
     }
-    printf("  (round trip of each call; copy_dtod, memset, launches and tasks return once "
-           "enqueued)\n");
+    printf("  (round trip of each call, to its completion on the device; alloc: dv_alloc, "
+           "then dv_ref_access\n   until the memory was assigned, half the time after a "
+           "memset of the still-pending handle)\n");
     if (all.adds_without_inputs != 0 || all.tasks_without_slot != 0)
         printf("  %" PRIu64 " adds were fills (no u32-constant inputs at hand), %" PRIu64
                " tasks were copy_dtod (every task slot in flight)\n",

@@ -20,7 +20,11 @@
 # OUT_DIR/dv-stress.txt), then two runs of GPU_CHECK_OVERHEAD_SECONDS (20;
 # 0 skips them) with one seed, with and without the checker, for its cost
 # (dv-stress-check.txt, dv-stress-nocheck.txt), then dv-bench (its table
-# goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0 skips it).
+# goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0 skips it) with PyTorch's
+# caching allocator as a peer where python3 has PyTorch
+# (tools/peers/build-torch-peer.sh), and its actor section
+# GPU_CHECK_ACTOR_RUNS - 1 more times (default 3 runs in all;
+# dv-bench-actor-N.txt).
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
@@ -109,7 +113,18 @@ fi
 
 if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ -x "$build/tools/dv-bench" ]; then
     mkdir -p "$out"
+    # The peer rows: PyTorch's caching allocator, where python3 has PyTorch.
+    if [ -z "${DV_BENCH_PEER:-}" ] && peer=$(tools/peers/build-torch-peer.sh "$logs/peers/libdv_torch_peer.so" 2>"$logs/peer-build.txt"); then
+        export DV_BENCH_PEER=$peer
+        echo "== peer: $peer"
+    else
+        echo "== peer: none ($(tail -1 "$logs/peer-build.txt" 2>/dev/null))"
+    fi
     run_step "bench dv-bench (cuda)" sh -c "'$build/tools/dv-bench' --backend cuda | tee '$out/dv-bench.txt'"
+    # The actor section again, for targets that must hold in three runs.
+    for i in $(seq 2 "${GPU_CHECK_ACTOR_RUNS:-3}"); do
+        run_step "bench dv-bench actor (cuda, run $i)" sh -c "'$build/tools/dv-bench' --backend cuda --section actor | tee '$out/dv-bench-actor-$i.txt'"
+    done
 fi
 
 echo

@@ -552,7 +552,8 @@ static int merge_incoming(dv_inbox *in)
     held_msg *o = in->spare_held;
     uint32_t k = 0;
     if (!in->ordered) {
-        memcpy(o, in->held + in->hstart, (size_t)nh * sizeof(*o));
+        if (nh > 0)
+            memcpy(o, in->held + in->hstart, (size_t)nh * sizeof(*o));
         memcpy(o + nh, in->incoming, (size_t)ni * sizeof(*o));
         k = nh + ni;
     } else {
