@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <ck_ring.h>
+
 #include "actor/queue.h"
 #include "base/array.h"
 #include "base/assert.h"
@@ -18,13 +20,14 @@ CK_RING_PROTOTYPE(msg, dv_msg)
 #include "base/tsan.h"
 
 /*
- * ck publishes in both directions with its own fences, which TSan does not
- * model, and neither side can annotate between its copy and ck's publish
- * (the consumer frees a slot inside the dequeue).  So: the hand-off is
- * annotated on the client (release before the commit, acquire once the
- * ring is seen non-empty), which orders everything the message refers to;
- * and only the copies of the message bytes into and out of ring slots are
- * hidden from TSan.
+ * The shared ring (DV_INBOX_MPSC) is ck's: ck publishes with its own
+ * fences, which TSan does not model, and neither side can annotate between
+ * its copy and ck's publish (the consumer frees a slot inside the
+ * dequeue).  So there the hand-off is annotated on the ring (release
+ * before the commit, acquire once it is seen non-empty), which orders
+ * everything the message refers to, and only the copies of the message
+ * bytes into and out of its slots are hidden from TSan.  The clients'
+ * rings (spsc.h) use C11 atomics that TSan follows.
  */
 #define HANDOFF_RELEASE(p) dv__tsan_release(p)
 #define HANDOFF_ACQUIRE(p) dv__tsan_acquire(p)
@@ -36,16 +39,12 @@ struct retired_array {
     dv_client **clients;
 };
 
-typedef struct held_msg {
-    dv_envelope env;
-    uint64_t round; /* the collect that took it */
-} held_msg;
-
 struct dv_inbox {
     uint64_t uid; /* unique for the process: keys the threads' clients */
     dv_inbox_mode mode;
-    bool unordered; /* benchmarks only: no tickets, rings taken as they come */
-    uint32_t capacity;
+    bool unordered;    /* benchmarks only: no tickets, rings taken as they come */
+    uint32_t capacity; /* messages a client's ring holds */
+    uint32_t slots;    /* its slots: a power of two */
     dv_client_drop_fn drop;
     void *drop_arg;
     struct ck_ec32 ec;
@@ -54,19 +53,21 @@ struct dv_inbox {
     atomic_uint nclients;
     struct retired_array *retired; /* arrays the actor may still read */
     atomic_uint next_id;
-    dv_client *shared; /* MPSC: the one ring */
+    ck_ring_t shared; /* MPSC: the one ring */
+    dv_msg *shared_buf;
     /* The actor's, never touched by posters. */
-    bool ordered;   /* by ticket (per-client rings, the order on) */
-    uint64_t round; /* collects made */
-    bool orphans;   /* the last collect saw an orphaned client */
-    held_msg *held; /* taken, not handed out yet: [hstart, hend), by ticket */
+    bool ordered;      /* by ticket (per-client rings, the order on) */
+    uint64_t round;    /* collects made */
+    bool orphans;      /* the last collect saw an orphaned client */
+    dv_envelope *held; /* taken, not handed out yet: [hstart, hend), by ticket */
     uint32_t hstart, hend, cap_held;
-    uint32_t ready;       /* of those, the first `ready` may be handed out */
-    held_msg *spare_held; /* the merge's other buffer */
+    uint32_t ready;          /* of those, the first `ready` may be handed out */
+    dv_envelope *spare_held; /* the merge's other buffer */
     uint32_t cap_spare_held;
-    held_msg *incoming; /* one collect's messages */
+    dv_envelope *incoming; /* one collect's messages */
     uint32_t nincoming, cap_incoming;
-    struct run *runs; /* the merge's heap */
+    bool incoming_sorted; /* by ticket already (one client, or taken in order) */
+    struct run *runs;     /* the merge's heap */
     uint32_t cap_runs;
     /* The actor may be about to sleep: posters bump the event count only
      * then, so a busy actor's count line is not written per message. */
@@ -125,12 +126,12 @@ static dv_client *client_new(dv_inbox *in, bool with_ring)
         return NULL;
     memset(c, 0, sizeof(*c));
     if (with_ring) {
-        c->buf = aligned_alloc(64, (size_t)in->capacity * sizeof(dv_msg));
-        if (c->buf == NULL) {
+        dv_msg *slots = aligned_alloc(64, (size_t)in->slots * sizeof(dv_msg));
+        if (slots == NULL) {
             free(c);
             return NULL;
         }
-        ck_ring_init(&c->ring, in->capacity);
+        dv__spsc_init(&c->ring, slots, in->slots, in->capacity);
     }
     atomic_init(&c->owners, 2);
     atomic_init(&c->orphaned, false);
@@ -145,7 +146,7 @@ static void client_unref(dv_client *c)
 {
     /* acq_rel: the last owner sees every write the other made. */
     if (atomic_fetch_sub_explicit(&c->owners, 1, memory_order_acq_rel) == 1) {
-        free(c->buf);
+        free(c->ring.slots);
         free(c);
     }
 }
@@ -258,7 +259,7 @@ dv_client *dv__inbox_client(dv_inbox *in)
     dv_client *c = client_new(in, in->mode == DV_INBOX_SPSC);
     if (c == NULL || register_client(in, c) != 0) {
         if (c != NULL) {
-            free(c->buf);
+            free(c->ring.slots);
             free(c);
         }
         dv__fail(DV_ENOMEM, "post", "post: out of host memory for a client ring");
@@ -283,9 +284,11 @@ void dv__order_disable(bool off)
 int dv__inbox_create(dv_inbox_mode mode, uint32_t capacity, uint64_t uid, dv_client_drop_fn drop,
                      void *drop_arg, dv_inbox **out)
 {
-    uint32_t cap = 2;
-    while (cap < capacity + 1 && cap < (1u << 24)) /* a ring of N holds N-1 */
-        cap <<= 1;
+    if (capacity == 0 || capacity > (1u << 24))
+        return dv__fail(DV_EINVAL, "inbox_create", "inbox_create: capacity %u (1..2^24)", capacity);
+    uint32_t slots = 2;
+    while (slots < capacity)
+        slots <<= 1;
     dv_inbox *in = aligned_alloc(_Alignof(dv_inbox), (sizeof(*in) + 63) & ~(size_t)63);
     if (in == NULL)
         return dv__fail(DV_ENOMEM, "inbox_create", "out of host memory");
@@ -294,16 +297,22 @@ int dv__inbox_create(dv_inbox_mode mode, uint32_t capacity, uint64_t uid, dv_cli
     in->mode = mode;
     in->unordered = atomic_load(&order_off);
     in->ordered = mode == DV_INBOX_SPSC && !in->unordered;
-    in->capacity = cap;
+    in->capacity = capacity;
+    in->slots = slots;
     in->drop = drop;
     in->drop_arg = drop_arg;
     pthread_mutex_init(&in->reg_mu, NULL);
     atomic_init(&in->nclients, 0);
     atomic_init(&in->next_id, 1);
     atomic_init(&in->ticket, 1);
-    if (mode == DV_INBOX_MPSC && (in->shared = client_new(in, true)) == NULL) {
-        dv__inbox_destroy(in);
-        return dv__fail(DV_ENOMEM, "inbox_create", "out of host memory");
+    if (mode == DV_INBOX_MPSC) {
+        /* ck's ring of N slots holds N - 1. */
+        uint32_t n = slots > capacity ? slots : slots << 1;
+        if ((in->shared_buf = aligned_alloc(64, (size_t)n * sizeof(dv_msg))) == NULL) {
+            dv__inbox_destroy(in);
+            return dv__fail(DV_ENOMEM, "inbox_create", "out of host memory");
+        }
+        ck_ring_init(&in->shared, n);
     }
     *out = in;
     return DV_OK;
@@ -318,17 +327,14 @@ void dv__inbox_destroy(dv_inbox *in)
     for (uint32_t i = 0; i < n; i++) {
         dv_client *c = arr[i];
         /* The ring is what is big; its thread never posts to it again. */
-        free(c->buf);
-        c->buf = NULL;
+        free(c->ring.slots);
+        c->ring.slots = NULL;
         /* Release: pairs with the acquire load in forget_closed. */
         atomic_store_explicit(&c->closed, true, memory_order_release);
         client_unref(c);
     }
     free(arr);
-    if (in->shared != NULL) {
-        free(in->shared->buf);
-        free(in->shared);
-    }
+    free(in->shared_buf);
     while (in->retired != NULL) {
         struct retired_array *ra = in->retired;
         in->retired = ra->next;
@@ -361,9 +367,9 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
     unsigned round = 0;
     dv_msg *slot;
     if (in->mode == DV_INBOX_MPSC) {
-        dv_client *r = in->shared;
         unsigned ticket;
-        while ((slot = ck_ring_enqueue_reserve_mpsc_msg(&r->ring, r->buf, &ticket)) == NULL) {
+        while ((slot = ck_ring_enqueue_reserve_mpsc_msg(&in->shared, in->shared_buf, &ticket)) ==
+               NULL) {
             if (try)
                 return dv__fail(DV_EAGAIN, "post", "post: the actor's queue is full");
             backoff(&round);
@@ -375,10 +381,10 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
         SLOT_COPY_BEGIN();
         *slot = *msg;
         SLOT_COPY_END();
-        HANDOFF_RELEASE(r);
-        ck_ring_enqueue_commit_mpsc(&r->ring, ticket);
+        HANDOFF_RELEASE(&in->shared);
+        ck_ring_enqueue_commit_mpsc(&in->shared, ticket);
     } else {
-        while ((slot = ck_ring_enqueue_reserve_spsc_msg(&c->ring, c->buf)) == NULL) {
+        while ((slot = dv__spsc_reserve(&c->ring)) == NULL) {
             if (try)
                 return dv__fail(DV_EAGAIN, "post", "post: the actor's queue is full");
             backoff(&round);
@@ -389,11 +395,8 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
         msg->ticket =
             in->unordered ? 0 : atomic_fetch_add_explicit(&in->ticket, 1, memory_order_relaxed);
         msg->seq = c->seq++;
-        SLOT_COPY_BEGIN();
         *slot = *msg;
-        SLOT_COPY_END();
-        HANDOFF_RELEASE(c);
-        ck_ring_enqueue_commit_spsc(&c->ring);
+        dv__spsc_commit(&c->ring);
     }
     /*
      * Dekker with dv__inbox_park: we publish the message, then read parked;
@@ -411,45 +414,68 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
  * The actor's side
  * ------------------------------------------------------------------------ */
 
-/* Take one message of client c's ring (or the shared ring r) into
- * incoming; false when the ring is empty (or the host out of memory: the
- * message waits in its ring). */
-static bool take_one(dv_inbox *in, dv_client *r)
+/* Room in incoming for n more messages. */
+static bool incoming_room(dv_inbox *in, uint32_t n)
 {
-    if (ck_ring_size(&r->ring) == 0)
-        return false;
-    if (dv__array_reserve((void **)&in->incoming, &in->cap_incoming, (uint64_t)in->nincoming + 1,
-                          sizeof(*in->incoming)) != 0)
-        return false;
-    held_msg *h = &in->incoming[in->nincoming];
-    /* Acquire only once a message is there: its producer released the
-     * slot before committing it. */
-    HANDOFF_ACQUIRE(r);
-    SLOT_COPY_BEGIN();
-    bool dequeued = ck_ring_dequeue_spsc_msg(&r->ring, r->buf, &h->env.m);
-    SLOT_COPY_END();
-    if (!dequeued)
-        return false;
-    dv_client *from = r;
-    if (r == in->shared) {
-        from = (dv_client *)(uintptr_t)h->env.m.ticket;
-        h->env.m.ticket = 0;
-    }
+    return dv__array_reserve((void **)&in->incoming, &in->cap_incoming, (uint64_t)in->nincoming + n,
+                             sizeof(*in->incoming)) == 0;
+}
+
+/* One message into incoming, from its client. */
+static void take_msg(dv_inbox *in, const dv_msg *m, dv_client *from)
+{
+    dv_envelope *h = &in->incoming[in->nincoming];
+    h->m = *m;
     /* Per client, messages come in the order posted, none lost or twice
      * (the ck-style payload invariant). */
-    dv_assert_internal(h->env.m.seq == from->expect_seq);
-    from->expect_seq = h->env.m.seq + 1;
-    h->env.from = from;
+    dv_assert_internal(h->m.seq == from->expect_seq);
+    from->expect_seq = h->m.seq + 1;
+    h->from = from;
     h->round = in->round;
+    if (in->nincoming > 0 && h->m.ticket < in->incoming[in->nincoming - 1].m.ticket)
+        in->incoming_sorted = false;
     in->nincoming++;
-    return true;
+}
+
+/* What client c's ring holds now, into incoming; how many. */
+static uint32_t take_client(dv_inbox *in, dv_client *c)
+{
+    uint32_t n = dv__spsc_ready(&c->ring);
+    if (n == 0 || !incoming_room(in, n))
+        return 0; /* out of host memory: the messages wait in the ring */
+    for (uint32_t i = 0; i < n; i++)
+        take_msg(in, dv__spsc_peek(&c->ring, i), c);
+    dv__spsc_release(&c->ring, n);
+    return n;
+}
+
+/* What the shared ring holds now, into incoming. */
+static void take_shared(dv_inbox *in)
+{
+    unsigned n = ck_ring_size(&in->shared);
+    if (n == 0 || !incoming_room(in, n))
+        return;
+    for (; n > 0; n--) {
+        dv_msg m;
+        /* Acquire only once a message is there: its producer released the
+         * slot before committing it. */
+        HANDOFF_ACQUIRE(&in->shared);
+        SLOT_COPY_BEGIN();
+        bool dequeued = ck_ring_dequeue_spsc_msg(&in->shared, in->shared_buf, &m);
+        SLOT_COPY_END();
+        if (!dequeued)
+            return;
+        dv_client *from = (dv_client *)(uintptr_t)m.ticket;
+        m.ticket = 0;
+        take_msg(in, &m, from);
+    }
 }
 
 /* Drop orphaned clients with nothing left (actor thread, nothing held). */
 static void drop_orphans(dv_inbox *in)
 {
     /* A message in the shared ring still names its poster's client. */
-    if (in->shared != NULL && ck_ring_size(&in->shared->ring) > 0)
+    if (in->mode == DV_INBOX_MPSC && ck_ring_size(&in->shared) > 0)
         return;
     pthread_mutex_lock(&in->reg_mu);
     uint32_t n = atomic_load_explicit(&in->nclients, memory_order_relaxed);
@@ -460,7 +486,7 @@ static void drop_orphans(dv_inbox *in)
         dv_client *gone[64];
         for (uint32_t i = 0; i < n; i++) {
             dv_client *c = cur[i];
-            bool empty = c->buf == NULL || ck_ring_size(&c->ring) == 0;
+            bool empty = c->ring.slots == NULL || dv__spsc_empty(&c->ring);
             /* Acquire: pairs with the release store in thread_clients_exit. */
             if (ngone < 64 && empty && atomic_load_explicit(&c->orphaned, memory_order_acquire))
                 gone[ngone++] = c;
@@ -493,19 +519,16 @@ static void collect(dv_inbox *in, bool *orphans)
 
     in->round++;
     in->nincoming = 0;
+    in->incoming_sorted = true;
     if (in->mode == DV_INBOX_MPSC) {
-        for (unsigned k = ck_ring_size(&in->shared->ring); k > 0 && take_one(in, in->shared); k--)
-            ;
+        take_shared(in);
         for (uint32_t i = 0; i < n; i++)
             *orphans |= atomic_load_explicit(&arr[i]->orphaned, memory_order_relaxed);
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
         dv_client *c = arr[i];
-        unsigned k = ck_ring_size(&c->ring), taken = 0;
-        while (taken < k && take_one(in, c))
-            taken++;
-        if (taken == 0 && atomic_load_explicit(&c->orphaned, memory_order_relaxed))
+        if (take_client(in, c) == 0 && atomic_load_explicit(&c->orphaned, memory_order_relaxed))
             *orphans = true;
     }
 }
@@ -513,16 +536,16 @@ static void collect(dv_inbox *in, bool *orphans)
 /* A run of messages in ticket order: what was held, or one client's
  * part of a collect. */
 typedef struct run {
-    const held_msg *at, *end;
+    const dv_envelope *at, *end;
 } run;
 
 static void sift_down(run *heap, uint32_t n, uint32_t i)
 {
     for (;;) {
         uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && heap[l].at->env.m.ticket < heap[m].at->env.m.ticket)
+        if (l < n && heap[l].at->m.ticket < heap[m].at->m.ticket)
             m = l;
-        if (r < n && heap[r].at->env.m.ticket < heap[m].at->env.m.ticket)
+        if (r < n && heap[r].at->m.ticket < heap[m].at->m.ticket)
             m = r;
         if (m == i)
             return;
@@ -549,7 +572,38 @@ static int merge_incoming(dv_inbox *in)
         dv__array_reserve((void **)&in->runs, &in->cap_runs, (uint64_t)ni + 1, sizeof(*in->runs)) !=
             0)
         return DV_ENOMEM;
-    held_msg *o = in->spare_held;
+    /* The common cases move nothing or append: nothing held, or every
+     * new ticket after the held ones (one busy client). */
+    bool sorted = !in->ordered || in->incoming_sorted;
+    if (sorted && nh == 0) {
+        dv_envelope *t = in->held;
+        uint32_t cap = in->cap_held;
+        in->held = in->incoming;
+        in->cap_held = in->cap_incoming;
+        in->incoming = t;
+        in->cap_incoming = cap;
+        in->hstart = 0;
+        in->hend = ni;
+        in->nincoming = 0;
+        return DV_OK;
+    }
+    if (sorted && (!in->ordered || in->held[in->hend - 1].m.ticket < in->incoming[0].m.ticket)) {
+        /* Append; move what is held to the front only when the end is
+         * reached (rarely, once the array is twice what stays held). */
+        if ((uint64_t)in->hend + ni > in->cap_held && in->hstart > 0) {
+            memmove(in->held, in->held + in->hstart, (size_t)nh * sizeof(*in->held));
+            in->hstart = 0;
+            in->hend = nh;
+        }
+        if (dv__array_reserve((void **)&in->held, &in->cap_held, (uint64_t)in->hend + ni,
+                              sizeof(*in->held)) == 0) {
+            memcpy(in->held + in->hend, in->incoming, (size_t)ni * sizeof(*in->held));
+            in->hend += ni;
+            in->nincoming = 0;
+            return DV_OK;
+        }
+    }
+    dv_envelope *o = in->spare_held;
     uint32_t k = 0;
     if (!in->ordered) {
         if (nh > 0)
@@ -563,7 +617,7 @@ static int merge_incoming(dv_inbox *in)
             heap[n++] = (run){in->held + in->hstart, in->held + in->hend};
         for (uint32_t i = 0; i < ni;) {
             uint32_t j = i + 1;
-            while (j < ni && in->incoming[j].env.from == in->incoming[i].env.from)
+            while (j < ni && in->incoming[j].from == in->incoming[i].from)
                 j++;
             heap[n++] = (run){in->incoming + i, in->incoming + j};
             i = j;
@@ -577,7 +631,7 @@ static int merge_incoming(dv_inbox *in)
             sift_down(heap, n, 0);
         }
     }
-    held_msg *old = in->held;
+    dv_envelope *old = in->held;
     uint32_t old_cap = in->cap_held;
     in->held = in->spare_held;
     in->cap_held = in->cap_spare_held;
@@ -589,7 +643,25 @@ static int merge_incoming(dv_inbox *in)
     return DV_OK;
 }
 
-unsigned dv__inbox_take(dv_inbox *in, dv_envelope *out, unsigned max)
+/* One collect, merged into held; the eligible run at its front. */
+static void collect_and_merge(dv_inbox *in)
+{
+    collect(in, &in->orphans);
+    if (merge_incoming(in) != DV_OK)
+        return; /* out of host memory: taken again next time */
+    if (!in->ordered) {
+        in->ready = in->hend - in->hstart;
+        return;
+    }
+    /* Seen before this collect, and before anything seen in it
+     * (queue.h, Order). */
+    uint32_t r = in->hstart;
+    while (r < in->hend && in->held[r].round != in->round)
+        r++;
+    in->ready = r - in->hstart;
+}
+
+unsigned dv__inbox_take(dv_inbox *in, const dv_envelope **batch, unsigned max)
 {
     if (in->ready == 0) {
         /* Messages handed out by the last take name their clients: they
@@ -597,25 +669,14 @@ unsigned dv__inbox_take(dv_inbox *in, dv_envelope *out, unsigned max)
         if (in->orphans && in->hstart == in->hend)
             drop_orphans(in);
         in->orphans = false;
-        collect(in, &in->orphans);
-        if (merge_incoming(in) != DV_OK)
-            return 0; /* out of host memory: taken again next time */
-        if (!in->ordered) {
-            in->ready = in->hend - in->hstart;
-        } else {
-            /* Seen before this collect, and before anything seen in it
-             * (queue.h, Order). */
-            uint32_t r = in->hstart;
-            while (r < in->hend && in->held[r].round != in->round)
-                r++;
-            in->ready = r - in->hstart;
-        }
+        collect_and_merge(in);
+        /* What this look found needs a second look before it may go: make
+         * it now rather than on the loop's next turn. */
+        if (in->ready == 0 && in->hstart < in->hend)
+            collect_and_merge(in);
     }
-    unsigned got = 0;
-    while (got < max && got < in->ready) {
-        out[got] = in->held[in->hstart + got].env;
-        got++;
-    }
+    unsigned got = in->ready < max ? in->ready : max;
+    *batch = in->held + in->hstart;
     in->hstart += got;
     in->ready -= got;
     return got;
@@ -628,12 +689,12 @@ unsigned dv__inbox_held(const dv_inbox *in)
 
 static bool any_queued(dv_inbox *in)
 {
-    if (in->shared != NULL && ck_ring_size(&in->shared->ring) > 0)
+    if (in->mode == DV_INBOX_MPSC && ck_ring_size(&in->shared) > 0)
         return true;
     uint32_t n = atomic_load_explicit(&in->nclients, memory_order_acquire);
     dv_client **arr = atomic_load_explicit(&in->clients, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++)
-        if (arr[i]->buf != NULL && ck_ring_size(&arr[i]->ring) > 0)
+        if (arr[i]->ring.slots != NULL && !dv__spsc_empty(&arr[i]->ring))
             return true;
     return false;
 }

@@ -73,10 +73,10 @@
 #include <stdint.h>
 
 #include <ck_ec.h>
-#include <ck_ring.h>
 
 #include "actor/known.h"
 #include "actor/msg.h"
+#include "actor/spsc.h"
 #include "gpuref/cache.h"
 
 typedef enum dv_inbox_mode {
@@ -88,9 +88,9 @@ typedef struct dv_inbox dv_inbox;
 
 /* One thread's presence at one actor. */
 typedef struct dv_client {
+    dv_spsc ring; /* slots NULL once the inbox is gone (closed), and in
+                   * DV_INBOX_MPSC, where it posts to the shared ring */
     /* The poster's side. */
-    ck_ring_t ring;
-    dv_msg *buf;  /* NULL once the inbox is gone (closed) */
     uint32_t id;  /* unique in the inbox: "client N" in reports */
     uint32_t seq; /* the next message's sequence number */
     uint64_t inbox_uid;
@@ -108,6 +108,7 @@ typedef struct dv_client {
 typedef struct dv_envelope {
     dv_msg m;
     dv_client *from;
+    uint64_t round; /* the inbox's: the collect that took it */
 } dv_envelope;
 
 /* Called on the actor's thread when it drops an orphaned client, so the
@@ -141,8 +142,9 @@ unsigned dv__thread_clients(void);
 int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try);
 
 /* Actor side: up to max messages that may be handled now, in an order
- * that respects real time (design above). */
-unsigned dv__inbox_take(dv_inbox *in, dv_envelope *out, unsigned max);
+ * that respects real time (design above), at *batch: the inbox's own
+ * memory, valid until the next take. */
+unsigned dv__inbox_take(dv_inbox *in, const dv_envelope **batch, unsigned max);
 /* Messages taken but held back for a later round (never 0 while the
  * actor should not park). */
 unsigned dv__inbox_held(const dv_inbox *in);

@@ -87,10 +87,13 @@ struct dv_ref_domain {
     struct {
         _Alignas(64) _Atomic uint32_t n;
     } posting[DV_THREAD_SHARDS];
-    /* Threads asleep on a pending handle: the actor wakes them when set. */
+    /* Threads asleep on a pending handle: the actor wakes them (a bump of
+     * settle_seq, their futex word) after a batch that settled any. */
     _Alignas(64) _Atomic uint32_t sleepers;
+    _Atomic uint32_t settle_seq;
     /* The actor's, written at every settle and recycle. */
     _Alignas(64) _Atomic uint64_t held; /* read anywhere */
+    bool settled;                       /* since the last dv__ref_wake_settled */
     uint32_t *recycled;                 /* freed, not yet spare */
     uint32_t nrecycled, cap_recycled;
     /* Free slots for the clients' caches. */
@@ -201,7 +204,8 @@ static int stale_word(dv_ref ref, const char *op, uint64_t word)
     if (WORD_GEN(word) != REF_GEN(ref.bits))
         return ref_fail(DV_ESTALE, op, ref, "is stale: the slot is at generation %u",
                         WORD_GEN(word));
-    return ref_fail(DV_ESTALE, op, ref, "is stale: released (count 0)");
+    return ref_fail(DV_ESTALE, op, ref,
+                    "is stale: released (count 0), or dropped by a rebuild or a shutdown");
 }
 
 static bool word_live(uint64_t word, dv_ref ref)
@@ -261,11 +265,12 @@ static int wait_settled(dv_ref_domain *d, ref_chunk *c, dv_ref ref, const char *
             sched_yield();
     }
     int rc = DV_OK;
-    /* seq_cst: the Dekker handshake with publish's fence and load. */
+    /* seq_cst: the Dekker handshake with dv__ref_wake_settled (its fence,
+     * then its load of sleepers). */
     atomic_fetch_add_explicit(&d->sleepers, 1, memory_order_seq_cst);
     for (;;) {
-        uint32_t r = atomic_load_explicit(ready, memory_order_seq_cst);
-        if (r == gen)
+        uint32_t seq = atomic_load_explicit(&d->settle_seq, memory_order_seq_cst);
+        if (atomic_load_explicit(ready, memory_order_seq_cst) == gen)
             break;
         uint64_t w = atomic_load_explicit(&c->word[i], memory_order_acquire);
         if (!word_live(w, ref)) {
@@ -275,7 +280,7 @@ static int wait_settled(dv_ref_domain *d, ref_chunk *c, dv_ref ref, const char *
         if ((rc = domain_open(d, ref, op)) != DV_OK)
             break;
         struct timespec deadline = dv__timespec_of(dv__now_ns() + SETTLE_RECHECK_NS);
-        dv__futex_wait(ready, r, &deadline);
+        dv__futex_wait(&d->settle_seq, seq, &deadline);
     }
     atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_relaxed);
     return rc;
@@ -330,10 +335,6 @@ static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, const char *op)
         uint64_t again = atomic_load_explicit(&c->word[i], memory_order_relaxed);
         if (!word_live(again, ref))
             return stale_word(ref, op, again);
-        if (status == DV_ESTALE)
-            return ref_fail(DV_ESTALE, op, ref,
-                            "is stale: its block was dropped by a rebuild "
-                            "or a shutdown");
         if (status != DV_OK)
             return alloc_failure(d, ref, status, op);
         if (got.context_generation != current)
@@ -359,35 +360,10 @@ int dv_ref_try_access(dv_ref ref, dv_ref_info *info)
 }
 
 /*
- * Retain and release check what a client can: the handle's count and
- * generation, the domain, and, once the handle is settled, its context.
- * A pending handle has no context yet; the actor decides its fate.
+ * Retain and release read the count word alone (the client's line): a
+ * handle that was released for good, or dropped by a rebuild or a
+ * shutdown (dv__ref_invalidate_all takes every count to 0), is stale.
  */
-static int check_settled_context(const dv_ref_domain *d, const ref_chunk *c, dv_ref ref,
-                                 const char *op)
-{
-    uint32_t i = REF_SLOT(ref.bits) % CHUNK;
-    const dv_ref_pub *p = &c->pub[i];
-    /* Acquire: pairs with publish's release store of ready. */
-    if (atomic_load_explicit(&p->ready, memory_order_acquire) != REF_GEN(ref.bits))
-        return DV_OK;
-    int status = atomic_load_explicit(&p->status, memory_order_relaxed);
-    uint64_t minted = atomic_load_explicit(&p->context_generation, memory_order_relaxed);
-    /* Acquire: pairs with the release store in dv__ref_invalidate_all. */
-    uint64_t current = atomic_load_explicit(&((dv_ref_domain *)d)->context, memory_order_acquire);
-    atomic_thread_fence(memory_order_acquire); /* pairs with publish's release fence */
-    if (atomic_load_explicit(&p->ready, memory_order_relaxed) != REF_GEN(ref.bits))
-        return DV_OK; /* rewritten: the caller's CAS fails and looks again */
-    if (status == DV_ESTALE)
-        return ref_fail(DV_ESTALE, op, ref,
-                        "is stale: its block was dropped by a rebuild or a shutdown");
-    if (minted != current)
-        return ref_fail(DV_ESTALE, op, ref,
-                        "is stale: minted in context %llu, the device is at context %llu",
-                        (unsigned long long)minted, (unsigned long long)current);
-    return DV_OK;
-}
-
 int dv_ref_retain(dv_ref ref)
 {
     static const char op[] = "ref_retain";
@@ -404,8 +380,6 @@ int dv_ref_retain(dv_ref ref)
         if (!word_live(word, ref))
             return stale_word(ref, op, word);
         if ((rc = domain_open(d, ref, op)) != DV_OK)
-            return rc;
-        if ((rc = check_settled_context(d, c, ref, op)) != DV_OK)
             return rc;
         if (WORD_COUNT(word) == UINT32_MAX)
             return ref_fail(DV_EINVAL, op, ref, "cannot be retained: %u references", UINT32_MAX);
@@ -432,12 +406,10 @@ int dv_ref_release(dv_ref ref)
     for (;;) {
         if (!word_live(word, ref))
             return stale_word(ref, op, word);
-        /* Released in any state, but not across a context rebuild. */
-        if ((rc = check_settled_context(d, c, ref, op)) != DV_OK)
-            return rc;
-        /* acq_rel: release orders this owner's uses of the block before
-         * the free; acquire makes every other owner's uses visible to the
-         * last one, who posts the free (as for any reference count). */
+        /* Released in any state of the domain (a rebuild took the count
+         * of its handles to 0 already).  acq_rel: release orders this owner's uses of the block
+         * before the free; acquire makes every other owner's uses visible to the last one, who
+         * posts the free (as for any reference count). */
         if (atomic_compare_exchange_weak_explicit(w, &word, word - 1, memory_order_acq_rel,
                                                   memory_order_acquire))
             break;
@@ -726,11 +698,21 @@ static void publish(dv_ref_domain *d, dv_ref_slot *s, uint32_t gen, int status)
     atomic_store_explicit(&p->last_write_stream, DV_STREAM_NONE, memory_order_relaxed);
     /* Release: pairs with the readers' acquire loads of ready. */
     atomic_store_explicit(&p->ready, gen, memory_order_release);
+    d->settled = true; /* its waiters are woken after the batch */
+}
+
+void dv__ref_wake_settled(dv_ref_domain *d)
+{
+    if (!d->settled)
+        return;
+    d->settled = false;
     /* seq_cst fence, then the sleepers: the Dekker handshake with
-     * wait_settled (its seq_cst add, then its load of ready). */
+     * wait_settled (its seq_cst add, then its loads of ready). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&d->sleepers, memory_order_relaxed) > 0)
-        dv__futex_wake_all(&p->ready);
+    if (atomic_load_explicit(&d->sleepers, memory_order_relaxed) > 0) {
+        atomic_fetch_add_explicit(&d->settle_seq, 1, memory_order_seq_cst);
+        dv__futex_wake_all(&d->settle_seq);
+    }
 }
 
 /* The actor's slot a handle of this domain names, or NULL. */
@@ -880,11 +862,17 @@ void dv__ref_invalidate_all(dv_ref_domain *d, void (*drop)(dv_block *block, void
             dv_ref_slot *s = &c->slot[i];
             if (s->gen == 0)
                 continue;
+            /* Handles of it may still be held: their count goes to 0, so
+             * they read stale from now on (also once the domain starts
+             * again at context 1), and their releases free nothing. */
+            _Atomic uint64_t *w = &c->word[i];
+            uint64_t word = atomic_load_explicit(w, memory_order_relaxed);
+            while (WORD_GEN(word) == s->gen && WORD_COUNT(word) != 0 &&
+                   !atomic_compare_exchange_weak_explicit(
+                       w, &word, WORD(s->gen, 0), memory_order_release, memory_order_relaxed))
+                ;
             if (drop != NULL && s->status == DV_OK)
                 drop(&s->block, arg);
-            /* Handles of it may still be held: they read stale from now
-             * on, also once the domain starts again at context 1. */
-            publish(d, s, s->gen, DV_ESTALE);
             dv__ref_recycle(d, s);
         }
     }

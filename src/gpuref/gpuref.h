@@ -33,7 +33,9 @@
  * name its generation yet.  The ALLOC message that follows carries it; the
  * actor settles it (dv__ref_settle: the block, or the allocation's
  * failure) and stores ready last.  A thread that must see the block
- * (dv_ref_access) waits for ready on a futex.
+ * (dv_ref_access) waits for ready; asleep, on the domain's settle_seq,
+ * which the actor bumps after each batch that settled a handle while
+ * anyone sleeps.
  *
  * The actor decides what a handle means to operations from its own side
  * only (dv__ref_lookup): a slot it settled for that generation and has not
@@ -132,6 +134,9 @@ void dv__ref_set_last_write(dv_ref_slot *slot, dv_stream stream);
 void dv__ref_recycle(dv_ref_domain *d, dv_ref_slot *slot);
 /* Actor: hand the slots recycled so far to the clients (once per batch). */
 void dv__ref_flush_recycled(dv_ref_domain *d);
+/* Actor: wake threads waiting for handles settled since the last call
+ * (once per batch: one fence, not one per allocation). */
+void dv__ref_wake_settled(dv_ref_domain *d);
 /* Actor: a client went away; its reserved slots are spare again. */
 void dv__ref_cache_return(dv_ref_domain *d, dv_ref_cache *cache);
 /*

@@ -66,10 +66,10 @@ static void consume(run *r, uint64_t *bad_magic, uint64_t *out_of_order, uint64_
 {
     uint64_t next[PRODUCERS] = {0};
     uint64_t want = (uint64_t)r->producers * PER_PRODUCER;
-    dv_envelope batch[64];
+    const dv_envelope *batch;
     *bad_magic = *out_of_order = *total = 0;
     while (*total < want) {
-        unsigned n = dv__inbox_take(r->in, batch, 64);
+        unsigned n = dv__inbox_take(r->in, &batch, 64);
         if (n == 0) {
             dv__inbox_park(r->in, 1000000);
             continue;
@@ -115,7 +115,7 @@ static void test_mode(dv_inbox_mode mode, int producers, uint32_t capacity, bool
     is_u64(total, (uint64_t)producers * PER_PRODUCER, "%s: nothing lost", name);
     is_u64(bad_magic, 0, "%s: every payload intact, with its client", name);
     is_u64(ooo, 0, "%s: each producer's messages in order, none twice", name);
-    dv_envelope extra;
+    const dv_envelope *extra;
     unsigned more = dv__inbox_take(r.in, &extra, 1) + dv__inbox_take(r.in, &extra, 1);
     is_int((int)more, 0, "%s: nothing taken twice", name);
     is_int((int)dv__inbox_clients(r.in), 0,
@@ -174,9 +174,9 @@ static void test_handover(void)
     pthread_create(&ta, NULL, post_a, &h);
     pthread_create(&tb, NULL, post_b, &h);
     unsigned seen_a = 0, seen_b = 0, b_first = 0, total = 0;
-    dv_envelope batch[64];
+    const dv_envelope *batch;
     while (total < 2 * HANDOVERS) {
-        unsigned n = dv__inbox_take(h.in, batch, 64);
+        unsigned n = dv__inbox_take(h.in, &batch, 64);
         for (unsigned i = 0; i < n; i++, total++) {
             const uint64_t *x = batch[i].m.u.builtin.args;
             if (x[0] == 'A')
@@ -214,9 +214,9 @@ int main(void)
     int second = dv__inbox_post(in, c, &m, true);
     ok(first == DV_OK && second == DV_EAGAIN,
        "a ring of capacity 1 holds one message, then DV_EAGAIN");
-    dv_envelope out[4];
-    unsigned got = dv__inbox_take(in, out, 4);
-    got += dv__inbox_take(in, out + got, 4 - got);
+    const dv_envelope *out;
+    unsigned got = dv__inbox_take(in, &out, 4);
+    got += dv__inbox_take(in, &out, 4 - got);
     is_int((int)got, 1, "exactly the one message comes out");
     dv__inbox_destroy(in);
     return tap_done();

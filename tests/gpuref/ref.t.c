@@ -283,6 +283,7 @@ static void *settle_later(void *arg)
     struct timespec ts = {0, 20 * 1000 * 1000}; /* 20 ms: the waiter is asleep by then */
     nanosleep(&ts, NULL);
     dv__ref_settle(l->d, l->r, &l->b);
+    dv__ref_wake_settled(l->d); /* as the actor does after its batch */
     return NULL;
 }
 
