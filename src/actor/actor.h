@@ -44,6 +44,7 @@
 #include "actor/queue.h"
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/fence.h"
 #include "gpuref/gpuref.h"
 #include "resources/tracker.h"
 
@@ -130,13 +131,6 @@ struct dv_actor {
      * changes: a line of its own, so neither clients' counters nor the
      * actor's own bookkeeping keep taking it away. */
     _Alignas(64) atomic_int state; /* dv_actor_state */
-
-    /* Posters between their state check and enqueue, one counter per line
-     * (dv__thread_shard; dv__actor_post, shutdown): a single counter took
-     * two contended read-modify-writes per post. */
-    struct {
-        _Alignas(64) atomic_int n;
-    } inflight[DV_THREAD_SHARDS];
 
     /* The actor thread's own, from a fresh line. */
     _Alignas(64) dv_pending_fifo pend[DV_MAX_STREAMS];

@@ -34,32 +34,35 @@ static int refuse(dv_future *f, int rc, const char *op)
 }
 
 /*
- * Enter a post.  The in-flight count and the state are both sequentially
- * consistent: shutdown stores STOPPING and then waits for the counts to
- * drain, so a poster either sees STOPPING or is counted before shutdown
- * looks (the Dekker pattern).
+ * Enter a post: name the actor in one of the thread's hazard slots, then
+ * read its state.  Shutdown stores STOPPING and then waits until no thread
+ * names the actor (base/fence.h): a poster either sees STOPPING or is
+ * waited for, so nothing it enqueues is left behind.  On the fast path
+ * neither side of that handshake is a locked instruction.
  */
-static int post_enter(dv_actor *a, atomic_int **inflight)
+static int post_enter(dv_actor *a, dv_hazards **hz)
 {
     if (dv__driver_lost(a->drv, NULL))
         return dv__lost_answer(a);
-    *inflight = &a->inflight[dv__thread_shard()].n;
-    atomic_fetch_add(*inflight, 1);
-    int st = atomic_load(&a->state);
+    *hz = dv__hazards_mine();
+    if (!dv__hazard_set(*hz, a))
+        return dv__fail(DV_ENOMEM, "post", "post: out of host memory for the thread's state");
+    /* After the hazard's fence (acquire costs nothing more here). */
+    int st = atomic_load_explicit(&a->state, memory_order_acquire);
     if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED) {
-        atomic_fetch_sub(*inflight, 1);
+        dv__hazard_clear(*hz);
         return dv__fail(DV_ESHUTDOWN, "post", "device %d's actor is shutting down", a->device);
     }
     if (st == DV_ACTOR_LOST) {
-        atomic_fetch_sub(*inflight, 1);
+        dv__hazard_clear(*hz);
         return dv__lost_answer(a);
     }
     return DV_OK;
 }
 
-static void post_leave(atomic_int *inflight)
+static void post_leave(dv_hazards *hz)
 {
-    atomic_fetch_sub(inflight, 1);
+    dv__hazard_clear(hz);
 }
 
 /* The calling thread's client of a; with the checker on, linked to what
@@ -75,18 +78,18 @@ static dv_client *client_of(dv_actor *a)
 int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
 {
     const char *op = dv__msg_name(m->type);
-    atomic_int *inflight;
+    dv_hazards *hz;
     int rc;
     if (a == NULL)
         return refuse(f, dv__fail(DV_EINVAL, op, "%s: NULL actor", op), op);
     if (f != NULL && (rc = dv__future_arm(f, op)) != DV_OK)
         return rc;
-    if ((rc = post_enter(a, &inflight)) == DV_OK) {
+    if ((rc = post_enter(a, &hz)) == DV_OK) {
         dv_client *c = client_of(a);
         m->reply = f;
         rc = c == NULL ? dv_last_error()->status
                        : dv__inbox_post(a->inbox, c, m, f != NULL && (f->flags & DV_FUTURE_TRY));
-        post_leave(inflight);
+        post_leave(hz);
     }
     if (rc != DV_OK && f != NULL)
         dv__future_complete(f, rc);
@@ -159,7 +162,7 @@ static int alloc_post(dv_actor *a, uint64_t bytes, dv_stream stream, const char 
                       dv_future *f)
 {
     static const char op[] = "alloc";
-    atomic_int *inflight;
+    dv_hazards *hz;
     int rc;
     if (out != NULL)
         *out = DV_REF_NULL;
@@ -176,7 +179,7 @@ static int alloc_post(dv_actor *a, uint64_t bytes, dv_stream stream, const char 
                 .stream = (uint16_t)stream,
                 .reply = f,
                 .u.alloc = {.bytes = bytes, .tag = dv__intern(tag)}};
-    if ((rc = post_enter(a, &inflight)) == DV_OK) {
+    if ((rc = post_enter(a, &hz)) == DV_OK) {
         dv_client *c = client_of(a);
         if (c == NULL)
             rc = dv_last_error()->status;
@@ -184,7 +187,7 @@ static int alloc_post(dv_actor *a, uint64_t bytes, dv_stream stream, const char 
                  (rc = dv__inbox_post(a->inbox, c, &m, f != NULL && (f->flags & DV_FUTURE_TRY))) !=
                      DV_OK)
             dv__ref_unmint(a->refs, &c->refs, m.u.alloc.ref);
-        post_leave(inflight);
+        post_leave(hz);
     }
     if (rc != DV_OK) {
         if (f != NULL)

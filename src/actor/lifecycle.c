@@ -294,6 +294,8 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
     if (cfg->queue_capacity < 2 || cfg->queue_capacity > (1u << 22))
         return dv__fail(DV_EINVAL, "actor_create", "actor_create: queue capacity %u (2..4M)",
                         cfg->queue_capacity);
+    /* Before anything a client could post to exists. */
+    dv__fence_init();
     /* Its hot fields sit on lines of their own (actor.h): 64-aligned. */
     dv_actor *a = aligned_alloc(_Alignof(dv_actor), (sizeof(*a) + 63) & ~(size_t)63);
     if (a == NULL)
@@ -388,11 +390,9 @@ static void actor_stop(dv_actor *a)
     if (a->health.state != DV_ACTOR_LOST)
         a->health.state = DV_ACTOR_STOPPING;
     pthread_mutex_unlock(&a->health_mu);
-    /* Every poster that saw RUNNING has enqueued by now (the Dekker
-     * handshake with dv__actor_post). */
-    for (unsigned i = 0; i < DV_THREAD_SHARDS; i++)
-        while (atomic_load(&a->inflight[i].n) != 0)
-            sched_yield();
+    /* Every poster that saw RUNNING has enqueued by now (the handshake
+     * with post_enter, base/fence.h). */
+    dv__hazard_wait(a);
     dv__inbox_close(a->inbox);
     pthread_join(a->thread, NULL);
     atomic_store(&a->state, DV_ACTOR_STOPPED);

@@ -13,6 +13,7 @@
 #include "base/array.h"
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/fence.h"
 #include "base/futex.h"
 
 CK_RING_PROTOTYPE(msg, dv_msg)
@@ -362,6 +363,27 @@ static void backoff(unsigned *round)
     }
 }
 
+/*
+ * ck_ring_enqueue_commit_mpsc, except that a poster waiting for the one
+ * before it to commit yields after a while.  Commits go in reservation
+ * order, so a poster descheduled between its reservation and its commit
+ * holds up every later one; with more posting threads than cores, ck's
+ * pure spin kept the cores busy with waiters instead of running it
+ * (pairs/s fell by four orders of magnitude at 64 threads).
+ */
+static void shared_commit(ck_ring_t *r, unsigned ticket)
+{
+    unsigned spins = 0;
+    while (ck_pr_load_uint(&r->p_tail) != ticket) {
+        if (++spins < 64)
+            ck_pr_stall();
+        else
+            sched_yield();
+    }
+    ck_pr_fence_store();
+    ck_pr_store_uint(&r->p_tail, ticket + 1);
+}
+
 int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
 {
     unsigned round = 0;
@@ -382,7 +404,7 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
         *slot = *msg;
         SLOT_COPY_END();
         HANDOFF_RELEASE(&in->shared);
-        ck_ring_enqueue_commit_mpsc(&in->shared, ticket);
+        shared_commit(&in->shared, ticket);
     } else {
         while ((slot = dv__spsc_reserve(&c->ring)) == NULL) {
             if (try)
@@ -400,11 +422,13 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
     }
     /*
      * Dekker with dv__inbox_park: we publish the message, then read parked;
-     * the actor sets parked, then looks at the rings.  With a full fence on
-     * both sides at least one sees the other: either the actor finds the
-     * message, or we see parked and move the count its wait compares.
+     * the actor sets parked, then looks at the rings.  With a fence on both
+     * sides at least one sees the other: either the actor finds the
+     * message, or we see parked and move the count its wait compares.  Ours
+     * is the light one, the actor's the heavy one (base/fence.h): posts are
+     * many, parks few.
      */
-    atomic_thread_fence(memory_order_seq_cst);
+    dv__fence_light();
     if (atomic_load_explicit(&in->parked, memory_order_relaxed))
         ck_ec32_inc(&in->ec, &ec_mode);
     return DV_OK;
@@ -705,7 +729,7 @@ void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
      * wait below returns at once instead of missing it. */
     uint32_t snap = ck_ec32_value(&in->ec);
     atomic_store_explicit(&in->parked, true, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* pairs with dv__inbox_post's */
+    dv__fence_heavy(); /* pairs with dv__inbox_post's light fence */
     if (in->hend > in->hstart || any_queued(in) || atomic_load(&in->closing)) {
         atomic_store_explicit(&in->parked, false, memory_order_relaxed);
         return;

@@ -22,13 +22,11 @@
  * with programming language memory models?", 2012).
  *
  * The last release calls the domain's post_free.  An actor that goes away
- * must not be called after it is gone: a releaser raises the domain's
- * `posting` count before it reads the state, and close stores GONE before
- * it waits for `posting` to fall to zero (a Dekker handshake, sequentially
- * consistent on both sides).  So once close returns no thread is inside,
- * or will enter, the old owner's post_free.  Owners must therefore not let
- * post_free wait on the actor once it is stopping (a stopping actor answers
- * DV_ESHUTDOWN).
+ * must not be called after it is gone: a releaser names the domain in a
+ * hazard slot before it reads the state, and close stores GONE before it
+ * waits until no thread names the domain (base/fence.h).  So once close
+ * returns no thread is inside, or will enter, the old owner's post_free.  Owners must therefore not
+ * let post_free wait on the actor once it is stopping (a stopping actor answers DV_ESHUTDOWN).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -38,6 +36,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/fence.h"
 #include "base/assert.h"
 #include "base/futex.h"
 #include "gpuref/gpuref.h"
@@ -77,16 +76,10 @@ struct dv_ref_domain {
     _Atomic int state;        /* dv_domain_state */
     _Atomic uint64_t context; /* the current context generation */
     _Atomic int device;       /* changes when the domain is reused */
-    _Atomic(void *) owner;    /* read by the last releaser, see posting */
+    _Atomic(void *) owner;    /* read by the last releaser (hazard slots) */
     _Atomic(dv_ref_free_fn) post_free;
     _Atomic(ref_chunk *) chunks[NCHUNKS];
     _Atomic uint32_t nchunks;
-    /* Releasers between the state check and post_free's return, one
-     * counter per line and client threads spread over them
-     * (dv__thread_shard): every last release moves one. */
-    struct {
-        _Alignas(64) _Atomic uint32_t n;
-    } posting[DV_THREAD_SHARDS];
     /* Threads asleep on a pending handle: the actor wakes them (a bump of
      * settle_seq, their futex word) after a batch that settled any. */
     _Alignas(64) _Atomic uint32_t sleepers;
@@ -417,21 +410,20 @@ int dv_ref_release(dv_ref ref)
     if (WORD_COUNT(word) > 1)
         return DV_OK;
 
-    /* The last reference.  seq_cst both: the Dekker handshake with
-     * dv__ref_domain_close's store of GONE and load of posting. */
-    _Atomic uint32_t *posting = &d->posting[dv__thread_shard()].n;
-    atomic_fetch_add_explicit(posting, 1, memory_order_seq_cst);
+    /* The last reference: the handshake with dv__ref_domain_close. */
+    dv_hazards *hz = dv__hazards_mine();
+    if (!dv__hazard_set(hz, d))
+        return dv__fail(DV_ENOMEM, op, "%s: out of host memory for the thread's state", op);
     rc = DV_OK;
-    if (atomic_load_explicit(&d->state, memory_order_seq_cst) == DV_DOMAIN_OPEN) {
-        /* Relaxed: written before the state store that opened the domain,
-         * which the seq_cst load above acquired. */
+    /* After the hazard's fence; acquire: pairs with the store that opened
+     * the domain, so owner and post_free are this life's. */
+    if (atomic_load_explicit(&d->state, memory_order_acquire) == DV_DOMAIN_OPEN) {
         dv_ref_free_fn post = atomic_load_explicit(&d->post_free, memory_order_relaxed);
         void *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
         if (post != NULL)
             rc = post(owner, ref);
     }
-    /* Release: pairs with the load of posting in dv__ref_domain_close. */
-    atomic_fetch_sub_explicit(posting, 1, memory_order_release);
+    dv__hazard_clear(hz);
     return rc;
 }
 
@@ -519,17 +511,15 @@ int dv__ref_mint(dv_ref_domain *d, dv_ref_cache *cache, dv_ref *out)
         return rc;
     uint32_t index = cache->idx[--cache->n];
     _Atomic uint64_t *w = &chunk_of(d, index)->word[index % CHUNK];
-    /* Relaxed: the slot is spare, so no handle of it is live; a stale
-     * holder's CAS can only fail against the new generation. */
-    uint64_t old = atomic_load_explicit(w, memory_order_relaxed), next;
-    do {
-        uint32_t gen = WORD_GEN(old) + 1;
-        next = WORD(gen != 0 ? gen : 1, 1);
-        /* Release: the handle reaches other threads (and the actor)
-         * through posts and the caller's own hand-over; this orders the
-         * new generation before them. */
-    } while (!atomic_compare_exchange_weak_explicit(w, &old, next, memory_order_release,
-                                                    memory_order_relaxed));
+    /* A plain store, no read-modify-write: the slot is spare, its count 0,
+     * and every CAS on a word expects a count above 0 (word_live), so no
+     * stale holder can change it meanwhile.  Only this thread minted from
+     * it since it became spare.  Release: the handle reaches other threads
+     * (and the actor) through posts and the caller's own hand-over; this
+     * orders the new generation before them. */
+    uint32_t gen = WORD_GEN(atomic_load_explicit(w, memory_order_relaxed)) + 1;
+    uint64_t next = WORD(gen != 0 ? gen : 1, 1);
+    atomic_store_explicit(w, next, memory_order_release);
     out->bits = ((uint64_t)d->index << 56) | ((uint64_t)index << 32) | WORD_GEN(next);
     return DV_OK;
 }
@@ -606,8 +596,8 @@ int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_re
      * generation already (minting moves it on); the context can start
      * again at 1, as the header promises. */
     atomic_store_explicit(&d->context, 1, memory_order_relaxed);
-    /* seq_cst: a release for the stores above (pairs with the acquire and
-     * seq_cst loads of state); seq_cst for dv_ref_release's handshake. */
+    /* seq_cst: a release for the stores above (pairs with the acquire
+     * loads of state). */
     atomic_store_explicit(&d->state, DV_DOMAIN_OPEN, memory_order_seq_cst);
     *out = d;
     return DV_OK;
@@ -615,8 +605,8 @@ int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_re
 
 void dv__ref_domain_set_state(dv_ref_domain *d, dv_domain_state state)
 {
-    /* seq_cst: pairs with the loads of state (acquire in the readers,
-     * seq_cst in dv_ref_release's handshake). */
+    /* seq_cst: pairs with the acquire loads of state; a store of the
+     * handshake with dv_ref_release (hazard slots) when it closes. */
     atomic_store_explicit(&d->state, (int)state, memory_order_seq_cst);
 }
 
@@ -628,12 +618,9 @@ void dv__ref_domain_close(dv_ref_domain *d)
      * that no handle of this life can be valid in the next. */
     if (dv__ref_held(d) != 0)
         dv__ref_invalidate_all(d, NULL, NULL);
-    /* seq_cst store, then seq_cst load of posting: the Dekker handshake
-     * with dv_ref_release (fetch_add of posting, then load of state). */
+    /* The handshake with dv_ref_release (its hazard slot, then the state). */
     atomic_store_explicit(&d->state, DV_DOMAIN_GONE, memory_order_seq_cst);
-    for (unsigned i = 0; i < DV_THREAD_SHARDS; i++)
-        while (atomic_load_explicit(&d->posting[i].n, memory_order_seq_cst) != 0)
-            sched_yield();
+    dv__hazard_wait(d);
     /* No releaser reads these any more (it would see GONE first). */
     atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
     atomic_store_explicit(&d->post_free, NULL, memory_order_relaxed);

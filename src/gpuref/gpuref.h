@@ -56,7 +56,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "base/shard.h"
+#include "base/fence.h"
 #include "gpuref/cache.h"
 #include "devactor.h"
 #include "resources/resource.h"
