@@ -700,6 +700,9 @@ unsigned dv__inbox_take(dv_inbox *in, const dv_envelope **batch, unsigned max)
             collect_and_merge(in);
     }
     unsigned got = in->ready < max ? in->ready : max;
+    /* Awake and working: posts need not kick any more (dv__inbox_park). */
+    if (got > 0 && atomic_load_explicit(&in->parked, memory_order_relaxed))
+        atomic_store_explicit(&in->parked, false, memory_order_relaxed);
     *batch = in->held + in->hstart;
     in->hstart += got;
     in->ready -= got;
@@ -723,13 +726,25 @@ static bool any_queued(dv_inbox *in)
     return false;
 }
 
+/*
+ * Sleep until a post or a kick, or the timeout.  The heavy fence is paid
+ * when the actor starts to park, not at every park: an actor that wakes
+ * at its timeout with nothing to do (waiting for the device, it parks for
+ * 20 us at a time) stays parked, and every post since the fence has seen
+ * parked set and kicks.  It unparks when something woke it or it takes a
+ * message (dv__inbox_take).
+ */
 void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
 {
     /* The snapshot first: a kick or post after it moves the count, so the
-     * wait below returns at once instead of missing it. */
+     * wait below returns at once instead of missing it.  Acquire: a kick
+     * the snapshot includes came after its post's message. */
     uint32_t snap = ck_ec32_value(&in->ec);
-    atomic_store_explicit(&in->parked, true, memory_order_relaxed);
-    dv__fence_heavy(); /* pairs with dv__inbox_post's light fence */
+    atomic_thread_fence(memory_order_acquire);
+    if (!atomic_load_explicit(&in->parked, memory_order_relaxed)) {
+        atomic_store_explicit(&in->parked, true, memory_order_relaxed);
+        dv__fence_heavy(); /* pairs with dv__inbox_post's light fence */
+    }
     if (in->hend > in->hstart || any_queued(in) || atomic_load(&in->closing)) {
         atomic_store_explicit(&in->parked, false, memory_order_relaxed);
         return;
@@ -737,7 +752,8 @@ void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
     struct timespec rel = dv__timespec_of(timeout_ns), deadline;
     if (ck_ec_deadline(&deadline, &ec_mode, &rel) == 0)
         ck_ec32_wait(&in->ec, &ec_mode, snap, &deadline);
-    atomic_store_explicit(&in->parked, false, memory_order_relaxed);
+    if (ck_ec32_value(&in->ec) != snap)
+        atomic_store_explicit(&in->parked, false, memory_order_relaxed);
 }
 
 void dv__inbox_close(dv_inbox *in)

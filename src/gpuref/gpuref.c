@@ -258,9 +258,12 @@ static int wait_settled(dv_ref_domain *d, ref_chunk *c, dv_ref ref, const char *
             sched_yield();
     }
     int rc = DV_OK;
-    /* seq_cst: the Dekker handshake with dv__ref_wake_settled (its fence,
-     * then its load of sleepers). */
+    /* The handshake with dv__ref_wake_settled (its store of ready, its
+     * light fence, then its load of sleepers): the store of sleepers, then
+     * the heavy fence, then the loads of ready.  The actor settles many,
+     * threads sleep on a pending handle rarely (base/fence.h). */
     atomic_fetch_add_explicit(&d->sleepers, 1, memory_order_seq_cst);
+    dv__fence_heavy();
     for (;;) {
         uint32_t seq = atomic_load_explicit(&d->settle_seq, memory_order_seq_cst);
         if (atomic_load_explicit(ready, memory_order_seq_cst) == gen)
@@ -693,9 +696,9 @@ void dv__ref_wake_settled(dv_ref_domain *d)
     if (!d->settled)
         return;
     d->settled = false;
-    /* seq_cst fence, then the sleepers: the Dekker handshake with
-     * wait_settled (its seq_cst add, then its loads of ready). */
-    atomic_thread_fence(memory_order_seq_cst);
+    /* The light fence, then the sleepers: the handshake with wait_settled
+     * (its add, its heavy fence, then its loads of ready). */
+    dv__fence_light();
     if (atomic_load_explicit(&d->sleepers, memory_order_relaxed) > 0) {
         atomic_fetch_add_explicit(&d->settle_seq, 1, memory_order_seq_cst);
         dv__futex_wake_all(&d->settle_seq);
