@@ -235,7 +235,13 @@ int main(void)
        (unsigned long long)st.refs_alive, (unsigned long long)st.bytes_outstanding);
     dv_actor_destroy(a);
 
-    /* The control: the same hand-over without the order across threads. */
+    /* The control: the same hand-over without the order across threads.
+     * On the sim only: it shows that this test can see a stale read. */
+    if (ORDER_ON_CUDA) {
+        skip("the control runs on the simulated device");
+        skip("the control runs on the simulated device");
+        return tap_done();
+    }
     dv_actor *off = make_actor(false);
     dv_kernel *copy_off = NULL;
     ok(off != NULL && dv_kernel_get(off, NULL, 0, "copy", &copy_off) == DV_OK,
