@@ -1,8 +1,10 @@
 /*
  * Events (devactor.h): record on one stream, wait from another stream of
  * the same actor or another actor, wait or query from the host, elapsed
- * time, the record's milestones, a rebuild, a destroyed event, and the
- * tracker learning the edge (no second wait for what the event covers).
+ * time, the record's milestones, a rebuild, a destroyed event, the
+ * tracker learning the edge (no second wait for what the event covers)
+ * and the stream-order checker learning it (no hazard reported for what
+ * the event orders, one reported without it).
  *
  * Work that should come first sits behind a gate (support/gate.h), so a
  * missing wait shows up every time, and "not yet" does not depend on how
@@ -206,6 +208,69 @@ static void test_tracker_edge(void)
     dv_event_destroy(e);
 }
 
+/* The stream-order checker learns the edge too: a raw read on stream 1
+ * of what stream 0 wrote is correct after a wait on an event recorded
+ * after the write, and a hazard without it. */
+static void test_checker_edge(dv_driver *drv)
+{
+    dv_actor_config cfg;
+    dv_actor *c = NULL;
+    dv_kernel *cfill = NULL, *ccopy = NULL, *cspin = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.streams = 3;
+    cfg.permissive = true;
+    cfg.check_order = true;
+    is_status(dv_actor_create(&cfg, &c), DV_OK, "an actor with the stream-order checker");
+    if (c == NULL)
+        return;
+    dv_kernel_get(c, NULL, 0, "fill_u32", &cfill);
+    dv_kernel_get(c, NULL, 0, "copy", &ccopy);
+    dv_kernel_get(c, NULL, 0, "spin", &cspin);
+    dv_event *e;
+    dv_event_create(c, 0, &e);
+    for (int wait = 1; wait >= 0; wait--) {
+        static uint32_t host[N];
+        dv_ref x, y;
+        dv_arg sa[1], fa[3], ca[3];
+        dv_future fs, ff;
+        dv_alloc(c, BYTES, 0, "x", &x);
+        dv_alloc(c, BYTES, 1, "y", &y);
+        dv_memset(c, y, 0, 0, BYTES, 1);
+        spin_async(c, cspin, 0, 20, sa, &fs); /* the write is not done when the read comes */
+        fa[0] = dv_arg_ref(x, DV_WRITE, 0);
+        fa[1] = dv_arg_u32(9);
+        fa[2] = dv_arg_u64(N);
+        dv_future_init(&ff, 0); /* not waited for: the host must not learn of it */
+        dv_launch_async(c, cfill, (dv_dim3){16, 1, 1}, (dv_dim3){256, 1, 1}, 0, 0, fa, 3, &ff);
+        dv_event_record(e, 0);
+        if (wait)
+            dv_stream_wait_event(c, 1, e);
+        ca[0] = dv_arg_ref(y, DV_WRITE, 0);
+        ca[1] = dv_arg_ptr_access(ptr_of(x), DV_READ);
+        ca[2] = dv_arg_u64(BYTES);
+        int rc = dv_launch(c, ccopy, (dv_dim3){16, 1, 1}, (dv_dim3){256, 1, 1}, 0, 1, ca, 3);
+        dv_future_wait(&fs);
+        dv_future_wait(&ff);
+        if (wait) {
+            is_status(rc, DV_OK, "after the wait on the event: not a hazard");
+            dv_copy_dtoh(c, host, y, 0, BYTES, 1);
+            ok(all_u32(host, N, 9), "and it read the write");
+        } else {
+            is_status(rc, DV_EHAZARD, "without the wait: a hazard");
+        }
+        dv_sync(c, 0);
+        dv_sync(c, 1);
+        dv_ref_release(x);
+        dv_ref_release(y);
+    }
+    dv_event_destroy(e);
+    dv_actor_stats st;
+    dv_actor_stats_get(c, &st);
+    is_u64(st.hazards, 1, "one hazard in all");
+    dv_actor_destroy(c);
+}
+
 int main(void)
 {
     dv_driver_config dcfg;
@@ -213,13 +278,13 @@ int main(void)
     dv__driver_config_init(&dcfg);
     dcfg.backend = EVENTS_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
     dcfg.sim.devices = 2;
-    dcfg.sim.memory_bytes = 64 << 20;
+    dcfg.sim.memory_bytes = 256 << 20;
     dcfg.sim.seed = 5;
     dcfg.sim.delay_max_us = 50;
     int rc = dv__driver_open(&dcfg, &drv);
     if (EVENTS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(43);
+    plan(48);
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
@@ -240,6 +305,7 @@ int main(void)
     test_host();
     test_other_actor();
     test_tracker_edge();
+    test_checker_edge(drv);
     dv_actor_destroy(b); /* before a reset, which may share b's context */
     test_rebuild();
     dv_actor_stats st;
