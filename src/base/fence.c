@@ -17,7 +17,7 @@
 #define HAVE_MEMBARRIER 1
 #endif
 
-bool dv__fence_asym;
+atomic_bool dv__fence_asym;
 
 static pthread_once_t fence_once = PTHREAD_ONCE_INIT;
 
@@ -41,7 +41,7 @@ static void fence_choose(void)
         return;
     /* Published by pthread_once to every thread that calls dv__fence_init,
      * and through the objects made after it to their users. */
-    dv__fence_asym = true;
+    atomic_store_explicit(&dv__fence_asym, true, memory_order_relaxed);
 #endif
 }
 
@@ -53,7 +53,7 @@ void dv__fence_init(void)
 void dv__fence_heavy(void)
 {
 #ifdef HAVE_MEMBARRIER
-    if (dv__fence_asym) {
+    if (atomic_load_explicit(&dv__fence_asym, memory_order_relaxed)) {
         if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
             return;
         /* Registered, so this should not fail; the global command is
@@ -69,7 +69,8 @@ void dv__fence_heavy(void)
 
 const char *dv__fence_scheme(void)
 {
-    return dv__fence_asym ? "asymmetric (membarrier)" : "full fences";
+    return atomic_load_explicit(&dv__fence_asym, memory_order_relaxed) ? "asymmetric (membarrier)"
+                                                                       : "full fences";
 }
 
 /* ------------------------------------------------------------------------

@@ -36,8 +36,9 @@
 
 #define DV_HAZARD_DEPTH 4
 
-/* True once dv__fence_init chose the asymmetric scheme. */
-extern bool dv__fence_asym;
+/* True once dv__fence_init chose the asymmetric scheme.  Written once,
+ * before any object whose handshakes read it exists; relaxed loads. */
+extern atomic_bool dv__fence_asym;
 
 /* Choose the scheme (idempotent, thread-safe); call before any handshake
  * of an object can run, i.e. before the object is visible to a thread. */
@@ -46,7 +47,7 @@ void dv__fence_init(void);
 /* The frequent side's fence. */
 static inline void dv__fence_light(void)
 {
-    if (dv__fence_asym)
+    if (atomic_load_explicit(&dv__fence_asym, memory_order_relaxed))
         atomic_signal_fence(memory_order_seq_cst);
     else
         atomic_thread_fence(memory_order_seq_cst);

@@ -102,10 +102,10 @@ int main(void)
 #ifdef DV_TSAN
     want_full = true; /* TSan does not model membarrier */
 #endif
-    ok(dv__fence_asym == !want_full, "scheme: %s (DV_FENCES=%s, membarrier %s)", dv__fence_scheme(),
-       env ? env : "unset", membarrier_expedited() ? "available" : "missing");
+    ok(atomic_load(&dv__fence_asym) == !want_full, "scheme: %s (DV_FENCES=%s, membarrier %s)",
+       dv__fence_scheme(), env ? env : "unset", membarrier_expedited() ? "available" : "missing");
     dv__fence_init();
-    ok(dv__fence_asym == !want_full, "a second init changes nothing");
+    ok(atomic_load(&dv__fence_asym) == !want_full, "a second init changes nothing");
 
     /* Nesting. */
     dv_hazards *h = dv__hazards_mine();
