@@ -122,6 +122,11 @@ static void test_fatal(void)
     ok(a != NULL && b != NULL, "fatal: two actors on a two-device sim");
     dv_alloc(a, 4096, 0, "a-block", &x);
     dv_alloc(b, 4096, 0, "b-block", &y);
+    /* Both assigned before the fault: nothing but a's kernel is in flight
+     * (b's pending allocation would otherwise meet the lost driver first
+     * and be the fault every actor reports). */
+    dv_ref_access(x, NULL);
+    dv_ref_access(y, NULL);
     dv_future f;
     dv_future_init(&f, 0);
     dv__actor_launch_builtin(a, "illegal_address", 0, args, &f);
