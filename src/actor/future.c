@@ -61,11 +61,6 @@ static void publish(dv_future *f, uint32_t bits, uint32_t clear)
         dv__futex_wake_all(st);
 }
 
-void dv__future_disarm(dv_future *f, int status)
-{
-    dv__future_complete(f, status);
-}
-
 void dv__future_ordered(dv_future *f)
 {
     publish(f, DV__FUTURE_ORDERED, 0);

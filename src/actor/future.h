@@ -27,12 +27,10 @@ enum {
  * was never initialised or is still in flight; otherwise it is reset and
  * marked POSTED. */
 int dv__future_arm(dv_future *f, const char *op);
-/* The poster: the post failed after arming; complete f with status. */
-void dv__future_disarm(dv_future *f, int status);
 /* The actor: f's operation is ordered. */
 void dv__future_ordered(dv_future *f);
-/* The actor: complete f with status; a failure copies the calling
- * thread's detail. */
+/* The actor, or a poster whose post failed after arming: complete f
+ * with status; a failure copies the calling thread's detail. */
 void dv__future_complete(dv_future *f, int status);
 /* Complete with a detail given explicitly (fault reports). */
 void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail *detail);
