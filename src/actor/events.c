@@ -191,24 +191,25 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
     return dv__actor_post(a, &m, NULL);
 }
 
-int dv_event_sync(dv_event *e)
+/* A round trip about e's latest record: sync or query. */
+static int ask(dv_event *e, uint8_t type, const char *op)
 {
-    int rc = live(e, "event_sync");
+    int rc = live(e, op);
     if (rc != DV_OK)
         return rc;
     dv_future f;
-    dv_msg m = {.type = DV_MSG_EVENT_SYNC, .u.event = {.event = e}};
+    dv_msg m = {.type = type, .u.event = {.event = e}};
     return dv__actor_call(e->actor, &m, &f);
+}
+
+int dv_event_sync(dv_event *e)
+{
+    return ask(e, DV_MSG_EVENT_SYNC, "event_sync");
 }
 
 int dv_event_query(dv_event *e)
 {
-    int rc = live(e, "event_query");
-    if (rc != DV_OK)
-        return rc;
-    dv_future f;
-    dv_msg m = {.type = DV_MSG_EVENT_QUERY, .u.event = {.event = e}};
-    return dv__actor_call(e->actor, &m, &f);
+    return ask(e, DV_MSG_EVENT_QUERY, "event_query");
 }
 
 int dv_event_elapsed(dv_event *start, dv_event *end, float *ms)

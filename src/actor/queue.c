@@ -580,6 +580,21 @@ static void sift_down(run *heap, uint32_t n, uint32_t i)
     }
 }
 
+/* Held becomes the n messages of *buf, and *buf the old held array (to
+ * reuse); incoming is consumed. */
+static void held_become(dv_inbox *in, dv_envelope **buf, uint32_t *cap, uint32_t n)
+{
+    dv_envelope *old = in->held;
+    uint32_t old_cap = in->cap_held;
+    in->held = *buf;
+    in->cap_held = *cap;
+    *buf = old;
+    *cap = old_cap;
+    in->hstart = 0;
+    in->hend = n;
+    in->nincoming = 0;
+}
+
 /*
  * Merge incoming into held by ticket.  Held is in ticket order and so is
  * each client's part of incoming (one thread's tickets rise with its
@@ -600,15 +615,7 @@ static int merge_incoming(dv_inbox *in)
      * new ticket after the held ones (one busy client). */
     bool sorted = !in->ordered || in->incoming_sorted;
     if (sorted && nh == 0) {
-        dv_envelope *t = in->held;
-        uint32_t cap = in->cap_held;
-        in->held = in->incoming;
-        in->cap_held = in->cap_incoming;
-        in->incoming = t;
-        in->cap_incoming = cap;
-        in->hstart = 0;
-        in->hend = ni;
-        in->nincoming = 0;
+        held_become(in, &in->incoming, &in->cap_incoming, ni);
         return DV_OK;
     }
     if (sorted && (!in->ordered || in->held[in->hend - 1].m.ticket < in->incoming[0].m.ticket)) {
@@ -655,15 +662,7 @@ static int merge_incoming(dv_inbox *in)
             sift_down(heap, n, 0);
         }
     }
-    dv_envelope *old = in->held;
-    uint32_t old_cap = in->cap_held;
-    in->held = in->spare_held;
-    in->cap_held = in->cap_spare_held;
-    in->spare_held = old;
-    in->cap_spare_held = old_cap;
-    in->hstart = 0;
-    in->hend = k;
-    in->nincoming = 0;
+    held_become(in, &in->spare_held, &in->cap_spare_held, k);
     return DV_OK;
 }
 
