@@ -9,31 +9,22 @@
  * that point of the stream, so a sync or query of the event answers for
  * the record itself, not for work enqueued after it.
  *
- * Event structs are never returned to the system: a destroyed event goes
- * on a process-wide free list with owner 0, so an event used after its
+ * Event structs are never returned to the system (base/keep.h): a
+ * destroyed event is kept with owner 0, so an event used after its
  * destruction reads as DV_EINVAL, not freed memory.
  */
 #include <sched.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "actor/actor.h"
+#include "base/keep.h"
 
-static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct dv_event *free_events;
+static dv_keep kept = DV_KEEP_INIT(struct dv_event, next);
 
 static struct dv_event *event_new(void)
 {
-    pthread_mutex_lock(&free_mu);
-    struct dv_event *e = free_events;
-    if (e != NULL)
-        free_events = e->next;
-    pthread_mutex_unlock(&free_mu);
-    if (e == NULL)
-        e = malloc(sizeof(*e));
+    struct dv_event *e = dv__keep_get(&kept);
     if (e != NULL) {
-        memset(e, 0, sizeof(*e));
         atomic_init(&e->owner, 0);
         atomic_init(&e->posted, 0);
         atomic_init(&e->recorded, 0);
@@ -45,10 +36,7 @@ static struct dv_event *event_new(void)
 static void event_put(struct dv_event *e)
 {
     atomic_store_explicit(&e->owner, 0, memory_order_release);
-    pthread_mutex_lock(&free_mu);
-    e->next = free_events;
-    free_events = e;
-    pthread_mutex_unlock(&free_mu);
+    dv__keep_put(&kept, e);
 }
 
 /* A live event, or DV_EINVAL naming op. */

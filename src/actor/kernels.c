@@ -3,21 +3,20 @@
  * (image, name); its module and function are loaded in the actor's
  * current context on first use and again after every rebuild.
  *
- * Handles are never returned to the system: an actor that goes away puts
- * its handles on a process-wide free list, marked dead, so a handle kept
+ * Handles are never returned to the system (base/keep.h): an actor that
+ * goes away keeps its handles for reuse, marked dead, so a handle kept
  * past its actor reads as "not this actor's" (DV_EINVAL) instead of
  * freed memory.  A handle's function is valid for one (actor, context)
  * pair: an actor made again at the same address, or a context rebuilt,
  * never reuses a function object of an earlier one.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "actor/actor.h"
+#include "base/keep.h"
 
-static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct dv_kernel *free_kernels;
+static dv_keep kept = DV_KEEP_INIT(struct dv_kernel, next);
 
 bool dv__kernel_owned(const dv_actor *a, const struct dv_kernel *k)
 {
@@ -56,27 +55,16 @@ int dv__kernel_func(dv_actor *a, struct dv_kernel *k, dv_drv_func **out)
 
 static struct dv_kernel *kernel_new(void)
 {
-    pthread_mutex_lock(&free_mu);
-    struct dv_kernel *k = free_kernels;
+    struct dv_kernel *k = dv__keep_get(&kept);
     if (k != NULL)
-        free_kernels = k->next;
-    pthread_mutex_unlock(&free_mu);
-    if (k == NULL)
-        k = malloc(sizeof(*k));
-    if (k != NULL) {
-        memset(k, 0, sizeof(*k));
         atomic_init(&k->owner, 0);
-    }
     return k;
 }
 
 static void kernel_put(struct dv_kernel *k)
 {
     atomic_store_explicit(&k->owner, 0, memory_order_relaxed);
-    pthread_mutex_lock(&free_mu);
-    k->next = free_kernels;
-    free_kernels = k;
-    pthread_mutex_unlock(&free_mu);
+    dv__keep_put(&kept, k);
 }
 
 int dv__kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, const char *name,
