@@ -75,6 +75,26 @@ static dv_client *client_of(dv_actor *a)
     return c;
 }
 
+/* Into client c's ring.  An allocation takes its handle here, from the
+ * thread's cache (into its future before the post publishes it, so every
+ * waiter sees it), and gives it back if the post fails. */
+static int enqueue(dv_actor *a, dv_client *c, dv_msg *m, bool try)
+{
+    if (m->type != DV_MSG_ALLOC)
+        return dv__inbox_post(a->inbox, c, m, try);
+    int rc = dv__ref_mint(a->refs, &c->refs, &m->u.alloc.ref);
+    if (rc != DV_OK)
+        return rc;
+    if (m->reply != NULL)
+        m->reply->ref = m->u.alloc.ref;
+    if ((rc = dv__inbox_post(a->inbox, c, m, try)) != DV_OK) {
+        dv__ref_unmint(a->refs, &c->refs, m->u.alloc.ref);
+        if (m->reply != NULL)
+            m->reply->ref = DV_REF_NULL;
+    }
+    return rc;
+}
+
 int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
 {
     const char *op = dv__msg_name(m->type);
@@ -88,7 +108,7 @@ int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
         dv_client *c = client_of(a);
         m->reply = f;
         rc = c == NULL ? dv_last_error()->status
-                       : dv__inbox_post(a->inbox, c, m, f != NULL && (f->flags & DV_FUTURE_TRY));
+                       : enqueue(a, c, m, f != NULL && (f->flags & DV_FUTURE_TRY));
         post_leave(hz);
     }
     if (rc != DV_OK && f != NULL)
@@ -162,7 +182,6 @@ static int alloc_post(dv_actor *a, uint64_t bytes, dv_stream stream, const char 
                       dv_future *f)
 {
     static const char op[] = "alloc";
-    dv_hazards *hz;
     int rc;
     if (out != NULL)
         *out = DV_REF_NULL;
@@ -173,29 +192,11 @@ static int alloc_post(dv_actor *a, uint64_t bytes, dv_stream stream, const char 
                       dv__fail(DV_EINVAL, op, "alloc: size %llu is %s", (unsigned long long)bytes,
                                bytes == 0 ? "zero" : "absurd"),
                       op);
-    if (f != NULL && (rc = dv__future_arm(f, op)) != DV_OK)
-        return rc;
     dv_msg m = {.type = DV_MSG_ALLOC,
                 .stream = (uint16_t)stream,
-                .reply = f,
                 .u.alloc = {.bytes = bytes, .tag = dv__intern(tag)}};
-    if ((rc = post_enter(a, &hz)) == DV_OK) {
-        dv_client *c = client_of(a);
-        if (c == NULL)
-            rc = dv_last_error()->status;
-        else if ((rc = dv__ref_mint(a->refs, &c->refs, &m.u.alloc.ref)) == DV_OK &&
-                 (rc = dv__inbox_post(a->inbox, c, &m, f != NULL && (f->flags & DV_FUTURE_TRY))) !=
-                     DV_OK)
-            dv__ref_unmint(a->refs, &c->refs, m.u.alloc.ref);
-        post_leave(hz);
-    }
-    if (rc != DV_OK) {
-        if (f != NULL)
-            dv__future_complete(f, rc);
+    if ((rc = dv__actor_post(a, &m, f)) != DV_OK)
         return rc;
-    }
-    if (f != NULL)
-        f->ref = m.u.alloc.ref;
     if (out != NULL)
         *out = m.u.alloc.ref;
     return DV_OK;
