@@ -98,7 +98,14 @@ DV_EXPORT const char *dv_version(void);
  * Threads.  Any thread may call every function below, except those marked
  * "inside a task".  Each posts a message to the device's actor (the one
  * thread that owns the device) or reads state the actor publishes;
- * nothing here touches CUDA on the calling thread.
+ * nothing here touches CUDA on the calling thread.  Some calls wait for
+ * the actor: every blocking form, dv_flush, dv_kernel_get,
+ * dv_actor_stats_get, dv_actor_reset, dv_event_create, dv_event_sync,
+ * dv_event_query, dv_event_elapsed, dv_ref_access on a pending handle,
+ * dv_future_wait* on an operation not yet there, and dv_stream_wait_event
+ * on another actor's event.  A task (which runs on its actor's thread)
+ * must not make such a call to its own actor: it would wait for itself,
+ * and nothing detects it yet.
  *
  * Order.  One thread's posts to an actor are handled in the order posted.
  * Across threads: an operation whose post returned before another
@@ -416,11 +423,12 @@ DV_EXPORT int dv_stream_wait_event(dv_actor *actor, dv_stream stream, dv_event *
 /* Block until the device reached the event's latest record posted
  * before (DV_OK at once for an event never recorded). */
 DV_EXPORT int dv_event_sync(dv_event *event);
-/* DV_OK when the device reached that record, DV_EAGAIN when not yet. */
+/* DV_OK when the device reached that record, DV_EAGAIN when not yet.  A
+ * round trip to the actor; it does not wait for the device. */
 DV_EXPORT int dv_event_query(dv_event *event);
 /* Milliseconds between two timing events' records, both reached:
  * DV_EAGAIN when one is not reached yet, DV_EINVAL without
- * DV_EVENT_TIMING or of different actors. */
+ * DV_EVENT_TIMING or of different actors.  A round trip to the actor. */
 DV_EXPORT int dv_event_elapsed(dv_event *start, dv_event *end, float *ms);
 /* The driver's event (a CUevent) of the latest record that is ordered,
  * for interop (an Arrow device array's sync_event, a library's own
@@ -525,7 +533,9 @@ DV_EXPORT int dv_launch_async(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, 
  * context current, after every handle argument was fenced for its access
  * on `stream`, and before the uses are recorded: the work it enqueues on
  * native_stream (cuBLAS, cuFFT, NCCL...) is ordered like a launch.  A task
- * must not call blocking devactor functions of its own actor.
+ * must not call its own actor's functions that wait for the actor (the
+ * list under Threads, above); post-only and _async calls are fine, up to
+ * the actor's queue_capacity of them per task (a full queue would wait).
  */
 typedef struct dv_task_ctx {
     dv_actor *actor;

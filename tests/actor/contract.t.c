@@ -115,6 +115,8 @@ static void test_handles(void)
     is_status(dv_ref_release(big), DV_OK, "and released");
     is_status(dv_ref_release(big), DV_OK, "the last release");
     is_status(dv_ref_access(big, &info), DV_ESTALE, "then it is gone");
+    is_status(dv_ref_try_access(big, &info), DV_ESTALE, "... and a try says so too");
+    is_status(dv_ref_try_access(DV_REF_NULL, &info), DV_EINVAL, "a try on DV_REF_NULL");
     dv_future f;
     dv_future_init(&f, 0);
     is_status(dv_alloc_async(a, 4 << 20, 0, "async too big", &big, &f), DV_OK, "alloc_async");
@@ -280,7 +282,7 @@ static void test_knowledge(void)
 
 int main(void)
 {
-    plan(33);
+    plan(35);
     test_handles();
     test_release_after_post();
     test_kernel_owner();

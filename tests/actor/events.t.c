@@ -246,6 +246,44 @@ static void test_checker_edge(dv_driver *drv)
     dv_actor_destroy(c);
 }
 
+/* NULL events, and every call after the event's actor shut down. */
+static void test_misuse(dv_driver *drv)
+{
+    float ms;
+    dv_future f;
+    dv_future_init(&f, 0);
+    is_status(dv_event_record(NULL, 0), DV_EINVAL, "record(NULL)");
+    is_status(dv_event_record_async(NULL, 0, &f), DV_EINVAL, "record_async(NULL) ...");
+    is_status(dv_future_wait(&f), DV_EINVAL, "... completes its future with it");
+    is_status(dv_event_sync(NULL), DV_EINVAL, "sync(NULL)");
+    is_status(dv_event_query(NULL), DV_EINVAL, "query(NULL)");
+    is_status(dv_event_destroy(NULL), DV_EINVAL, "destroy(NULL)");
+    is_status(dv_event_elapsed(NULL, NULL, &ms), DV_EINVAL, "elapsed(NULL, NULL)");
+    is_status(dv_stream_wait_event(a, 0, NULL), DV_EINVAL, "a wait on a NULL event");
+    is_status(dv_stream_wait_event(NULL, 0, NULL), DV_EINVAL, "a wait on a NULL actor");
+    ok(dv_event_native(NULL) == NULL, "native(NULL) is NULL");
+
+    dv_actor_config cfg;
+    dv_actor *c = NULL;
+    dv_event *e = NULL, *late = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.streams = 2;
+    dv_actor_create(&cfg, &c);
+    ok(c != NULL && dv_event_create(c, 0, &e) == DV_OK && dv_event_record(e, 0) == DV_OK &&
+           dv_event_sync(e) == DV_OK,
+       "an actor and a recorded event");
+    dv_actor_shutdown(c);
+    is_status(dv_event_record(e, 0), DV_ESHUTDOWN, "after shutdown: record");
+    is_status(dv_event_sync(e), DV_ESHUTDOWN, "... sync");
+    is_status(dv_event_query(e), DV_ESHUTDOWN, "... query");
+    is_status(dv_stream_wait_event(c, 0, e), DV_ESHUTDOWN, "... a wait");
+    is_status(dv_event_create(c, 0, &late), DV_ESHUTDOWN, "... create");
+    ok(late == NULL, "... which gives no event");
+    is_status(dv_event_destroy(e), DV_ESHUTDOWN, "... destroy");
+    dv_actor_destroy(c);
+}
+
 int main(void)
 {
     dv_driver_config dcfg;
@@ -259,7 +297,7 @@ int main(void)
     int rc = dv__driver_open(&dcfg, &drv);
     if (EVENTS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(48);
+    plan(66);
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
@@ -281,6 +319,7 @@ int main(void)
     test_other_actor();
     test_tracker_edge();
     test_checker_edge(drv);
+    test_misuse(drv);
     dv_actor_destroy(b); /* before a reset, which may share b's context */
     test_rebuild();
     dv_actor_stats st;

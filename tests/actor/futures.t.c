@@ -2,7 +2,7 @@
  * Futures (devactor.h, Milestones): every operation's future reaches
  * ordered, then complete; a wait with a timeout; waiting twice and from
  * other threads; a call refused before posting completes its future with
- * the error; dv_flush.
+ * the error; dv_flush; misuse of the wait functions; after shutdown.
  *
  * A gate holds a stream (support/gate.h), so that an operation queued
  * behind it is ordered and not complete until the test opens the gate.
@@ -190,6 +190,14 @@ static void test_refused(void)
     is_status(dv_future_wait(&f), DV_EINVAL, "waiting on a future never posted: DV_EINVAL");
     is_status(dv_future_wait(NULL), DV_EINVAL, "dv_future_wait(NULL)");
     ok(!dv_future_done(NULL), "dv_future_done(NULL) is false");
+    is_status(dv_future_wait_ordered(NULL), DV_EINVAL, "dv_future_wait_ordered(NULL)");
+    is_status(dv_future_wait_for(NULL, DV_COMPLETE, 1000), DV_EINVAL, "dv_future_wait_for(NULL)");
+    is_status(dv_future_wait_for(&f, (dv_milestone)7, 1000), DV_EINVAL,
+              "dv_future_wait_for with an unknown milestone");
+    is_status(dv_future_wait_for(&f, DV_ORDERED, 1000), DV_EINVAL,
+              "dv_future_wait_for on a future never posted: DV_EINVAL, no wait");
+    ok(!dv_future_reached(NULL, DV_ORDERED) && !dv_future_reached(&f, (dv_milestone)7),
+       "dv_future_reached: false for NULL and for an unknown milestone");
 
     /* A future in flight cannot be posted again. */
     gate g;
@@ -243,7 +251,7 @@ int main(void)
     int rc = dv_actor_create(&cfg, &a);
     if (FUTURES_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(59);
+    plan(67);
     is_status(rc, DV_OK, "an actor (%s)", a ? dv_actor_backend_name(a) : "none");
     is_status(dv_kernel_get(a, NULL, 0, "spin", &spin), DV_OK, "spin");
     is_status(dv_kernel_get(a, NULL, 0, "fill_u32", &fill), DV_OK, "fill_u32");
@@ -255,6 +263,17 @@ int main(void)
     dv_actor_stats_get(a, &st);
     ok(st.refs_alive == 0 && st.bytes_outstanding == 0, "clean: %llu handles, %llu bytes",
        (unsigned long long)st.refs_alive, (unsigned long long)st.bytes_outstanding);
+
+    /* After shutdown: answered at once, futures complete with it. */
+    dv_actor_shutdown(a);
+    dv_future f;
+    dv_ref r;
+    is_status(dv_flush(a), DV_ESHUTDOWN, "dv_flush after shutdown: DV_ESHUTDOWN");
+    dv_future_init(&f, 0);
+    is_status(dv_alloc_async(a, 64, 0, "late", &r, &f), DV_ESHUTDOWN,
+              "dv_alloc_async after shutdown: DV_ESHUTDOWN");
+    ok(r.bits == 0 && dv_future_wait_for(&f, DV_ORDERED, 1000000) == DV_ESHUTDOWN,
+       "... no handle, and its future says so at once");
     dv_actor_destroy(a);
     return tap_done();
 }
