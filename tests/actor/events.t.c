@@ -213,20 +213,27 @@ static void test_tracker_edge(void)
     dv_event_destroy(e);
 }
 
+/* An actor of drv's device with three streams, raw pointers allowed. */
+static int actor_on(dv_driver *drv, int device, bool check, dv_actor **out)
+{
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.device = device;
+    cfg.streams = 3;
+    cfg.permissive = true;
+    cfg.check_order = check;
+    return dv_actor_create(&cfg, out);
+}
+
 /* The stream-order checker learns the edge too: a raw read on stream 1
  * of what stream 0 wrote is correct after a wait on an event recorded
  * after the write, and a hazard without it. */
 static void test_checker_edge(dv_driver *drv)
 {
-    dv_actor_config cfg;
     dv_actor *c = NULL;
     dv_kernel *cfill = NULL, *ccopy = NULL;
-    dv_actor_config_init(&cfg);
-    cfg.driver = drv;
-    cfg.streams = 3;
-    cfg.permissive = true;
-    cfg.check_order = true;
-    is_status(dv_actor_create(&cfg, &c), DV_OK, "an actor with the stream-order checker");
+    is_status(actor_on(drv, 0, true, &c), DV_OK, "an actor with the stream-order checker");
     if (c == NULL)
         return;
     dv_kernel_get(c, NULL, 0, "fill_u32", &cfill);
@@ -263,13 +270,9 @@ static void test_misuse(dv_driver *drv)
     is_status(dv_stream_wait_event(NULL, 0, NULL), DV_EINVAL, "a wait on a NULL actor");
     ok(dv_event_native(NULL) == NULL, "native(NULL) is NULL");
 
-    dv_actor_config cfg;
     dv_actor *c = NULL;
     dv_event *e = NULL, *late = NULL;
-    dv_actor_config_init(&cfg);
-    cfg.driver = drv;
-    cfg.streams = 2;
-    dv_actor_create(&cfg, &c);
+    actor_on(drv, 0, false, &c);
     ok(c != NULL && dv_event_create(c, 0, &e) == DV_OK && dv_event_record(e, 0) == DV_OK &&
            dv_event_sync(e) == DV_OK,
        "an actor and a recorded event");
@@ -301,16 +304,11 @@ int main(void)
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
-    dv_actor_config cfg;
-    dv_actor_config_init(&cfg);
-    cfg.driver = drv;
-    cfg.streams = 3;
-    cfg.permissive = true;
-    is_status(dv_actor_create(&cfg, &a), DV_OK, "device 0's actor");
+    is_status(actor_on(drv, 0, false, &a), DV_OK, "device 0's actor");
     /* The second actor: on device 1, or beside the first on device 0
      * (no reset happens while both live). */
-    cfg.device = devices > 1 ? 1 : 0;
-    is_status(dv_actor_create(&cfg, &b), DV_OK, "a second actor, on device %d", cfg.device);
+    int other = devices > 1 ? 1 : 0;
+    is_status(actor_on(drv, other, false, &b), DV_OK, "a second actor, on device %d", other);
     dv_kernel_get(a, NULL, 0, "spin", &spin);
     dv_kernel_get(a, NULL, 0, "fill_u32", &fill);
     dv_kernel_get(a, NULL, 0, "copy", &copy);
