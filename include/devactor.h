@@ -55,7 +55,11 @@ extern "C" {
     X(EAGAIN, -14, "resource temporarily unavailable, try again")                                  \
     X(EHAZARD, -15, "cross-stream ordering hazard")                                                \
     X(ENOTSUP, -16, "not supported by this build or backend")                                      \
-    X(ETIMEDOUT, -17, "timed out")
+    X(ETIMEDOUT, -17, "timed out")                                                                 \
+    X(EDEADLK, -18, "the call would wait on an actor's own thread")                                \
+    X(EBUSY, -19, "the device already has an actor")                                               \
+    X(EFORKED, -20, "the actor belongs to the parent process (inherited across fork)")             \
+    X(ENOKERNEL, -21, "no such kernel in the module image")
 
 typedef enum dv_status {
     DV_OK = 0,
@@ -223,12 +227,12 @@ DV_EXPORT int dv_ref_release(dv_ref ref);
  * not in flight (posted and not yet complete: DV_EINVAL).
  */
 typedef struct dv_future {
-    uint32_t size;  /* sizeof(dv_future) as the caller was built: dv_future_init */
-    uint32_t flags; /* DV_FUTURE_TRY: a full queue is DV_EAGAIN, not a wait */
-    uint32_t state; /* the library's: milestones reached, sleepers */
-    int status;     /* the operation's, once complete */
-    dv_ref ref;     /* dv_alloc_async's handle */
-    uint64_t value; /* an operation's other result */
+    uint32_t size;        /* sizeof(dv_future) as the caller was built: dv_future_init */
+    uint32_t flags;       /* DV_FUTURE_TRY: a full queue is DV_EAGAIN, not a wait */
+    uint32_t state;       /* the library's: milestones reached, sleepers */
+    int status;           /* the operation's, once complete */
+    dv_ref ref;           /* dv_alloc_async's handle */
+    uint64_t value;       /* an operation's other result */
     uint64_t internal[3]; /* the library's */
     dv_error_detail detail;
 } dv_future;
@@ -301,9 +305,12 @@ DV_EXPORT int dv_actor_create(const dv_actor_config *cfg, dv_actor **out);
  * still held answer DV_ESTALE.  The actor's memory stays valid, so threads
  * still posting get DV_ESHUTDOWN, until dv_actor_destroy.  For a
  * registered actor: it is gone for the process. */
-DV_EXPORT void dv_actor_shutdown(dv_actor *actor);
-/* Shut down (if not yet) and free the actor: no thread may use it after. */
-DV_EXPORT void dv_actor_destroy(dv_actor *actor);
+DV_EXPORT int dv_actor_shutdown(dv_actor *actor);
+/* Shut down (if not yet) and free the actor: no thread may use it after
+ * (DV_OK for NULL).  Both answer DV_EDEADLK on a thread that serves an
+ * actor (inside a task or a host function) and DV_EFORKED in a child on
+ * its parent's actor, and then change nothing. */
+DV_EXPORT int dv_actor_destroy(dv_actor *actor);
 /* Drop everything and rebuild the context on a healthy device: every
  * older handle answers DV_ESTALE, accounting restarts from zero. */
 DV_EXPORT int dv_actor_reset(dv_actor *actor);
@@ -331,8 +338,8 @@ DV_EXPORT int dv_actor_health_get(const dv_actor *actor, dv_actor_health *out);
 
 typedef struct dv_actor_stats {
     uint64_t messages, allocs, frees, copies, memsets, syncs, launches, failures;
-    uint64_t tasks;  /* task callbacks run */
-    uint64_t events; /* event records */
+    uint64_t tasks;             /* task callbacks run */
+    uint64_t events;            /* event records */
     uint64_t bytes_outstanding; /* the resource stack's */
     uint64_t refs_alive;
     uint64_t batches; /* drains of the inbound queues */
@@ -567,11 +574,35 @@ DV_EXPORT int dv_task_async(dv_actor *actor, dv_task_fn fn, void *user, dv_strea
  * checker on, every access is checked like a launch's: a hazard answers
  * DV_EHAZARD, enqueues nothing, and the task's call answers DV_EHAZARD.
  */
-DV_EXPORT int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid,
-                             dv_dim3 block, uint32_t shared_bytes, const dv_arg *args,
-                             unsigned nargs);
-/* Inside a task: run fn(arg) on the host when the stream gets there. */
+DV_EXPORT int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
+                             uint32_t shared_bytes, const dv_arg *args, unsigned nargs);
+/*
+ * Inside a task: run fn(arg) on the host when the stream gets there.  It
+ * runs on a thread of the driver, which must not wait: a blocking devactor
+ * call there answers DV_EDEADLK, and CUDA calls are not allowed (as for
+ * cuLaunchHostFunc).  When the stream never gets there (a sticky fault,
+ * a reset, a shutdown after a fault), fn does not run.
+ */
 DV_EXPORT int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg);
+/*
+ * The same with a cleanup that runs exactly once either way: right after
+ * fn (cleanup(arg, DV_OK), on the driver's thread), or, when the stream
+ * never gets there, alone with the reason (DV_ECONTEXT_LOST,
+ * DV_EDEVICE_LOST), on the actor's thread once the driver can no longer
+ * run fn.  fn may be NULL (cleanup only: a host-side free in stream order).
+ */
+DV_EXPORT int dv_task_host_fn_cleanup(const dv_task_ctx *ctx, void (*fn)(void *),
+                                      void (*cleanup)(void *arg, int status), void *arg);
+/*
+ * Inside a task: bytes of device memory (a workspace) on the task's
+ * stream, from the actor's pool; *ptr its device address.  It is released
+ * when the task's function returns, in stream order: the memory is reused
+ * only after the work the task enqueued on its stream.  At most
+ * DV_TASK_SCRATCH_MAX per task.  Not a handle: untracked, like a raw
+ * pointer (pass it to dv_task_launch with dv_arg_ptr).
+ */
+#define DV_TASK_SCRATCH_MAX 8
+DV_EXPORT int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr);
 /* Inside a task on the simulated device: host address of device memory
  * (for host functions standing in for library kernels); NULL on cuda. */
 DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes);

@@ -30,4 +30,10 @@ unsigned dv__thread_clients(void);
  * Never in a program that relies on the contract. */
 void dv__order_disable(bool off);
 
+/* Benchmarks only: actors made after dv__device_share(true) may share a
+ * device with another actor (dv-bench runs the ordered and the unordered
+ * actor side by side).  A reset or fault of one destroys the other's
+ * state; never in a program. */
+void dv__device_share(bool shared);
+
 #endif /* DEVACTOR_TESTING_H */

@@ -831,7 +831,9 @@ static dv_actor *bench_actor(dv_driver *drv, int device, bool shared, bool order
     cfg.device = device;
     cfg.shared_queue = shared;
     dv__order_disable(!ordered);
+    dv__device_share(true); /* the ordered and the unordered actor, side by side */
     int rc = dv_actor_create(&cfg, &a);
+    dv__device_share(false);
     dv__order_disable(false);
     return rc == DV_OK ? a : NULL;
 }

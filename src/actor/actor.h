@@ -45,6 +45,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/fence.h"
+#include "base/proc.h"
 #include "gpuref/gpuref.h"
 #include "resources/tracker.h"
 
@@ -111,15 +112,19 @@ struct dv_actor {
     dv_driver *drv;
     bool own_drv;
     bool registered;
+    uint32_t fork_gen; /* base/proc.h: made in this process, or inherited */
     int device;
 
     dv_res_env env;
     dv_resource *stack;
     dv_log_sink *sink;
-    dv_tracker *done;              /* completion positions, one event ring per stream */
-    dv_checker *chk;               /* the stream-order checker, or NULL */
-    const dv_envelope *task_env;   /* the task running now, or NULL */
-    bool task_hazard;              /* it made an access the checker refused */
+    dv_tracker *done;                      /* completion positions, one event ring per stream */
+    dv_checker *chk;                       /* the stream-order checker, or NULL */
+    const dv_envelope *task_env;           /* the task running now, or NULL */
+    bool task_hazard;                      /* it made an access the checker refused */
+    dv_block scratch[DV_TASK_SCRATCH_MAX]; /* the running task's (tasks.c) */
+    unsigned nscratch;
+    struct dv_host_job *host_jobs; /* host functions not yet swept (tasks.c) */
     dv_drv_module *kernels;        /* built-in kernels, loaded on first launch */
     struct dv_kernel *kernel_list; /* handles given out (dv_kernel_get) */
     struct dv_event events;        /* list head of the events made */
@@ -176,7 +181,21 @@ void dv__lost_detail(const dv_actor *a, dv_error_detail *out);
 int dv__lost_answer(const dv_actor *a);
 
 /* ---- registry.c */
+/* One actor per device: the real devices of every cuda driver of the
+ * process are one set (they share primary contexts), each sim driver's
+ * its own.  DV_EBUSY while another actor holds a's device; unclaim is
+ * idempotent. */
+int dv__device_claim(dv_actor *a);
+void dv__device_unclaim(dv_actor *a);
 void dv__actor_link(dv_actor *a);
+
+/* Tasks (tasks.c): after the task's function returned, release its
+ * scratch on its stream; free the host functions that ran; at a teardown
+ * where the driver runs no more host functions (after a context reset, or
+ * the context gone), clean up those that never ran. */
+void dv__task_scratch_release(dv_actor *a);
+void dv__host_jobs_sweep(dv_actor *a);
+void dv__host_jobs_cancel(dv_actor *a, int status);
 void dv__actor_unlink(dv_actor *a);
 /* Is an actor of this uid alive in the process? */
 bool dv__actor_uid_live(uint64_t uid);

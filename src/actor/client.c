@@ -42,6 +42,8 @@ static int refuse(dv_future *f, int rc, const char *op)
  */
 static int post_enter(dv_actor *a, dv_hazards **hz)
 {
+    if (a->fork_gen != dv__fork_now())
+        return dv__forked("post");
     if (dv__driver_lost(a->drv, NULL))
         return dv__lost_answer(a);
     *hz = dv__hazards_mine();
@@ -119,7 +121,11 @@ int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
 int dv__actor_call(dv_actor *a, dv_msg *m, dv_future *own)
 {
     dv_future_init(own, 0);
-    int rc = dv__actor_post(a, m, own);
+    /* Before anything is posted: refused, it leaves nothing behind. */
+    int rc = dv__no_wait(dv__msg_name(m->type));
+    if (rc != DV_OK)
+        return rc;
+    rc = dv__actor_post(a, m, own);
     return rc != DV_OK ? rc : dv_future_wait(own);
 }
 
@@ -345,7 +351,10 @@ int dv_copy_dtod(dv_actor *a, dv_ref dst, uint64_t doff, dv_ref src, uint64_t so
 {
     dv_future own;
     dv_future_init(&own, 0);
-    int rc = dv_copy_dtod_async(a, dst, doff, src, soff, bytes, stream, &own);
+    int rc = dv__no_wait("copy device->device");
+    if (rc != DV_OK)
+        return rc;
+    rc = dv_copy_dtod_async(a, dst, doff, src, soff, bytes, stream, &own);
     return rc != DV_OK ? rc : dv_future_wait(&own);
 }
 

@@ -135,6 +135,11 @@ static int wait_recorded(dv_event *e, uint64_t n, const char *op)
          * port event read after this holds record n. */
         if (atomic_load_explicit(&e->recorded, memory_order_acquire) >= n)
             return DV_OK;
+        if (round == 0) {
+            int rc = e->actor->fork_gen != dv__fork_now() ? dv__forked(op) : dv__no_wait(op);
+            if (rc != DV_OK)
+                return rc;
+        }
         int st = atomic_load(&e->actor->state);
         if (st == DV_ACTOR_LOST)
             return dv__lost_answer(e->actor);

@@ -11,6 +11,7 @@
 #include "actor/known.h"
 #include "base/error.h"
 #include "base/futex.h"
+#include "base/proc.h"
 
 #define SPINS  300 /* about 1-3 us of pause */
 #define YIELDS 256 /* tens of us: a reply behind other clients comes without a futex wake */
@@ -30,8 +31,15 @@ void dv_future_init(dv_future *f, uint32_t flags)
     atomic_init(state_of(f), 0);
 }
 
+static uint32_t fork_bits(void)
+{
+    return (dv__fork_now() & 0xffu) << DV__FUTURE_FORK_SHIFT;
+}
+
 int dv__future_arm(dv_future *f, const char *op)
 {
+    if (f == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: NULL future", op);
     if (f->size != sizeof(*f))
         return dv__fail(DV_EINVAL, op, "%s: the future was not set up with dv_future_init", op);
     /* Acquire: a future whose last operation completed is reused only
@@ -42,8 +50,9 @@ int dv__future_arm(dv_future *f, const char *op)
     f->ref = DV_REF_NULL;
     f->value = 0;
     memset(f->internal, 0, sizeof(f->internal));
-    /* Relaxed: the post that carries f to the actor publishes it. */
-    atomic_store_explicit(state_of(f), DV__FUTURE_POSTED, memory_order_relaxed);
+    /* Relaxed: the post that carries f to the actor publishes it.  The
+     * fork generation goes along: a child never waits on its parent's. */
+    atomic_store_explicit(state_of(f), DV__FUTURE_POSTED | fork_bits(), memory_order_relaxed);
     return DV_OK;
 }
 
@@ -129,6 +138,14 @@ static int wait_until(dv_future *f, dv_milestone m, uint64_t deadline_ns, const 
     uint32_t want = want_of(m), s;
     if (!((s = atomic_load_explicit(st, memory_order_acquire)) & (want | DV__FUTURE_POSTED)))
         return dv__fail(DV_EINVAL, op, "%s: the future was never posted", op);
+    if (s & want)
+        return reached(f, s, m);
+    if ((s & DV__FUTURE_FORK_MASK) != fork_bits())
+        return dv__forked(op);
+    /* An actor's thread must not wait: not even for another actor. */
+    int rc = dv__no_wait(op);
+    if (rc != DV_OK)
+        return rc;
     /* Spin for a typical reply, then yield: with more waiting clients than
      * cores, a spinning waiter would take the core the actor needs. */
     for (int i = 0; i < SPINS + YIELDS; i++) {

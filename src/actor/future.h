@@ -21,6 +21,9 @@ enum {
     DV__FUTURE_ORDERED = 2u,
     DV__FUTURE_DONE = 4u,
     DV__FUTURE_SLEEPERS = 8u,
+    /* The fork generation (base/proc.h) it was armed in, low 8 bits. */
+    DV__FUTURE_FORK_SHIFT = 16,
+    DV__FUTURE_FORK_MASK = 0xffu << 16,
 };
 
 /* The poster: f is about to be posted.  DV_EINVAL (detail set) when it

@@ -166,8 +166,11 @@ int dv__actor_rebuild(dv_actor *a)
     teardown_state(a);
     dv__res_env_drop_streams(&a->env);
     int rc = dv__drv_ctx_reset(a->env.ctx);
-    if (rc == DV_OK)
+    if (rc == DV_OK) {
+        /* Nothing of the old context runs any more. */
+        dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
         rc = build_state(a);
+    }
     if (rc != DV_OK) {
         dv_error_detail cause = *dv_last_error();
         become_lost(a, &cause);
@@ -201,6 +204,9 @@ void dv__actor_stop_state(dv_actor *a)
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown_state(a);
     dv__res_env_fini(&a->env);
+    /* Those that ran were waited for by the drain; the rest never will. */
+    dv__host_jobs_cancel(a, atomic_load(&a->state) == DV_ACTOR_LOST ? DV_EDEVICE_LOST
+                                                                    : DV_ECONTEXT_LOST);
 }
 
 /* ------------------------------------------------------------------------
@@ -221,6 +227,8 @@ static void *start_main(void *arg)
 {
     struct start *s = arg;
     dv_actor *a = s->a;
+    /* This thread serves a for good: it must never wait for an actor. */
+    (void)dv__serve_begin(a);
     int rc = dv__actor_start_state(a);
     pthread_mutex_lock(&s->mu);
     s->rc = rc;
@@ -236,6 +244,7 @@ static void *start_main(void *arg)
 
 static void actor_free(dv_actor *a)
 {
+    dv__device_unclaim(a);
     if (a->refs != NULL)
         dv__ref_domain_close(a->refs);
     dv__inbox_destroy(a->inbox);
@@ -296,6 +305,7 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
                         cfg->queue_capacity);
     /* Before anything a client could post to exists. */
     dv__fence_init();
+    dv__fork_watch();
     /* Its hot fields sit on lines of their own (actor.h): 64-aligned. */
     dv_actor *a = aligned_alloc(_Alignof(dv_actor), (sizeof(*a) + 63) & ~(size_t)63);
     if (a == NULL)
@@ -307,6 +317,7 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
     if (check != NULL && strcmp(check, "1") == 0)
         a->cfg.check_order = true;
     a->uid = atomic_fetch_add(&next_actor_uid, 1);
+    a->fork_gen = dv__fork_now();
     a->device = cfg->device;
     a->registered = registered;
     a->events.next = a->events.prev = &a->events;
@@ -326,6 +337,8 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
         rc = dv__lost_answer(a);
         goto fail;
     }
+    if ((rc = dv__device_claim(a)) != DV_OK)
+        goto fail;
     if (cfg->log_path != NULL && (rc = dv__log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
         goto fail;
     if ((rc = dv__inbox_create(cfg->shared_queue ? DV_INBOX_MPSC : DV_INBOX_SPSC,
@@ -398,23 +411,42 @@ static void actor_stop(dv_actor *a)
     atomic_store(&a->state, DV_ACTOR_STOPPED);
     dv__actor_bind_domain(a, false);
     dv__actor_unlink(a);
+    /* The device is free for another actor. */
+    dv__device_unclaim(a);
 }
 
-void dv_actor_shutdown(dv_actor *a)
+/* May the calling thread stop a?  Not from a thread that serves an actor
+ * (a task: it would join itself, or wait on another actor), not in a
+ * child on an actor of its parent (it has no thread here to join). */
+static int may_stop(const dv_actor *a, const char *op)
 {
-    if (a == NULL || atomic_load(&a->state) == DV_ACTOR_STOPPED)
-        return;
+    if (a == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: NULL actor", op);
+    if (a->fork_gen != dv__fork_now())
+        return dv__forked(op);
+    return dv__no_wait(op);
+}
+
+int dv_actor_shutdown(dv_actor *a)
+{
+    int rc = may_stop(a, "actor_shutdown");
+    if (rc != DV_OK || atomic_load(&a->state) == DV_ACTOR_STOPPED)
+        return rc;
     if (a->registered)
         dv__registry_forget(a);
     actor_stop(a);
+    return DV_OK;
 }
 
-void dv_actor_destroy(dv_actor *a)
+int dv_actor_destroy(dv_actor *a)
 {
     if (a == NULL)
-        return;
-    dv_actor_shutdown(a);
+        return DV_OK; /* as free(NULL) */
+    int rc = dv_actor_shutdown(a);
+    if (rc != DV_OK)
+        return rc; /* nothing was done: the actor is as it was */
     actor_free(a);
+    return DV_OK;
 }
 
 int dv_actor_device(const dv_actor *a)

@@ -53,6 +53,8 @@ void *dv__actor_main(void *arg)
                 dv__poll_completions(a);
             }
         }
+        if (a->host_jobs != NULL)
+            dv__host_jobs_sweep(a);
         if (n > 0 || dv__inbox_held(a->inbox) > 0)
             continue;
         if (closed && a->npending == 0)

@@ -299,8 +299,14 @@ static int enqueue_task(dv_recorder *r, void *arg)
     t->ctx.internal = a;
     a->task_env = r->e;
     a->task_hazard = false;
+    /* What the task's failure says is its own: nothing from before. */
+    dv_error_clear();
     rc = t->fn(&t->ctx, t->user);
+    if (rc != DV_OK && dv_last_error()->status != rc)
+        dv__fail(rc, "task", "task: its function returned %s (%s)", dv_err_name(rc),
+                 dv_strerror(rc));
     a->task_env = NULL;
+    dv__task_scratch_release(a);
     dv__stat_inc(&a->st_tasks);
     if (a->task_hazard && rc != DV_EHAZARD) {
         /* The task went on after a refused launch: it answers the hazard. */
@@ -377,14 +383,6 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
         dv__checker_commit(a->chk, &r.chk);
     dv__stat_inc(&a->st_launches);
     return DV_OK;
-}
-
-int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *arg)
-{
-    if (ctx == NULL || ctx->internal == NULL || ((dv_actor *)ctx->internal)->task_env == NULL)
-        return dv__fail(DV_EINVAL, "task_host_fn", "task_host_fn: not inside a task");
-    dv_actor *a = ctx->internal;
-    return dv__drv_launch_host_fn(a->env.streams[ctx->stream], fn, arg);
 }
 
 void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)

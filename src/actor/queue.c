@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/fence.h"
 #include "base/futex.h"
+#include "base/proc.h"
 
 CK_RING_PROTOTYPE(msg, dv_msg)
 
@@ -384,6 +385,17 @@ static void shared_commit(ck_ring_t *r, unsigned ticket)
     ck_pr_store_uint(&r->p_tail, ticket + 1);
 }
 
+/* A full queue: the caller asked not to wait, or it serves an actor (a
+ * task, a host function), where waiting for room could wait forever. */
+static int queue_full(void)
+{
+    return dv__fail(DV_EAGAIN, "post",
+                    dv__serving != NULL
+                        ? "post: the actor's queue is full, and this thread serves an actor, "
+                          "which must not wait for room"
+                        : "post: the actor's queue is full");
+}
+
 int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
 {
     unsigned round = 0;
@@ -392,8 +404,8 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
         unsigned ticket;
         while ((slot = ck_ring_enqueue_reserve_mpsc_msg(&in->shared, in->shared_buf, &ticket)) ==
                NULL) {
-            if (try)
-                return dv__fail(DV_EAGAIN, "post", "post: the actor's queue is full");
+            if (try || dv__serving != NULL)
+                return queue_full();
             backoff(&round);
         }
         /* The shared ring is in reservation order: the ticket field
@@ -407,8 +419,8 @@ int dv__inbox_post(dv_inbox *in, dv_client *c, dv_msg *msg, bool try)
         shared_commit(&in->shared, ticket);
     } else {
         while ((slot = dv__spsc_reserve(&c->ring)) == NULL) {
-            if (try)
-                return dv__fail(DV_EAGAIN, "post", "post: the actor's queue is full");
+            if (try || dv__serving != NULL)
+                return queue_full();
             backoff(&round);
         }
         /* Relaxed: the order that matters comes from happens-before

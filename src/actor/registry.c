@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "actor/actor.h"
+#include "devactor_testing.h"
 
 static _Atomic(dv_actor *) actors[DV_MAX_DEVICES];
 static pthread_mutex_t build_mu[DV_MAX_DEVICES] = {[0 ... DV_MAX_DEVICES - 1] =
@@ -83,6 +84,71 @@ void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault)
     pthread_mutex_unlock(&live_mu);
 }
 
+/* ------------------------------------------------------------------------
+ * One actor per device
+ * ------------------------------------------------------------------------ */
+
+/* Which devices a driver's ordinals name: every cuda driver of the process
+ * reaches the same GPUs (and their primary contexts); a sim is a world of
+ * its own. */
+static const void *device_set(const dv_driver *drv)
+{
+    return dv__driver_backend(drv) == DV_BACKEND_SIM ? (const void *)drv : (const void *)drv->ops;
+}
+
+#define MAX_CLAIMS ((int)DV_REF_MAX_DOMAINS + 1)
+static struct claim {
+    const void *set;
+    int device;
+    const dv_actor *actor;
+    bool registered;
+} claims[MAX_CLAIMS];
+
+static atomic_bool sharing;
+
+void dv__device_share(bool shared)
+{
+    atomic_store(&sharing, shared);
+}
+
+int dv__device_claim(dv_actor *a)
+{
+    if (atomic_load(&sharing))
+        return DV_OK;
+    const void *set = device_set(a->drv);
+    int rc = DV_OK, free_at = -1;
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < MAX_CLAIMS && rc == DV_OK; i++) {
+        if (claims[i].actor == NULL) {
+            if (free_at < 0)
+                free_at = i;
+        } else if (claims[i].set == set && claims[i].device == a->device) {
+            rc = dv__fail(DV_EBUSY, "actor_create",
+                          "actor_create: device %d (%s) already has an actor (%s); one actor "
+                          "owns a device: share it, or shut it down first",
+                          a->device, dv__driver_backend_name(a->drv),
+                          claims[i].registered ? "the process-wide one, dv_actor_get"
+                                               : "made by dv_actor_create");
+        }
+    }
+    if (rc == DV_OK && free_at < 0)
+        rc = dv__fail(DV_ENOMEM, "actor_create", "actor_create: %d actors are alive already",
+                      MAX_CLAIMS);
+    if (rc == DV_OK)
+        claims[free_at] = (struct claim){set, a->device, a, a->registered};
+    pthread_mutex_unlock(&live_mu);
+    return rc;
+}
+
+void dv__device_unclaim(dv_actor *a)
+{
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < MAX_CLAIMS; i++)
+        if (claims[i].actor == a)
+            claims[i] = (struct claim){0};
+    pthread_mutex_unlock(&live_mu);
+}
+
 void dv__actor_link(dv_actor *a)
 {
     pthread_mutex_lock(&live_mu);
@@ -131,7 +197,8 @@ static void stop_all(void)
 {
     for (int i = 0; i < DV_MAX_DEVICES; i++) {
         dv_actor *a = atomic_load_explicit(&actors[i], memory_order_acquire);
-        if (a != NULL)
+        /* A child's inherited actors have no thread to stop (base/proc.h). */
+        if (a != NULL && a->fork_gen == dv__fork_now())
             dv_actor_destroy(a);
     }
 }
@@ -166,6 +233,8 @@ int dv_actor_get(int ordinal, dv_actor **out)
     /* Acquire: pairs with the release publishing a built actor. */
     dv_actor *a = atomic_load_explicit(&actors[ordinal], memory_order_acquire);
     if (a != NULL) {
+        if (a->fork_gen != dv__fork_now())
+            return dv__forked("actor_get");
         *out = a;
         return DV_OK;
     }

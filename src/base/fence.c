@@ -123,6 +123,28 @@ dv_hazards *dv__hazards_mine(void)
     return &mine;
 }
 
+void dv__fence_after_fork(void)
+{
+    /* The parent's other threads are gone: their hazard slots with them,
+     * and reg_mu may have been held by one of them. */
+    pthread_mutex_init(&reg_mu, NULL);
+    reg_head = NULL;
+    if (mine_registered) {
+        for (unsigned k = 0; k < DV_HAZARD_DEPTH; k++)
+            atomic_store_explicit(&mine.slot[k], NULL, memory_order_relaxed);
+        mine.depth = 0;
+        mine.next = mine.prev = NULL;
+        reg_head = &mine;
+    }
+#ifdef HAVE_MEMBARRIER
+    /* Registration belongs to the address space; make sure the child's
+     * has it, or fall back to full fences. */
+    if (atomic_load_explicit(&dv__fence_asym, memory_order_relaxed) &&
+        membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
+        atomic_store_explicit(&dv__fence_asym, false, memory_order_relaxed);
+#endif
+}
+
 void dv__hazard_wait(const void *obj)
 {
     /* The handshake's other side: the caller stored the new state; after

@@ -91,5 +91,7 @@ static inline void dv__hazard_clear(dv_hazards *h)
 
 /* After publishing obj's new state: wait until no thread names obj. */
 void dv__hazard_wait(const void *obj);
+/* In a child after fork() (base/proc.c): forget the parent's threads. */
+void dv__fence_after_fork(void);
 
 #endif /* DV_BASE_FENCE_H */

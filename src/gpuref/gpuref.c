@@ -39,6 +39,7 @@
 #include "base/fence.h"
 #include "base/assert.h"
 #include "base/futex.h"
+#include "base/proc.h"
 #include "gpuref/gpuref.h"
 
 #define CHUNK   DV_REF_CHUNK_SLOTS
@@ -73,10 +74,11 @@ struct dv_ref_domain {
     /* Fixed once the domain is published in domains[]. */
     uint8_t index;
     /* Read by every access; written rarely (open, close, state, rebuild). */
-    _Atomic int state;        /* dv_domain_state */
-    _Atomic uint64_t context; /* the current context generation */
-    _Atomic int device;       /* changes when the domain is reused */
-    _Atomic(void *) owner;    /* read by the last releaser (hazard slots) */
+    _Atomic int state;         /* dv_domain_state */
+    _Atomic uint64_t context;  /* the current context generation */
+    _Atomic int device;        /* changes when the domain is reused */
+    _Atomic uint32_t fork_gen; /* base/proc.h: the process it was opened in */
+    _Atomic(void *) owner;     /* read by the last releaser (hazard slots) */
     _Atomic(dv_ref_free_fn) post_free;
     _Atomic(ref_chunk *) chunks[NCHUNKS];
     _Atomic uint32_t nchunks;
@@ -183,6 +185,9 @@ static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, ref_chunk **c
     dv_ref_domain *d = domain_at(di);
     if (d == NULL)
         return ref_fail(DV_ESTALE, op, ref, "names a domain never opened");
+    /* Relaxed: it moves only in a child with one thread (base/proc.h). */
+    if (atomic_load_explicit(&d->fork_gen, memory_order_relaxed) != dv__fork_now())
+        return dv__forked(op);
     ref_chunk *c = chunk_of(d, REF_SLOT(ref.bits));
     if (c == NULL)
         return ref_fail(DV_ESTALE, op, ref, "names a slot beyond the table");
@@ -249,6 +254,10 @@ static int wait_settled(dv_ref_domain *d, ref_chunk *c, dv_ref ref, const char *
 {
     uint32_t i = REF_SLOT(ref.bits) % CHUNK, gen = REF_GEN(ref.bits);
     _Atomic uint32_t *ready = &c->pub[i].ready;
+    /* The actor settles it: a thread that serves an actor must not wait. */
+    int no = dv__no_wait(op);
+    if (no != DV_OK)
+        return no;
     for (int k = 0; k < 300 + 64; k++) {
         if (atomic_load_explicit(ready, memory_order_acquire) == gen)
             return DV_OK;
@@ -595,6 +604,7 @@ int dv__ref_domain_open(void *owner, dv_ref_free_fn post_free, int device, dv_re
     atomic_store_explicit(&d->owner, owner, memory_order_relaxed);
     atomic_store_explicit(&d->post_free, post_free, memory_order_relaxed);
     atomic_store_explicit(&d->device, device, memory_order_relaxed);
+    atomic_store_explicit(&d->fork_gen, dv__fork_now(), memory_order_relaxed);
     /* Every handle of the domain's earlier life is stale by its slot's
      * generation already (minting moves it on); the context can start
      * again at 1, as the header promises. */

@@ -1,0 +1,465 @@
+/*
+ * Nothing hangs, and misuse from the wrong thread or process is answered:
+ *   - every call that would wait, made inside a task (on its own actor or
+ *     another) or inside a host function, answers DV_EDEADLK at once and
+ *     leaves nothing behind; dv_actor_destroy inside a task too;
+ *   - a task's own failure comes back with a detail of its own;
+ *   - scratch memory of a task, released in stream order;
+ *   - host functions' cleanups run exactly once, reached or not;
+ *   - one actor owns a device: a second answers DV_EBUSY until the first
+ *     is shut down;
+ *   - after fork(), the child's calls on inherited actors answer
+ *     DV_EFORKED, and a new actor works in the child;
+ *   - create/destroy cycles with work in flight never hang (watchdog).
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "devactor.h"
+#include "devactor_testing.h"
+#include "support/data.h"
+#include "tap.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+static dv_driver *drv; /* two sim devices */
+static dv_actor *a, *b;
+static dv_kernel *fill, *copyk;
+
+static dv_actor *make(int device)
+{
+    dv_actor_config cfg;
+    dv_actor *x = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.device = device;
+    cfg.streams = 2;
+    return dv_actor_create(&cfg, &x) == DV_OK ? x : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Blocking calls where they must not wait
+ * ------------------------------------------------------------------------ */
+
+#define NCALLS 22
+static const char *names[NCALLS];
+static int got[NCALLS];
+static dv_ref live, pending;
+static dv_event *ev_a, *ev_b;
+static dv_future inflight;
+static int inflight_post;
+
+static int blocking_everything(const dv_task_ctx *ctx, void *user)
+{
+    dv_actor *other = user; /* the same actor, or another */
+    uint32_t v = 0;
+    dv_actor_stats st;
+    dv_kernel *k;
+    dv_event *e;
+    float ms;
+    dv_ref_info info;
+    int i = 0;
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        names[i] = #call;                                                                          \
+        got[i++] = (call);                                                                         \
+    } while (0)
+    TRY(dv_copy_htod(other, live, 0, &v, 4, 0));
+    TRY(dv_copy_dtoh(other, &v, live, 0, 4, 0));
+    TRY(dv_copy_dtod(other, live, 0, live, 4, 4, 0));
+    TRY(dv_memset(other, live, 0, 1, 4, 0));
+    TRY(dv_sync(other, 0));
+    TRY(dv_launch(other, fill, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 0,
+                  (dv_arg[]){dv_arg_ref(live, DV_WRITE, 0), dv_arg_u32(1), dv_arg_u64(1)}, 3));
+    TRY(dv_task(other, blocking_everything, other, 0, NULL, 0));
+    TRY(dv_flush(other));
+    TRY(dv_kernel_get(other, NULL, 0, "copy", &k));
+    TRY(dv_actor_stats_get(other, &st));
+    TRY(dv_actor_reset(other));
+    TRY(dv_event_create(other, 0, &e));
+    TRY(dv_event_sync(other == a ? ev_a : ev_b));
+    TRY(dv_event_query(other == a ? ev_a : ev_b));
+    TRY(dv_event_elapsed(ev_a, ev_a, &ms));
+    /* A handle allocated from here is pending until the task returns. */
+    dv_alloc(ctx->actor, 64, ctx->stream, "pending", &pending);
+    TRY(dv_ref_access(pending, &info));
+    TRY(dv_actor_shutdown(other));
+    TRY(dv_actor_destroy(other));
+    /* A future of an operation posted from here: posting is fine, the
+     * wait is not (it is served after this task returns). */
+    dv_future_init(&inflight, 0);
+    inflight_post = dv_memset_async(ctx->actor, live, 0, 7, 4, ctx->stream, &inflight);
+    TRY(dv_future_wait(&inflight));
+    TRY(dv_future_wait_ordered(&inflight));
+    TRY(dv_future_wait_for(&inflight, DV_COMPLETE, 1000000000u));
+    /* A record posted from here is not ordered yet: waiting for it would
+     * wait on the actor. */
+    dv_event_record(ev_a, 0);
+    TRY(dv_stream_wait_event(b, 0, ev_a));
+#undef TRY
+    return i == NCALLS ? DV_OK : DV_EINVAL;
+}
+
+static void test_blocking_in_task(dv_actor *on, dv_actor *other, const char *what)
+{
+    dv_actor_stats before, after;
+    dv_actor_stats_get(on, &before);
+    memset(got, 0, sizeof(got));
+    int rc = dv_task(on, blocking_everything, other, 0, NULL, 0);
+    is_status(rc, DV_OK, "%s: the task ran every call and returned", what);
+    bool all = true;
+    for (int i = 0; i < NCALLS; i++) {
+        if (got[i] != DV_EDEADLK) {
+            all = false;
+            diag("%s -> %s", names[i] ? names[i] : "?", dv_err_name(got[i]));
+        }
+    }
+    ok(all, "%s: each of %d waiting calls answered DV_EDEADLK at once", what, NCALLS);
+    is_status(inflight_post, DV_OK, "%s: an _async post from the task was accepted", what);
+    dv_ref_release(pending);
+    is_status(dv_future_wait(&inflight), DV_OK, "%s: ... and completes after the task", what);
+    dv_actor_stats_get(on, &after);
+    ok(after.refs_alive == before.refs_alive && after.bytes_outstanding == before.bytes_outstanding,
+       "%s: nothing left behind (%llu handles, %llu bytes)", what,
+       (unsigned long long)after.refs_alive, (unsigned long long)after.bytes_outstanding);
+    dv_actor_health h;
+    dv_actor_health_get(other, &h);
+    ok(h.state == DV_ACTOR_RUNNING && h.rebuilds == 0, "%s: the callee still runs, not rebuilt",
+       what);
+}
+
+/* A host function's thread must not wait either. */
+static _Atomic int host_rc = 1;
+static void host_sync(void *arg)
+{
+    atomic_store(&host_rc, dv_sync((dv_actor *)arg, 0));
+}
+
+static int enqueue_host_sync(const dv_task_ctx *ctx, void *user)
+{
+    return dv_task_host_fn(ctx, host_sync, user);
+}
+
+static void test_host_fn(void)
+{
+    is_status(dv_task(a, enqueue_host_sync, a, 1, NULL, 0), DV_OK,
+              "a host function that calls dv_sync on its actor ran");
+    is_status(atomic_load(&host_rc), DV_EDEADLK, "... and its dv_sync answered DV_EDEADLK");
+    is_status(dv_sync(a, 1), DV_OK, "the actor is fine after");
+}
+
+/* ------------------------------------------------------------------------
+ * Tasks: their own error, scratch, cleanups
+ * ------------------------------------------------------------------------ */
+
+static int returns_einval(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    (void)user;
+    return DV_EOUT_OF_BOUNDS; /* without a dv_ call that failed */
+}
+
+static void test_task_error(void)
+{
+    uint32_t v = 0;
+    dv_ref small;
+    dv_alloc(a, 4, 0, "small", &small);
+    /* A failure on the actor's side first (out of bounds), to leave a
+     * detail behind on the actor's thread. */
+    is_status(dv_copy_htod(a, small, 2, &v, 4, 0), DV_EINVAL, "an unrelated failure first");
+    is_status(dv_task(a, returns_einval, NULL, 0, NULL, 0), DV_EOUT_OF_BOUNDS,
+              "a task returning its own error");
+    const dv_error_detail *d = dv_last_error();
+    ok(d->status == DV_EOUT_OF_BOUNDS && d->call != NULL && strcmp(d->call, "task") == 0 &&
+           d->requested == 0,
+       "its detail is the task's own: call %s, '%s'", d->call ? d->call : "(null)", d->message);
+    dv_ref_release(small);
+}
+
+#define SCRATCH_N 4096
+static dv_ref scratch_out;
+static int scratch_rc[3];
+static int use_scratch(const dv_task_ctx *ctx, void *user)
+{
+    (void)user;
+    uint64_t p = 0, q = 0, extra[DV_TASK_SCRATCH_MAX];
+    scratch_rc[0] = dv_task_scratch(ctx, SCRATCH_N * 4, &p);
+    if (scratch_rc[0] != DV_OK)
+        return scratch_rc[0];
+    int rc =
+        dv_task_launch(ctx, fill, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0,
+                       (dv_arg[]){dv_arg_ptr(p), dv_arg_u32(0x5C4A7C4u), dv_arg_u64(SCRATCH_N)}, 3);
+    if (rc == DV_OK)
+        rc = dv_task_launch(
+            ctx, copyk, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0,
+            (dv_arg[]){dv_arg_u64(ctx->arg[0]), dv_arg_ptr(p), dv_arg_u64(SCRATCH_N * 4)}, 3);
+    for (int i = 0; i < DV_TASK_SCRATCH_MAX - 1; i++)
+        dv_task_scratch(ctx, 256, &extra[i]);
+    scratch_rc[1] = dv_task_scratch(ctx, 256, &q);
+    scratch_rc[2] = dv_task_scratch(ctx, 0, &q);
+    return rc;
+}
+
+static void test_scratch(void)
+{
+    static uint32_t back[SCRATCH_N];
+    dv_actor_stats before, after;
+    dv_actor_stats_get(a, &before);
+    dv_alloc(a, SCRATCH_N * 4, 1, "scratch-out", &scratch_out);
+    dv_arg arg = dv_arg_ref(scratch_out, DV_WRITE, 0);
+    is_status(dv_task(a, use_scratch, NULL, 1, &arg, 1), DV_OK,
+              "a task fills scratch memory and copies it out");
+    is_status(scratch_rc[0], DV_OK, "dv_task_scratch gave memory");
+    is_status(scratch_rc[1], DV_EINVAL, "one more than DV_TASK_SCRATCH_MAX: DV_EINVAL");
+    is_status(scratch_rc[2], DV_EINVAL, "0 bytes: DV_EINVAL");
+    dv_copy_dtoh(a, back, scratch_out, 0, sizeof(back), 1);
+    ok(all_u32(back, SCRATCH_N, 0x5C4A7C4u), "the data came through the scratch");
+    dv_ref_release(scratch_out);
+    dv_sync(a, 1);
+    dv_actor_stats_get(a, &after);
+    is_u64(after.bytes_outstanding, before.bytes_outstanding,
+           "the scratch went back after the task (bytes outstanding as before)");
+    uint64_t p;
+    is_status(dv_task_scratch(NULL, 64, &p), DV_EINVAL, "dv_task_scratch outside a task");
+}
+
+static _Atomic int ran, cleaned, cleaned_status = 99;
+static void count_ran(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&ran, 1);
+}
+static void count_cleanup(void *arg, int status)
+{
+    (void)arg;
+    atomic_fetch_add(&cleaned, 1);
+    atomic_store(&cleaned_status, status);
+}
+static int enqueue_with_cleanup(const dv_task_ctx *ctx, void *user)
+{
+    (void)user;
+    return dv_task_host_fn_cleanup(ctx, count_ran, count_cleanup, NULL);
+}
+
+static void test_cleanup(void)
+{
+    is_status(dv_task(a, enqueue_with_cleanup, NULL, 0, NULL, 0), DV_OK,
+              "a host function with a cleanup");
+    ok(atomic_load(&ran) == 1 && atomic_load(&cleaned) == 1 && atomic_load(&cleaned_status) == 0,
+       "reached: fn ran, then cleanup(DV_OK), once each (%d, %d)", atomic_load(&ran),
+       atomic_load(&cleaned));
+
+    /* Never reached: the device is poisoned before the stream gets there. */
+    atomic_store(&ran, 0);
+    atomic_store(&cleaned, 0);
+    dv_actor *c = make(1); /* its own actor, so a and b keep their state */
+    ok(c != NULL, "an actor for the fault");
+    if (c == NULL)
+        return;
+    dv_kernel *spin = NULL;
+    dv_kernel_get(c, NULL, 0, "spin", &spin);
+    dv_future fs, ft;
+    dv_future_init(&fs, 0);
+    dv_future_init(&ft, 0);
+    /* Hold stream 0 with a spin, enqueue the job behind it, then poison. */
+    dv_launch_async(c, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 0,
+                    (dv_arg[]){dv_arg_u64(50000)}, 1, &fs);
+    dv_task_async(c, enqueue_with_cleanup, NULL, 0, NULL, 0, &ft);
+    dv_future_wait_ordered(&ft);
+    dv__sim_poison(drv, 1, DV_SIM_POISON_RECOVERABLE, 0);
+    int rc = dv_future_wait(&ft);
+    ok(rc != DV_OK, "the task's work meets the fault (%s)", dv_err_name(rc));
+    dv_future_wait(&fs);
+    dv_sync(c, 1); /* after the rebuild */
+    ok(atomic_load(&ran) == 0 && atomic_load(&cleaned) == 1 &&
+           atomic_load(&cleaned_status) == DV_ECONTEXT_LOST,
+       "never reached: fn did not run, cleanup(%s) ran once (%d)",
+       dv_err_name(atomic_load(&cleaned_status)), atomic_load(&cleaned));
+    dv_actor_destroy(c);
+}
+
+/* ------------------------------------------------------------------------
+ * One actor per device
+ * ------------------------------------------------------------------------ */
+
+static void test_one_per_device(void)
+{
+    dv_actor *second = make(0);
+    ok(second == NULL, "a second actor on device 0: refused");
+    is_status(dv_last_error()->status, DV_EBUSY, "... with DV_EBUSY: %s", dv_last_error()->message);
+    uint32_t v = 42, back = 0;
+    dv_copy_htod(a, live, 0, &v, 4, 0);
+    dv_copy_dtoh(a, &back, live, 0, 4, 0);
+    is_int(back, 42, "the first actor still works");
+
+    /* A separate sim is another world: its device 0 is free. */
+    dv_actor_config cfg;
+    dv_actor *other_sim = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    is_status(dv_actor_create(&cfg, &other_sim), DV_OK, "device 0 of another sim: allowed");
+    dv_actor_destroy(other_sim);
+}
+
+static void test_claim_after_shutdown(void)
+{
+    dv_actor *c = make(1);
+    ok(c != NULL, "an actor on device 1 again once the first was shut down");
+    dv_actor_destroy(c);
+}
+
+/* ------------------------------------------------------------------------
+ * fork
+ * ------------------------------------------------------------------------ */
+
+static void test_fork(void)
+{
+    dv_future f;
+    dv_future_init(&f, 0);
+    dv_kernel *spin = NULL;
+    dv_kernel_get(a, NULL, 0, "spin", &spin);
+    /* Something in flight at the fork. */
+    dv_launch_async(a, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 1,
+                    (dv_arg[]){dv_arg_u64(200000)}, 1, &f);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20);
+        int bad = 0;
+        dv_ref r;
+        dv_ref_info info;
+        uint32_t v = 1;
+        bad |= (dv_alloc(a, 64, 0, "child", &r) != DV_EFORKED) << 0;
+        bad |= (dv_copy_htod(a, live, 0, &v, 4, 0) != DV_EFORKED) << 1;
+        bad |= (dv_sync(a, 0) != DV_EFORKED) << 2;
+        bad |= (dv_ref_access(live, &info) != DV_EFORKED) << 3;
+        bad |= (dv_ref_release(live) != DV_EFORKED) << 4;
+        bad |= (dv_future_wait(&f) != DV_EFORKED && !dv_future_done(&f)) << 5;
+        bad |= (dv_actor_destroy(a) != DV_EFORKED) << 6;
+        bad |= (dv_event_sync(ev_a) != DV_EFORKED) << 7;
+        dv_actor *mine;
+        bad |= (dv_actor_get(0, &mine) == DV_OK && mine == NULL) << 8;
+        if (!UNDER_TSAN) { /* TSan does not follow threads made after a fork */
+            dv_actor_config cfg;
+            dv_actor *fresh = NULL;
+            dv_actor_config_init(&cfg);
+            cfg.backend = DV_BACKEND_SIM;
+            bad |= (dv_actor_create(&cfg, &fresh) != DV_OK) << 9;
+            if (fresh != NULL) {
+                bad |= (dv_alloc(fresh, 64, 0, "child", &r) != DV_OK) << 10;
+                bad |= (dv_copy_htod(fresh, r, 0, &v, 4, 0) != DV_OK) << 11;
+                dv_ref_release(r);
+                dv_actor_destroy(fresh);
+            }
+        }
+        _exit(bad);
+    }
+    int status = 0;
+    ok(pid > 0 && waitpid(pid, &status, 0) == pid, "a child after fork() finished (no hang)");
+    ok(WIFEXITED(status), "... exited normally%s",
+       WIFSIGNALED(status) ? " (killed by a signal)" : "");
+    is_int(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0,
+           "... every call on the parent's actor answered DV_EFORKED%s (bits of the failures)",
+           UNDER_TSAN ? "" : "; a new actor worked");
+    is_status(dv_future_wait(&f), DV_OK, "the parent's own work is untouched");
+}
+
+/* ------------------------------------------------------------------------
+ * Create and destroy, with work in flight
+ * ------------------------------------------------------------------------ */
+
+static void test_cycles(void)
+{
+    dv_actor_config cfg;
+    int fails = 0, n = UNDER_TSAN ? 200 : 2000;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.sim_memory_bytes = 64 << 20;
+    cfg.pool_initial_bytes = 1 << 20;
+    for (int i = 0; i < n; i++) {
+        dv_actor *c = NULL;
+        dv_ref r;
+        dv_future f;
+        if (dv_actor_create(&cfg, &c) != DV_OK) {
+            fails++;
+            continue;
+        }
+        dv_future_init(&f, 0);
+        dv_alloc(c, 256, 0, "cycle", &r);
+        dv_memset_async(c, r, 0, 1, 256, 0, &f);
+        if (i % 2)
+            dv_ref_release(r); /* else left to the shutdown */
+        dv_actor_destroy(c);
+        fails += dv_future_done(&f) ? 0 : 1;
+    }
+    is_int(fails, 0, "%d create/destroy cycles with work in flight: none failed or hung", n);
+}
+
+static void watchdog(int sig)
+{
+    (void)sig;
+    static const char msg[] = "Bail out! the watchdog fired: something hangs\n";
+    (void)!write(1, msg, sizeof(msg) - 1);
+    _exit(2);
+}
+
+int main(void)
+{
+    signal(SIGALRM, watchdog);
+    alarm(UNDER_TSAN ? 600 : 240);
+    dv_driver_config dcfg;
+    dv__driver_config_init(&dcfg);
+    dcfg.backend = DV_BACKEND_SIM;
+    dcfg.sim.devices = 2;
+    dcfg.sim.memory_bytes = 128 << 20;
+    if (dv__driver_open(&dcfg, &drv) != DV_OK)
+        bail_out("no sim driver: %s", dv_last_error()->message);
+    plan(42);
+    a = make(0);
+    b = make(1);
+    ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
+    if (a == NULL || b == NULL)
+        return tap_done();
+    dv_kernel_get(a, NULL, 0, "fill_u32", &fill);
+    dv_kernel_get(a, NULL, 0, "copy", &copyk);
+    dv_alloc(a, 4096, 0, "live", &live);
+    dv_memset(a, live, 0, 0, 4096, 0);
+    dv_event_create(a, DV_EVENT_TIMING, &ev_a);
+    dv_event_create(b, DV_EVENT_TIMING, &ev_b);
+    dv_event_record(ev_a, 0);
+    dv_event_record(ev_b, 0);
+
+    test_blocking_in_task(a, a, "own actor");
+    test_blocking_in_task(a, b, "another actor");
+    test_host_fn();
+    test_task_error();
+    test_scratch();
+    test_one_per_device();
+    test_fork();
+    dv_event_destroy(ev_b);
+    dv_actor_destroy(b);
+    test_claim_after_shutdown();
+    test_cleanup();
+    dv_event_destroy(ev_a);
+    dv_ref_release(live);
+    dv_actor_stats st;
+    dv_actor_stats_get(a, &st);
+    ok(st.refs_alive == 0 && st.bytes_outstanding == 0, "clean: %llu handles, %llu bytes",
+       (unsigned long long)st.refs_alive, (unsigned long long)st.bytes_outstanding);
+    dv_actor_destroy(a);
+    test_cycles();
+    dv__driver_close(drv);
+    return tap_done();
+}
