@@ -465,21 +465,30 @@ DV_EXPORT int dv_kernel_get(dv_actor *actor, const void *image, size_t image_byt
                             const char *name, dv_kernel **out);
 
 /* One kernel argument: a plain value, a handle with the access the kernel
- * makes (and a byte offset into the block), or a raw device pointer
- * (untracked; refused unless the actor is permissive). */
-typedef enum dv_arg_kind { DV_ARG_VALUE = 0, DV_ARG_REF, DV_ARG_PTR } dv_arg_kind;
+ * makes (and a byte offset into the block), a raw device pointer
+ * (untracked; refused unless the actor is permissive), or the bytes of a
+ * value passed by value (a struct), read from the caller's memory until
+ * the launch is ordered.
+ *
+ * A launch is checked against the kernel's parameters (on CUDA, the
+ * driver's list of them; on the sim, the twin's): the count, and each
+ * argument's size (a handle or a pointer is 8 bytes).  A mismatch answers
+ * DV_EINVAL naming the argument, and nothing is enqueued. */
+typedef enum dv_arg_kind { DV_ARG_VALUE = 0, DV_ARG_REF, DV_ARG_PTR, DV_ARG_BYTES } dv_arg_kind;
+#define DV_ARG_MAX_BYTES 256 /* the largest by-value argument */
 typedef enum dv_arg_access { DV_READ = 1, DV_WRITE = 2, DV_READ_WRITE = 3 } dv_arg_access;
 
 typedef struct dv_arg {
     uint8_t kind;   /* dv_arg_kind */
     uint8_t access; /* dv_arg_access, for DV_ARG_REF */
-    uint16_t size;  /* bytes of a value (1, 2, 4, 8) */
+    uint16_t size;  /* bytes of a value (1, 2, 4, 8), or of DV_ARG_BYTES' */
     uint32_t reserved;
     uint64_t offset; /* into the block, for DV_ARG_REF */
     union {
         uint64_t value;
         dv_ref ref;
         uint64_t ptr;
+        const void *bytes; /* DV_ARG_BYTES */
     } u;
 } dv_arg;
 
@@ -493,6 +502,50 @@ static inline dv_arg dv_arg_u32(uint32_t v)
 static inline dv_arg dv_arg_u64(uint64_t v)
 {
     dv_arg a = {DV_ARG_VALUE, 0, 8, 0, 0, {v}};
+    return a;
+}
+static inline dv_arg dv_arg_i32(int32_t v)
+{
+    return dv_arg_u32((uint32_t)v);
+}
+static inline dv_arg dv_arg_i64(int64_t v)
+{
+    return dv_arg_u64((uint64_t)v);
+}
+static inline dv_arg dv_arg_u8(uint8_t v)
+{
+    dv_arg a = {DV_ARG_VALUE, 0, 1, 0, 0, {v}};
+    return a;
+}
+static inline dv_arg dv_arg_u16(uint16_t v)
+{
+    dv_arg a = {DV_ARG_VALUE, 0, 2, 0, 0, {v}};
+    return a;
+}
+static inline dv_arg dv_arg_f32(float v)
+{
+    union {
+        float f;
+        uint32_t u;
+    } b;
+    b.f = v;
+    return dv_arg_u32(b.u);
+}
+static inline dv_arg dv_arg_f64(double v)
+{
+    union {
+        double f;
+        uint64_t u;
+    } b;
+    b.f = v;
+    return dv_arg_u64(b.u);
+}
+/* A value passed by value from the caller's memory (a struct of up to
+ * DV_ARG_MAX_BYTES); it must stay valid until the launch is ordered. */
+static inline dv_arg dv_arg_bytes(const void *value, uint16_t size)
+{
+    dv_arg a = {DV_ARG_BYTES, 0, size, 0, 0, {0}};
+    a.u.bytes = value;
     return a;
 }
 static inline dv_arg dv_arg_ref(dv_ref r, dv_arg_access access, uint64_t offset)

@@ -59,7 +59,16 @@ struct dv_kernel {
     dv_drv_module *module; /* own module (image != NULL), this context */
     dv_drv_func *func;
     uint64_t context; /* the context generation func belongs to; 0: none */
+    /* Its parameters, read once when the handle is made (actor thread):
+     * nparams -1 where the driver cannot tell (launches go unchecked). */
+    int nparams;
+    uint16_t param_bytes[DV_LAUNCH_MAX_ARGS];
 };
+
+/* A launch's arguments against k's parameters: DV_EINVAL naming the
+ * first that does not fit (kernels.c; the actor's thread). */
+int dv__kernel_check_args(const struct dv_kernel *k, const dv_arg *args, unsigned nargs,
+                          const char *op);
 
 /* An event handle (events.c). */
 struct dv_event {

@@ -94,10 +94,54 @@ int dv__kernel_find_or_load(dv_actor *a, const void *image, size_t image_bytes, 
         kernel_put(k);
         return rc;
     }
+    unsigned n = 0;
+    if (dv__drv_func_params(f, k->param_bytes, DV_LAUNCH_MAX_ARGS, &n) == DV_OK)
+        k->nparams = (int)n;
+    else
+        k->nparams = -1; /* an older driver: launches go unchecked */
     atomic_store_explicit(&k->owner, a->uid, memory_order_relaxed);
     k->next = a->kernel_list;
     a->kernel_list = k;
     *out = k;
+    return DV_OK;
+}
+
+static const char *kind_name(const dv_arg *arg)
+{
+    switch (arg->kind) {
+    case DV_ARG_REF:
+        return "a handle";
+    case DV_ARG_PTR:
+        return "a pointer";
+    case DV_ARG_BYTES:
+        return "a by-value argument";
+    default:
+        return "a value";
+    }
+}
+
+int dv__kernel_check_args(const struct dv_kernel *k, const dv_arg *args, unsigned nargs,
+                          const char *op)
+{
+    if (k->nparams < 0)
+        return DV_OK;
+    if (k->nparams > DV_LAUNCH_MAX_ARGS)
+        return dv__fail(DV_EINVAL, op,
+                        "%s: kernel \"%s\" takes %d arguments; a launch passes at "
+                        "most %d",
+                        op, k->name, k->nparams, DV_LAUNCH_MAX_ARGS);
+    if (nargs != (unsigned)k->nparams)
+        return dv__fail(DV_EINVAL, op, "%s: kernel \"%s\" takes %d argument%s, the launch gives %u",
+                        op, k->name, k->nparams, k->nparams == 1 ? "" : "s", nargs);
+    for (unsigned i = 0; i < nargs; i++) {
+        const dv_arg *arg = &args[i];
+        unsigned size = arg->kind == DV_ARG_REF || arg->kind == DV_ARG_PTR ? 8u : arg->size;
+        if (size != k->param_bytes[i])
+            return dv__fail(DV_EINVAL, op,
+                            "%s: kernel \"%s\": argument %u is %s of %u bytes, its parameter %u "
+                            "has %u",
+                            op, k->name, i, kind_name(arg), size, i, k->param_bytes[i]);
+    }
     return DV_OK;
 }
 

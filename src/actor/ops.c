@@ -202,6 +202,7 @@ typedef struct launch_call {
     dv_dim3 grid, block;
     uint32_t shared;
     unsigned nargs;
+    const dv_arg *args;
     uint64_t values[DV_LAUNCH_MAX_ARGS];
     void *params[DV_LAUNCH_MAX_ARGS];
 } launch_call;
@@ -209,8 +210,11 @@ typedef struct launch_call {
 static int enqueue_launch(dv_recorder *r, void *arg)
 {
     launch_call *l = arg;
+    /* A by-value argument's bytes are the caller's (values holds their
+     * address); every other value is in values. */
     for (unsigned i = 0; i < l->nargs; i++)
-        l->params[i] = &l->values[i];
+        l->params[i] =
+            l->args[i].kind == DV_ARG_BYTES ? (void *)(uintptr_t)l->values[i] : &l->values[i];
     return dv__drv_launch(l->f, l->grid, l->block, l->shared, r->a->env.streams[r->stream],
                           l->nargs ? l->params : NULL);
 }
@@ -231,9 +235,12 @@ static void handle_launch(dv_actor *a, const dv_envelope *e)
     launch_call l = {.grid = {m->grid_x, m->grid_y, m->grid_z},
                      .block = {m->block_x, m->block_y, m->block_z},
                      .shared = m->shared_bytes,
-                     .nargs = m->nargs};
+                     .nargs = m->nargs,
+                     .args = m->args};
     dv_recorder r;
     int rc = launch_kernel(a, m->kernel, "launch", &l.f);
+    if (rc == DV_OK)
+        rc = dv__kernel_check_args(m->kernel, m->args, m->nargs, "launch");
     if (rc == DV_OK)
         rc = dv__rec_begin(&r, a, e, DV_CHK_LAUNCH, m->kernel->name);
     if (rc == DV_OK)
@@ -359,8 +366,11 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
     if (kernel == NULL || (nargs > 0 && args == NULL) || nargs > DV_LAUNCH_MAX_ARGS)
         return dv__fail(DV_EINVAL, op, "task_launch: %s",
                         kernel == NULL ? "kernel is NULL" : "bad argument list");
-    launch_call l = {.grid = grid, .block = block, .shared = shared_bytes, .nargs = nargs};
+    launch_call l = {
+        .grid = grid, .block = block, .shared = shared_bytes, .nargs = nargs, .args = args};
     int rc = launch_kernel(a, kernel, op, &l.f);
+    if (rc == DV_OK)
+        rc = dv__kernel_check_args(kernel, args, nargs, op);
     if (rc != DV_OK)
         return rc;
     /* Resolved, not fenced: raw pointers pass (the task is trusted with

@@ -68,7 +68,19 @@ int dv__rec_args(dv_recorder *r, const dv_arg *args, unsigned nargs, uint64_t *v
         const dv_arg *arg = &args[i];
         switch (arg->kind) {
         case DV_ARG_VALUE:
+            if (arg->size != 1 && arg->size != 2 && arg->size != 4 && arg->size != 8)
+                return dv__fail(DV_EINVAL, r->op,
+                                "%s: argument %u is a value of %u bytes (1, 2, "
+                                "4 or 8; larger ones with dv_arg_bytes)",
+                                r->op, i, arg->size);
             values[i] = arg->u.value;
+            break;
+        case DV_ARG_BYTES:
+            if (arg->u.bytes == NULL || arg->size == 0 || arg->size > DV_ARG_MAX_BYTES)
+                return dv__fail(DV_EINVAL, r->op,
+                                "%s: argument %u: by-value bytes %s of %u bytes (1..%d)", r->op, i,
+                                arg->u.bytes == NULL ? "at NULL" : "", arg->size, DV_ARG_MAX_BYTES);
+            values[i] = (uint64_t)(uintptr_t)arg->u.bytes;
             break;
         case DV_ARG_PTR:
             if (!allow_raw)

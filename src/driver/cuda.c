@@ -120,6 +120,8 @@ struct cu_impl {
      * yet (see cu_revive). */
     _Atomic bool revive[DV_DRV_MAX_DEVICES];
     struct cu_api api;
+    /* Optional (CUDA 12.4 drivers and later): NULL where absent. */
+    CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *);
 };
 
 /* The backend objects; each starts with the port's header. */
@@ -386,6 +388,15 @@ static int cu_open(dv_driver *drv, const dv_driver_config *cfg)
         memcpy((char *)&impl->api + cu_symbols[i].offset, &fn, sizeof fn);
     }
 
+    {
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (get_proc("cuFuncGetParamInfo", &fn, 12040, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==
+                CUDA_SUCCESS &&
+            found == CU_GET_PROC_ADDRESS_SUCCESS && fn != NULL)
+            memcpy(&impl->func_get_param_info, &fn, sizeof fn);
+    }
+
     CUresult rc = impl->api.cuInit(0);
     if (rc != CUDA_SUCCESS) {
         status = cu_fail_open_call(&impl->api, "cuInit", rc);
@@ -608,7 +619,8 @@ static int cu_event_create(dv_drv_obj *ctx, dv_drv_obj *event)
     CU_TRY(cu_enter(ctx));
     /* Without timing an event is a plain completion marker: cheaper to
      * record, and a wait on it does not need the timestamp write. */
-    unsigned flags = event->flags & DV_DRV_EVENT_TIMING ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
+    unsigned flags =
+        event->flags & DV_DRV_EVENT_TIMING ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
     return (int)cu_api_of(ctx)->cuEventCreate(&e->e, flags);
 }
 
@@ -861,6 +873,30 @@ static int cu_func_get(dv_drv_obj *module, dv_drv_obj *func, const char *name)
     return (int)cu_api_of(module)->cuModuleGetFunction(&f->f, m->m, name);
 }
 
+static int cu_func_params(dv_drv_obj *func, uint16_t *bytes, unsigned max, unsigned *count)
+{
+    const struct cu_impl *impl = func->drv->impl;
+    const struct cu_func *f = (const struct cu_func *)func;
+    if (impl->func_get_param_info == NULL)
+        return DV_CU_NOT_SUPPORTED;
+    CU_TRY(cu_enter(func));
+    /* The driver answers INVALID_VALUE for the index past the last. */
+    for (unsigned i = 0;; i++) {
+        size_t offset = 0, size = 0;
+        CUresult rc = impl->func_get_param_info(f->f, i, &offset, &size);
+        if (rc == CUDA_ERROR_INVALID_VALUE) {
+            *count = i;
+            return CUDA_SUCCESS;
+        }
+        if (rc != CUDA_SUCCESS)
+            return (int)rc;
+        if (i < max)
+            bytes[i] = size > UINT16_MAX ? UINT16_MAX : (uint16_t)size;
+        if (i > 4096) /* a driver that never says "past the last" */
+            return DV_CU_NOT_SUPPORTED;
+    }
+}
+
 static void cu_builtin_image(const dv_driver *drv, const void **image, size_t *bytes)
 {
     (void)drv;
@@ -949,6 +985,7 @@ const dv_driver_ops dv__cuda_ops = {
     .module_load = cu_module_load,
     .module_unload = cu_module_unload,
     .func_get = cu_func_get,
+    .func_params = cu_func_params,
     .builtin_image = cu_builtin_image,
 
     .launch = cu_launch,

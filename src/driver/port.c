@@ -434,8 +434,8 @@ int dv__drv_mem_info(dv_drv_ctx *ctx, uint64_t *free_bytes, uint64_t *total_byte
 
 typedef int (*create_op)(dv_drv_obj *ctx, dv_drv_obj *obj);
 
-static int create_in_ctx(dv_drv_ctx *ctx, int kind, dv_drv_call call, create_op op,
-                         uint32_t flags, void **out)
+static int create_in_ctx(dv_drv_ctx *ctx, int kind, dv_drv_call call, create_op op, uint32_t flags,
+                         void **out)
 {
     dv_drv_obj *obj;
     int rc;
@@ -547,9 +547,8 @@ int dv__drv_event_elapsed(dv_drv_event *start, dv_drv_event *end, float *ms)
         return dv__fail(DV_EINVAL, "event_elapsed",
                         "event_elapsed: both events need DV_DRV_EVENT_TIMING");
     if (OBJ(start)->ctx != OBJ(end)->ctx)
-        return dv__fail(DV_EINVAL, "event_elapsed",
-                        "event_elapsed: events of devices %d and %d", OBJ(start)->device,
-                        OBJ(end)->device);
+        return dv__fail(DV_EINVAL, "event_elapsed", "event_elapsed: events of devices %d and %d",
+                        OBJ(start)->device, OBJ(end)->device);
     return drv_result(OBJ(start)->drv, DV_CALL_EVENT_ELAPSED,
                       OPS(start)->event_elapsed(OBJ(start), OBJ(end), ms));
 }
@@ -592,8 +591,8 @@ int dv__drv_event_query(dv_drv_event *event, bool *done)
 {
     CHECK_OBJ(event, DV_DRV_EVENT, "event_query");
     CHECK_PTR(done, "done", "event_query");
-    int rc = drv_result(OBJ(event)->drv, DV_CALL_EVENT_QUERY,
-                        OPS(event)->event_query(OBJ(event), done));
+    int rc =
+        drv_result(OBJ(event)->drv, DV_CALL_EVENT_QUERY, OPS(event)->event_query(OBJ(event), done));
     const dv_drv_observer *obs = observer_of(event);
     if (rc == DV_OK && *done && obs != NULL)
         obs->event_done(obs->self, event);
@@ -716,8 +715,8 @@ int dv__drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_
                       OPS(stream)->memcpy_dtod(OBJ(stream), dst, src, bytes));
 }
 
-int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
-                       dv_dptr src, uint64_t bytes)
+int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst,
+                        dv_drv_ctx *src_ctx, dv_dptr src, uint64_t bytes)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "memcpy_peer_async");
     CHECK_OBJ(dst_ctx, DV_DRV_CTX, "memcpy_peer_async");
@@ -766,7 +765,7 @@ int dv__drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint6
  * ------------------------------------------------------------------------ */
 
 int dv__drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
-                       dv_drv_module **module)
+                        dv_drv_module **module)
 {
     dv_drv_obj *obj;
     int rc;
@@ -827,7 +826,13 @@ int dv__drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func
     rc = OPS(module)->func_get(OBJ(module), obj, name);
     if (rc != DV_CU_SUCCESS) {
         obj_discard(obj);
+        int raw = rc;
         rc = drv_result(OBJ(module)->drv, DV_CALL_FUNC_GET, rc);
+        if (raw == DV_CU_NOT_FOUND) {
+            /* Not a driver failure: the image has no such kernel. */
+            rc = DV_ENOKERNEL;
+            dv__detail()->status = rc;
+        }
         snprintf(dv__detail()->message, sizeof(dv__detail()->message),
                  "func_get: no kernel named \"%s\" in the module (%s)", name,
                  dv__detail()->driver_name);
@@ -835,6 +840,21 @@ int dv__drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func
     }
     obj_publish(obj);
     *func = (dv_drv_func *)obj;
+    return DV_OK;
+}
+
+int dv__drv_func_params(dv_drv_func *func, uint16_t *bytes, unsigned max, unsigned *count)
+{
+    CHECK_OBJ(func, DV_DRV_FUNC, "func_params");
+    CHECK_PTR(count, "count", "func_params");
+    *count = 0;
+    int rc = OPS(func)->func_params != NULL ? OPS(func)->func_params(OBJ(func), bytes, max, count)
+                                            : DV_CU_NOT_SUPPORTED;
+    if (rc == DV_CU_NOT_SUPPORTED)
+        return dv__fail(DV_ENOTSUP, "func_params",
+                        "func_params: the driver cannot list a kernel's parameters");
+    if (rc != DV_CU_SUCCESS)
+        return dv__fail_driver(OBJ(func)->drv, "func_params", rc);
     return DV_OK;
 }
 
@@ -852,7 +872,7 @@ static bool dim_ok(dv_dim3 d)
 }
 
 int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
-                  dv_drv_stream *stream, void **params)
+                   dv_drv_stream *stream, void **params)
 {
     CHECK_OBJ(func, DV_DRV_FUNC, "launch");
     CHECK_OBJ(stream, DV_DRV_STREAM, "launch");

@@ -243,8 +243,8 @@ int dv__drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uin
 int dv__drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t bytes);
 int dv__drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_t bytes);
 /* Copy between devices; stream may belong to either context. */
-int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst, dv_drv_ctx *src_ctx,
-                       dv_dptr src, uint64_t bytes);
+int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst,
+                        dv_drv_ctx *src_ctx, dv_dptr src, uint64_t bytes);
 int dv__drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_t count);
 int dv__drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint64_t count);
 
@@ -256,14 +256,18 @@ int dv__drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint6
  * the build had no nvcc.
  */
 int dv__drv_module_load(dv_drv_ctx *ctx, const void *image, size_t image_bytes,
-                       dv_drv_module **module);
+                        dv_drv_module **module);
 int dv__drv_module_unload(dv_drv_module *module);
 int dv__drv_func_get(dv_drv_module *module, const char *name, dv_drv_func **func);
+/* The function's parameters: their count, and the size of each of the
+ * first max.  DV_ENOTSUP where the driver cannot tell (older than CUDA
+ * 12.4): then launches are not checked. */
+int dv__drv_func_params(dv_drv_func *func, uint16_t *bytes, unsigned max, unsigned *count);
 void dv__drv_builtin_image(const dv_driver *drv, const void **image, size_t *bytes);
 
 /* params: an array of pointers to the argument values, as cuLaunchKernel. */
 int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
-                  dv_drv_stream *stream, void **params);
+                   dv_drv_stream *stream, void **params);
 /* fn runs once the stream reaches this point; it must not call the port. */
 int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg);
 
@@ -437,6 +441,7 @@ typedef struct dv_driver_ops {
     int (*module_load)(dv_drv_obj *ctx, dv_drv_obj *module, const void *image, size_t image_bytes);
     int (*module_unload)(dv_drv_obj *module);
     int (*func_get)(dv_drv_obj *module, dv_drv_obj *func, const char *name);
+    int (*func_params)(dv_drv_obj *func, uint16_t *bytes, unsigned max, unsigned *count);
     void (*builtin_image)(const dv_driver *drv, const void **image, size_t *bytes);
 
     int (*launch)(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,

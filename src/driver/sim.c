@@ -104,8 +104,8 @@ struct sim_op {
         struct {
             const dv_sim_kernel *kernel;
             dv_dim3 grid, block;
-            void *argp[DV_SIM_MAX_PARAMS];
-            _Alignas(16) unsigned char args[DV_SIM_MAX_PARAMS * 16];
+            void *argp[DV_LAUNCH_MAX_ARGS];
+            unsigned char *args; /* the copies, after the op (one allocation) */
         } kern;
         struct {
             dv_host_fn fn;
@@ -181,6 +181,7 @@ struct sim_driver {
         uint64_t countdown;
         int code;
     } inject[DV_CALL__COUNT];
+    _Atomic uint64_t calls[DV_CALL__COUNT]; /* made so far (injected()) */
 };
 
 struct sim_ctx {
@@ -214,6 +215,7 @@ static _Atomic uint64_t stamp_serials = 1;
 
 struct sim_module {
     dv_drv_obj hdr;
+    const dv_sim_image *image; /* a user's twins, or NULL: the registry */
 };
 
 struct sim_func {
@@ -267,6 +269,7 @@ static int sticky_code(const struct sim_device *dev)
 static int injected(struct sim_driver *sd, dv_drv_call call)
 {
     int code = 0;
+    atomic_fetch_add_explicit(&sd->calls[call], 1, memory_order_relaxed);
     if (!atomic_load_explicit(&sd->fault_armed, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&sd->fault_mu);
@@ -1309,11 +1312,27 @@ static bool image_known(const unsigned char *p, size_t n)
     return false;
 }
 
+bool dv__sim_is_user_image(const void *image, size_t image_bytes)
+{
+    return image != NULL && image_bytes >= sizeof(dv_sim_image) &&
+           memcmp(((const dv_sim_image *)image)->magic, DV_SIM_IMAGE_MAGIC,
+                  sizeof(DV_SIM_IMAGE_MAGIC)) == 0;
+}
+
 static int sim_module_load(dv_drv_obj *ctx, dv_drv_obj *module, const void *image,
                            size_t image_bytes)
 {
-    (void)module;
     SIM_ENTER(CTX(ctx)->dev, DV_CALL_MODULE_LOAD);
+    if (dv__sim_is_user_image(image, image_bytes)) {
+        const dv_sim_image *img = image;
+        if (img->nkernels > 0 && img->kernels == NULL)
+            return DV_CU_INVALID_IMAGE;
+        for (uint32_t i = 0; i < img->nkernels; i++)
+            if (dv__sim_kernel_check(&img->kernels[i], "module_load") != DV_OK)
+                return DV_CU_INVALID_IMAGE;
+        ((struct sim_module *)module)->image = img;
+        return DV_CU_SUCCESS;
+    }
     return image_known(image, image_bytes) ? DV_CU_SUCCESS : DV_CU_INVALID_IMAGE;
 }
 
@@ -1325,7 +1344,15 @@ static int sim_module_unload(dv_drv_obj *module)
 static int sim_func_get(dv_drv_obj *module, dv_drv_obj *func, const char *name)
 {
     SIM_ENTER(DEV_OF(module), DV_CALL_FUNC_GET);
-    const dv_sim_kernel *k = dv__sim_find_kernel(name);
+    const dv_sim_image *img = ((struct sim_module *)module)->image;
+    const dv_sim_kernel *k = NULL;
+    if (img == NULL) {
+        k = dv__sim_find_kernel(name);
+    } else {
+        for (uint32_t i = 0; i < img->nkernels && k == NULL; i++)
+            if (strcmp(img->kernels[i].name, name) == 0)
+                k = &img->kernels[i];
+    }
     if (k == NULL)
         return DV_CU_NOT_FOUND;
     ((struct sim_func *)func)->kernel = k;
@@ -1355,20 +1382,26 @@ static int sim_launch(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t sh
         return DV_CU_INVALID_VALUE;
     if (k->nparams > 0 && params == NULL)
         return DV_CU_INVALID_VALUE;
-    struct sim_op *op = op_new(OP_KERNEL);
+    size_t total = 0;
+    for (unsigned i = 0; i < k->nparams; i++) {
+        if (params[i] == NULL)
+            return DV_CU_INVALID_VALUE;
+        total += ((size_t)k->param_bytes[i] + 15) & ~(size_t)15;
+    }
+    /* One allocation: the op, then the argument copies (16-aligned). */
+    size_t head = (sizeof(struct sim_op) + 15) & ~(size_t)15;
+    struct sim_op *op = aligned_alloc(16, head + total);
     if (op == NULL)
         return DV_CU_OUT_OF_MEMORY;
+    op->kind = OP_KERNEL;
     op->u.kern.kernel = k;
     op->u.kern.grid = grid;
     op->u.kern.block = block;
+    op->u.kern.args = (unsigned char *)op + head;
     /* Copy the argument values now, as the real driver does. */
     size_t off = 0;
     for (unsigned i = 0; i < k->nparams; i++) {
         size_t n = k->param_bytes[i];
-        if (params[i] == NULL) {
-            free(op);
-            return DV_CU_INVALID_VALUE;
-        }
         memcpy(op->u.kern.args + off, params[i], n);
         op->u.kern.argp[i] = op->u.kern.args + off;
         off += (n + 15) & ~(size_t)15;
@@ -1395,6 +1428,30 @@ static int sim_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
 void *dv__sim_kmem(dv_sim_kctx *k, dv_dptr dptr, uint64_t bytes)
 {
     return arena_range(k->sd, dptr, bytes);
+}
+
+void *dv_sim_kmem(dv_sim_kctx *k, uint64_t ptr, uint64_t bytes)
+{
+    return k != NULL ? arena_range(k->sd, ptr, bytes) : NULL;
+}
+
+dv_dim3 dv_sim_kgrid(const dv_sim_kctx *k)
+{
+    return k->grid;
+}
+
+dv_dim3 dv_sim_kblock(const dv_sim_kctx *k)
+{
+    return k->block;
+}
+
+static int sim_func_params(dv_drv_obj *func, uint16_t *bytes, unsigned max, unsigned *count)
+{
+    const dv_sim_kernel *k = ((struct sim_func *)func)->kernel;
+    *count = k->nparams;
+    for (unsigned i = 0; i < k->nparams && i < max; i++)
+        bytes[i] = k->param_bytes[i];
+    return DV_CU_SUCCESS;
 }
 
 dv_dim3 dv__sim_kgrid(const dv_sim_kctx *k)
@@ -1425,7 +1482,7 @@ bool dv__sim_is_sim(const dv_driver *drv)
 
 #define REQUIRE_SIM(drv, call)                                                                     \
     do {                                                                                           \
-        if (!dv__sim_is_sim(drv))                                                                   \
+        if (!dv__sim_is_sim(drv))                                                                  \
             return dv__fail(DV_EINVAL, (call), "%s: not a sim driver", (call));                    \
     } while (0)
 
@@ -1437,6 +1494,13 @@ int dv__sim_fail_alloc_nth(dv_driver *drv, uint64_t nth)
     sd->fail_alloc_at = nth == 0 ? 0 : sd->alloc_count + nth;
     pthread_mutex_unlock(&sd->fault_mu);
     return DV_OK;
+}
+
+uint64_t dv__sim_calls(dv_driver *drv, dv_drv_call call)
+{
+    if (!dv__sim_is_sim(drv) || (unsigned)call >= DV_CALL__COUNT)
+        return 0;
+    return atomic_load_explicit(&SD(drv)->calls[call], memory_order_relaxed);
 }
 
 int dv__sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code)
@@ -1550,6 +1614,7 @@ const dv_driver_ops dv__sim_ops = {
     .module_load = sim_module_load,
     .module_unload = sim_module_unload,
     .func_get = sim_func_get,
+    .func_params = sim_func_params,
     .builtin_image = sim_builtin_image,
     .launch = sim_launch,
     .host_fn = sim_host_fn,

@@ -27,22 +27,12 @@
 #ifndef DV_DRIVER_SIM_H
 #define DV_DRIVER_SIM_H
 
+#include "devactor_sim.h"
 #include "driver/port.h"
 
-#define DV_SIM_MAX_PARAMS 8
-
-typedef struct dv_sim_kctx dv_sim_kctx;
-
-/* A kernel of the sim: returns 0 or a raw code (DV_CU_ILLEGAL_ADDRESS when
- * dv__sim_kmem said no).  params as cuLaunchKernel: pointers to values. */
-typedef int (*dv_sim_kernel_fn)(dv_sim_kctx *k, void **params);
-
-typedef struct dv_sim_kernel {
-    const char *name;
-    dv_sim_kernel_fn fn;
-    uint8_t nparams;
-    uint8_t param_bytes[DV_SIM_MAX_PARAMS];
-} dv_sim_kernel;
+/* The kernel type, the twins' context and the poison kinds are public
+ * (devactor_sim.h).  Besides the images users give, the sim has a
+ * process-wide registry for devactor's own kernels: */
 
 /* Add a kernel to the process-wide registry (names are unique; the
  * registry keeps the pointer).  DV_EINVAL for a duplicate or bad entry. */
@@ -66,11 +56,12 @@ bool dv__sim_is_sim(const dv_driver *drv);
 int dv__sim_fail_alloc_nth(dv_driver *drv, uint64_t nth);
 /* The next nth call of `call` on any device returns `code`; code 0 disarms. */
 int dv__sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code);
-
-typedef enum dv_sim_poison_kind {
-    DV_SIM_POISON_RECOVERABLE,
-    DV_SIM_POISON_FATAL,
-} dv_sim_poison_kind;
+/* Calls of `call` made so far (those that reach the sim's fault check). */
+uint64_t dv__sim_calls(dv_driver *drv, dv_drv_call call);
+/* Is image a dv_sim_image (devactor_sim.h)? */
+bool dv__sim_is_user_image(const void *image, size_t image_bytes);
+/* Check a twin before use: DV_EINVAL naming what is wrong. */
+int dv__sim_kernel_check(const dv_sim_kernel *kernel, const char *op);
 
 /* Poison now.  code 0 picks LAUNCH_FAILED (recoverable) or ILLEGAL_ADDRESS
  * (fatal). */

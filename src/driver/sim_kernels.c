@@ -16,17 +16,25 @@ static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static const dv_sim_kernel *registry[MAX_KERNELS];
 static int nregistry;
 
+int dv__sim_kernel_check(const dv_sim_kernel *kernel, const char *op)
+{
+    if (kernel == NULL || kernel->name == NULL || kernel->name[0] == '\0' || kernel->fn == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: a twin without a name or a function", op);
+    if (kernel->nparams > DV_LAUNCH_MAX_ARGS)
+        return dv__fail(DV_EINVAL, op, "%s: %s: %u parameters (at most %d)", op, kernel->name,
+                        kernel->nparams, DV_LAUNCH_MAX_ARGS);
+    for (unsigned i = 0; i < kernel->nparams; i++)
+        if (kernel->param_bytes[i] == 0 || kernel->param_bytes[i] > DV_ARG_MAX_BYTES)
+            return dv__fail(DV_EINVAL, op, "%s: %s: parameter %u has %u bytes (1..%d)", op,
+                            kernel->name, i, kernel->param_bytes[i], DV_ARG_MAX_BYTES);
+    return DV_OK;
+}
+
 int dv__sim_register_kernel(const dv_sim_kernel *kernel)
 {
-    int rc = DV_OK;
-    if (kernel == NULL || kernel->name == NULL || kernel->name[0] == '\0' || kernel->fn == NULL ||
-        kernel->nparams > DV_SIM_MAX_PARAMS)
-        return dv__fail(DV_EINVAL, "sim_register_kernel", "sim_register_kernel: bad kernel");
-    for (unsigned i = 0; i < kernel->nparams; i++)
-        if (kernel->param_bytes[i] == 0 || kernel->param_bytes[i] > 16)
-            return dv__fail(DV_EINVAL, "sim_register_kernel",
-                            "sim_register_kernel: %s: parameter %u has %u bytes", kernel->name, i,
-                            kernel->param_bytes[i]);
+    int rc = dv__sim_kernel_check(kernel, "sim_register_kernel");
+    if (rc != DV_OK)
+        return rc;
     pthread_mutex_lock(&registry_mu);
     for (int i = 0; i < nregistry; i++) {
         if (strcmp(registry[i]->name, kernel->name) == 0) {
@@ -153,6 +161,17 @@ static int k_spin(dv_sim_kctx *k, void **params)
     return 0;
 }
 
+static int k_store_args(dv_sim_kctx *k, void **params)
+{
+    static const unsigned sizes[7] = {4, 8, 4, 8, 16, 1, 2};
+    uint8_t *out = dv__sim_kmem(k, ARG(dv_dptr, 0), 43);
+    if (out == NULL)
+        return DV_CU_ILLEGAL_ADDRESS;
+    for (unsigned i = 0, off = 0; i < 7; off += sizes[i], i++)
+        memcpy(out + off, params[i + 1], sizes[i]);
+    return 0;
+}
+
 static int k_empty(dv_sim_kctx *k, void **params)
 {
     (void)k;
@@ -170,6 +189,8 @@ static const dv_sim_kernel builtins[] = {
     {"illegal_address", k_illegal_address, 1, {8}},
     {"spin", k_spin, 1, {8}},
     {"empty", k_empty, 0, {0}},
+    {"touch8", k_empty, 8, {8, 8, 8, 8, 8, 8, 8, 8}},
+    {"store_args", k_store_args, 8, {8, 4, 8, 4, 8, 16, 1, 2}},
 };
 
 /* The sim's stand-in image where the build had no nvcc to make a fatbin. */

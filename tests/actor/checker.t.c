@@ -277,7 +277,7 @@ int main(void)
         rd[i] = dv_arg_ref(b[i], DV_READ, 0);
     }
     dv_kernel *empty;
-    dv_kernel_get(a, NULL, 0, "empty", &empty);
+    dv_kernel_get(a, NULL, 0, "touch8", &empty);
     dv_sync(a, 0);
     uint64_t r0, w0, r1, w1, r2, w2;
     dv_driver *drv = dv__actor_driver(a);

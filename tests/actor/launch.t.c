@@ -58,7 +58,7 @@ int main(void)
     dv_kernel *again = NULL;
     dv_kernel_get(a, NULL, 0, "fill_u32", &again);
     ok(again == fill, "the same name gives the same handle");
-    is_status(dv_kernel_get(a, NULL, 0, "no_such_kernel", &bad), DV_EINVAL, "an unknown name");
+    is_status(dv_kernel_get(a, NULL, 0, "no_such_kernel", &bad), DV_ENOKERNEL, "an unknown name");
     dv_alloc(a, 4 * n, 0, "x", &x);
     dv_alloc(a, 4 * n, 1, "y", &y);
     dv_alloc(a, 4 * n, 2, "z", &z);

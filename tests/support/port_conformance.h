@@ -192,8 +192,8 @@ static void port_conformance(dv_driver *drv)
     is_status(dv__drv_func_get(mod, "copy", &f_copy), DV_OK, "func_get copy");
     is_status(dv__drv_func_get(mod, "spin", &f_spin), DV_OK, "func_get spin");
     dv_drv_func *nofunc = NULL;
-    is_status(dv__drv_func_get(mod, "no_such_kernel", &nofunc), DV_EINVAL,
-              "func_get(unknown name) is EINVAL");
+    is_status(dv__drv_func_get(mod, "no_such_kernel", &nofunc), DV_ENOKERNEL,
+              "func_get(unknown name) is DV_ENOKERNEL");
     is_status(dv__drv_func_get(NULL, "fill_u32", &nofunc), DV_EINVAL, "func_get(NULL module)");
 
     /*

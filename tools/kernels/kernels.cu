@@ -88,3 +88,32 @@ extern "C" __global__ void spin(uint64_t ns)
 
 /* Does nothing: launch overhead. */
 extern "C" __global__ void empty(void) {}
+
+/* Takes eight pointers and touches none: launches that only declare
+ * accesses (the checker's tests). */
+extern "C" __global__ void touch8(void *a, void *b, void *c, void *d, void *e, void *f, void *g,
+                                  void *h)
+{
+}
+
+/* A by-value struct of 16 bytes (dv_arg_bytes). */
+struct dv_pair16 {
+    unsigned long long lo, hi;
+};
+
+/* Writes the bytes of each argument after out, in order: 4 + 8 + 4 + 8 +
+ * 16 + 1 + 2 = 43 bytes (typed argument constructors). */
+extern "C" __global__ void store_args(unsigned char *out, int i32, long long i64, float f32,
+                                      double f64, dv_pair16 s, unsigned char u8,
+                                      unsigned short u16)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    memcpy(out, &i32, 4);
+    memcpy(out + 4, &i64, 8);
+    memcpy(out + 12, &f32, 4);
+    memcpy(out + 16, &f64, 8);
+    memcpy(out + 24, &s, 16);
+    memcpy(out + 40, &u8, 1);
+    memcpy(out + 41, &u16, 2);
+}
