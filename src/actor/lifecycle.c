@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "actor/actor.h"
 
@@ -125,9 +126,16 @@ int dv__actor_start_state(dv_actor *a)
 void dv__lost_detail(const dv_actor *a, dv_error_detail *out)
 {
     if (!dv__driver_lost(a->drv, out)) {
-        memset(out, 0, sizeof(*out));
-        snprintf(out->message, sizeof(out->message), "device %d is lost for this process",
-                 a->device);
+        /* This actor alone (its rebuild failed): its first fault says why. */
+        dv_actor *m = (dv_actor *)a;
+        pthread_mutex_lock(&m->health_mu);
+        *out = m->health.first_fault;
+        pthread_mutex_unlock(&m->health_mu);
+        if (out->status == 0) {
+            memset(out, 0, sizeof(*out));
+            snprintf(out->message, sizeof(out->message), "device %d is lost for this process",
+                     a->device);
+        }
     }
     out->status = DV_EDEVICE_LOST;
 }
@@ -149,6 +157,32 @@ static void become_lost(dv_actor *a, const dv_error_detail *cause)
     dv__actors_lose_driver(a->drv, &d);
 }
 
+/* A rebuild that failed for a reason of this actor's (memory, a driver
+ * error that is not a fault): this actor is LOST, the other devices and
+ * the driver are not. */
+static void become_failed(dv_actor *a, const dv_error_detail *cause)
+{
+    dv_error_detail d = *cause;
+    d.status = DV_EDEVICE_LOST;
+    snprintf(d.message, sizeof(d.message), "device %d: the context could not be rebuilt: %.200s",
+             a->device, cause->message);
+    int st = DV_ACTOR_REBUILDING;
+    atomic_compare_exchange_strong(&a->state, &st, DV_ACTOR_LOST);
+    dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.first_fault.status == 0)
+        a->health.first_fault = d;
+    a->health.state = DV_ACTOR_LOST;
+    pthread_mutex_unlock(&a->health_mu);
+}
+
+/* Is this failure the device's (a fault the driver keeps), or one a later
+ * try may not meet (memory, a transient driver error)? */
+static bool fault_of_device(int status)
+{
+    return status == DV_ECONTEXT_LOST || status == DV_EDEVICE_LOST || status == DV_ENODEVICE;
+}
+
 static void health_set(dv_actor *a, dv_actor_state state)
 {
     pthread_mutex_lock(&a->health_mu);
@@ -165,15 +199,32 @@ int dv__actor_rebuild(dv_actor *a)
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown_state(a);
     dv__res_env_drop_streams(&a->env);
-    int rc = dv__drv_ctx_reset(a->env.ctx);
-    if (rc == DV_OK) {
-        /* Nothing of the old context runs any more. */
-        dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
-        rc = build_state(a);
+    /* A transient failure (memory, a driver error that is no fault) is
+     * tried again a few times, a little later each time; a fault the
+     * driver keeps is not. */
+    int rc = DV_OK;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (attempt > 0) {
+            struct timespec pause = {0, 1000000L << (2 * attempt)}; /* 4, 16, 64 ms */
+            nanosleep(&pause, NULL);
+            teardown_state(a);
+            dv__res_env_drop_streams(&a->env);
+        }
+        rc = dv__drv_ctx_reset(a->env.ctx);
+        if (rc == DV_OK) {
+            /* Nothing of the old context runs any more. */
+            dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
+            rc = build_state(a);
+        }
+        if (rc == DV_OK || fault_of_device(rc))
+            break;
     }
     if (rc != DV_OK) {
         dv_error_detail cause = *dv_last_error();
-        become_lost(a, &cause);
+        if (fault_of_device(rc))
+            become_lost(a, &cause); /* the driver's: every actor on it */
+        else
+            become_failed(a, &cause);
         return DV_EDEVICE_LOST;
     }
     pthread_mutex_lock(&a->health_mu);

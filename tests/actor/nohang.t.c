@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "devactor.h"
+#include "devactor_sim.h"
 #include "devactor_testing.h"
 #include "support/data.h"
+#include "support/gate.h"
 #include "tap.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -268,20 +270,18 @@ static void test_cleanup(void)
     ok(c != NULL, "an actor for the fault");
     if (c == NULL)
         return;
-    dv_kernel *spin = NULL;
-    dv_kernel_get(c, NULL, 0, "spin", &spin);
-    dv_future fs, ft;
-    dv_future_init(&fs, 0);
+    dv_future ft;
+    gate g;
     dv_future_init(&ft, 0);
-    /* Hold stream 0 with a spin, enqueue the job behind it, then poison. */
-    dv_launch_async(c, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 0,
-                    (dv_arg[]){dv_arg_u64(50000)}, 1, &fs);
+    /* Hold stream 0, enqueue the job behind the gate, poison, let go. */
+    gate_close(&g, c, 0);
     dv_task_async(c, enqueue_with_cleanup, NULL, 0, NULL, 0, &ft);
     dv_future_wait_ordered(&ft);
     dv__sim_poison(drv, 1, DV_SIM_POISON_RECOVERABLE, 0);
+    atomic_store_explicit(&g.open, true, memory_order_release);
     int rc = dv_future_wait(&ft);
     ok(rc != DV_OK, "the task's work meets the fault (%s)", dv_err_name(rc));
-    dv_future_wait(&fs);
+    dv_future_wait(&g.posted);
     dv_sync(c, 1); /* after the rebuild */
     ok(atomic_load(&ran) == 0 && atomic_load(&cleaned) == 1 &&
            atomic_load(&cleaned_status) == DV_ECONTEXT_LOST,
@@ -317,6 +317,32 @@ static void test_claim_after_shutdown(void)
 {
     dv_actor *c = make(1);
     ok(c != NULL, "an actor on device 1 again once the first was shut down");
+    dv_actor_destroy(c);
+}
+
+/* A reset that meets a transient failure tries again; the other device's
+ * actor never notices. */
+static void test_reset_transient(void)
+{
+    dv_actor *c = make(1);
+    dv_actor_health ha0, ha, hc;
+    uint32_t v = 5, back = 0;
+    dv_ref r;
+    dv_actor_health_get(a, &ha0);
+    dv_alloc(c, 64, 0, "c", &r);
+    is_status(dv_sim_inject(a, "stream_create", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */), DV_OK,
+              "the next stream create will run out of memory");
+    is_status(dv_actor_reset(a), DV_OK, "a reset that meets it is tried again and works");
+    dv_actor_health_get(a, &ha);
+    ok(ha.state == DV_ACTOR_RUNNING && ha.rebuilds == ha0.rebuilds + 1,
+       "device 0 runs, rebuilt once");
+    dv_actor_health_get(c, &hc);
+    ok(hc.state == DV_ACTOR_RUNNING && hc.rebuilds == 0 && hc.first_fault.status == 0,
+       "device 1's actor never noticed");
+    dv_copy_htod(c, r, 0, &v, 4, 0);
+    dv_copy_dtoh(c, &back, r, 0, 4, 0);
+    is_int(back, 5, "... and works");
+    dv_ref_release(r);
     dv_actor_destroy(c);
 }
 
@@ -426,7 +452,7 @@ int main(void)
     dcfg.sim.memory_bytes = 128 << 20;
     if (dv__driver_open(&dcfg, &drv) != DV_OK)
         bail_out("no sim driver: %s", dv_last_error()->message);
-    plan(42);
+    plan(47);
     a = make(0);
     b = make(1);
     ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
@@ -452,6 +478,7 @@ int main(void)
     dv_actor_destroy(b);
     test_claim_after_shutdown();
     test_cleanup();
+    test_reset_transient();
     dv_event_destroy(ev_a);
     dv_ref_release(live);
     dv_actor_stats st;
