@@ -78,9 +78,14 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         "$build/tests/resources/guard_cuda.t"
     run_step "memcheck actor/basic_cuda.t" $cs --tool memcheck --leak-check full \
         --report-api-errors no "$build/tests/actor/basic_cuda.t"
-    run_step "memcheck dv-demo" $cs --tool memcheck "$build/tools/dv-demo" --backend cuda --rounds 2 --elements 1048576
+    # The driver has no call for a kernel's parameter count: devactor asks
+    # for the parameter past the last once per kernel handle, an
+    # INVALID_VALUE the sanitizer would report.  devactor checks every
+    # other driver result itself, so a real one still fails the tool.
+    run_step "memcheck dv-demo" $cs --tool memcheck --report-api-errors no \
+        "$build/tools/dv-demo" --backend cuda --rounds 2 --elements 1048576
     if [ -x "$build/tools/dv-stress" ]; then
-        run_step "memcheck dv-stress (cuda, 10 s)" $cs --tool memcheck \
+        run_step "memcheck dv-stress (cuda, 10 s)" $cs --tool memcheck --report-api-errors no \
             "$build/tools/dv-stress" --backend cuda --seconds 10 --threads 4
     fi
     run_step "memcheck actor/launch_cuda.t" $cs --tool memcheck --leak-check full \

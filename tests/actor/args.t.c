@@ -220,7 +220,7 @@ int main(void)
     int rc = dv_actor_create(&cfg, &a);
     if (ARGS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(ARGS_ON_CUDA ? 23 : 41);
+    plan(ARGS_ON_CUDA ? 26 : 41);
     is_status(rc, DV_OK, "an actor (%s)", a ? dv_actor_backend_name(a) : "none");
     if (a == NULL)
         return tap_done();
@@ -235,6 +235,18 @@ int main(void)
         uint64_t c;
         is_status(dv_sim_call_count(a, "memset_d8_async", &c), DV_ENOTSUP,
                   "the sim's controls on a cuda actor: DV_ENOTSUP");
+        /* One actor owns a GPU: every cuda driver of the process reaches the
+         * same devices and primary contexts. */
+        dv_actor *second = NULL, *shared = NULL;
+        is_status(dv_actor_create(&cfg, &second), DV_EBUSY, "a second actor on the GPU: DV_EBUSY");
+        is_status(dv_actor_get(0, &shared), DV_EBUSY, "the process-wide one too: DV_EBUSY");
+        dv_ref r;
+        uint32_t v = 9, back = 0;
+        dv_alloc(a, 4, 0, "after", &r);
+        dv_copy_htod(a, r, 0, &v, 4, 0);
+        dv_copy_dtoh(a, &back, r, 0, 4, 0);
+        is_int(back, 9, "the first actor is untouched");
+        dv_ref_release(r);
     }
     dv_actor_stats st;
     dv_actor_stats_get(a, &st);
