@@ -107,9 +107,22 @@ DV_EXPORT const char *dv_version(void);
  * dv_actor_stats_get, dv_actor_reset, dv_event_create, dv_event_sync,
  * dv_event_query, dv_event_elapsed, dv_ref_access on a pending handle,
  * dv_future_wait* on an operation not yet there, and dv_stream_wait_event
- * on another actor's event.  A task (which runs on its actor's thread)
- * must not make such a call to its own actor: it would wait for itself,
- * and nothing detects it yet.
+ * on another actor's event.  On a thread that serves an actor -- inside a
+ * task, or a host function (dv_task_host_fn) -- every such call answers
+ * DV_EDEADLK at once and does nothing: waiting for its own actor would
+ * wait forever, and two actors waiting for each other too.  Post with the
+ * _async forms there and let another thread wait.
+ *
+ * One actor owns a device.  A second actor on a device that has one
+ * (dv_actor_create or dv_actor_get, while the first is not shut down)
+ * answers DV_EBUSY: a reset or a rebuild of one would tear down the
+ * other's context.  On CUDA all of a process's actors share the GPUs; a
+ * simulated device made by its own dv_actor_create is a world of its own.
+ *
+ * fork().  An actor has no thread in a child process: the child's calls
+ * on its parent's actors, their handles, events and in-flight futures
+ * answer DV_EFORKED and never wait.  A child may make actors of its own
+ * on the simulated device (the CUDA driver does not survive fork).
  *
  * Order.  One thread's posts to an actor are handled in the order posted.
  * Across threads: an operation whose post returned before another
@@ -312,7 +325,10 @@ DV_EXPORT int dv_actor_shutdown(dv_actor *actor);
  * its parent's actor, and then change nothing. */
 DV_EXPORT int dv_actor_destroy(dv_actor *actor);
 /* Drop everything and rebuild the context on a healthy device: every
- * older handle answers DV_ESTALE, accounting restarts from zero. */
+ * older handle answers DV_ESTALE, accounting restarts from zero.  A
+ * transient failure on the way (memory, a driver error that is not a
+ * fault) is tried again a few times; if it persists, this actor alone is
+ * LOST (DV_EDEVICE_LOST, the cause in its health), not the other devices. */
 DV_EXPORT int dv_actor_reset(dv_actor *actor);
 DV_EXPORT int dv_actor_device(const dv_actor *actor);
 DV_EXPORT const char *dv_actor_backend_name(const dv_actor *actor);
@@ -592,10 +608,12 @@ DV_EXPORT int dv_launch_async(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, 
  * What a task sees.  It runs on the actor's thread with the device's
  * context current, after every handle argument was fenced for its access
  * on `stream`, and before the uses are recorded: the work it enqueues on
- * native_stream (cuBLAS, cuFFT, NCCL...) is ordered like a launch.  A task
- * must not call its own actor's functions that wait for the actor (the
- * list under Threads, above); post-only and _async calls are fine, up to
- * the actor's queue_capacity of them per task (a full queue would wait).
+ * native_stream (cuBLAS, cuFFT, NCCL...) is ordered like a launch.  A
+ * call that would wait answers DV_EDEADLK inside a task (Threads, above);
+ * post-only and _async calls are fine, and a full queue answers DV_EAGAIN
+ * there instead of waiting for room.  A task's non-zero return is the
+ * call's status, with a detail of its own (the failure of a devactor call
+ * it made, or "its function returned ...").
  */
 typedef struct dv_task_ctx {
     dv_actor *actor;
