@@ -76,6 +76,7 @@ struct dv_event {
     struct dv_actor *actor;
     uint32_t flags;
     _Atomic uint64_t posted;     /* records posted (client side) */
+    atomic_bool numbering;       /* a poster numbers and posts a record (events.c) */
     _Atomic uint64_t recorded;   /* records ordered (the actor's, release) */
     _Atomic(dv_drv_event *) drv; /* the port's event of the latest record */
     /* The actor's. */
@@ -203,6 +204,8 @@ void dv__actor_link(dv_actor *a);
  * where the driver runs no more host functions (after a context reset, or
  * the context gone), clean up those that never ran. */
 void dv__task_scratch_release(dv_actor *a);
+/* The actor of a task's context, or NULL (DV_EINVAL) outside the task. */
+dv_actor *dv__task_actor(const dv_task_ctx *ctx, const char *op);
 void dv__host_jobs_sweep(dv_actor *a);
 void dv__host_jobs_cancel(dv_actor *a, int status);
 void dv__actor_unlink(dv_actor *a);

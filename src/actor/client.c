@@ -40,10 +40,10 @@ static int refuse(dv_future *f, int rc, const char *op)
  * waited for, so nothing it enqueues is left behind.  On the fast path
  * neither side of that handshake is a locked instruction.
  */
-static int post_enter(dv_actor *a, dv_hazards **hz)
+static int post_enter(dv_actor *a, const char *op, dv_hazards **hz)
 {
     if (a->fork_gen != dv__fork_now())
-        return dv__forked("post");
+        return dv__forked(op);
     if (dv__driver_lost(a->drv, NULL))
         return dv__lost_answer(a);
     *hz = dv__hazards_mine();
@@ -53,7 +53,7 @@ static int post_enter(dv_actor *a, dv_hazards **hz)
     int st = atomic_load_explicit(&a->state, memory_order_acquire);
     if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED) {
         dv__hazard_clear(*hz);
-        return dv__fail(DV_ESHUTDOWN, "post", "device %d's actor is shutting down", a->device);
+        return dv__fail(DV_ESHUTDOWN, op, "%s: device %d's actor is shutting down", op, a->device);
     }
     if (st == DV_ACTOR_LOST) {
         dv__hazard_clear(*hz);
@@ -106,7 +106,7 @@ int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
         return refuse(f, dv__fail(DV_EINVAL, op, "%s: NULL actor", op), op);
     if (f != NULL && (rc = dv__future_arm(f, op)) != DV_OK)
         return rc;
-    if ((rc = post_enter(a, &hz)) == DV_OK) {
+    if ((rc = post_enter(a, op, &hz)) == DV_OK) {
         dv_client *c = client_of(a);
         m->reply = f;
         rc = c == NULL ? dv_last_error()->status
@@ -501,12 +501,15 @@ int dv_task_async(dv_actor *a, dv_task_fn fn, void *user, dv_stream stream, cons
 
 int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_access access)
 {
-    if (a == NULL || ptr == NULL || bytes == 0 || access < DV_READ || access > DV_READ_WRITE)
+    if (a == NULL || ptr == NULL || bytes == 0 || bytes > UINTPTR_MAX - (uintptr_t)ptr ||
+        access < DV_READ || access > DV_READ_WRITE)
         return dv__fail(DV_EINVAL, "check_host_access", "check_host_access: %s",
                         a == NULL     ? "NULL actor"
                         : ptr == NULL ? "NULL buffer"
                         : bytes == 0  ? "zero bytes"
-                                      : "access is not DV_READ, DV_WRITE or DV_READ_WRITE");
+                        : access < DV_READ || access > DV_READ_WRITE
+                            ? "access is not DV_READ, DV_WRITE or DV_READ_WRITE"
+                            : "the range wraps past the end of the address space");
     if (!a->cfg.check_order)
         return DV_OK;
     dv_msg m = {.type = DV_MSG_HOST_ACCESS,

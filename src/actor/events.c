@@ -108,10 +108,20 @@ static int record(dv_event *e, dv_stream s, dv_future *f, const char *op)
         return rc;
     }
     dv_msg m = {.type = DV_MSG_EVENT_RECORD, .stream = (uint16_t)s, .u.event = {.event = e}};
-    /* Numbered at post time: a wait or query posted after this returns
-     * names this record or a later one. */
-    m.u.event.record = atomic_fetch_add_explicit(&e->posted, 1, memory_order_acq_rel) + 1;
-    return dv__actor_post(e->actor, &m, f);
+    /* Numbered at post time, so a wait or query posted after this names
+     * this record or a later one; and the number is published only once
+     * the record is posted, so nobody waits for a record that was refused
+     * (a full queue, a future in flight, a shutdown).  Records of one
+     * event are posted one at a time. */
+    while (atomic_exchange_explicit(&e->numbering, true, memory_order_acquire))
+        sched_yield();
+    uint64_t n = atomic_load_explicit(&e->posted, memory_order_relaxed) + 1;
+    m.u.event.record = n;
+    rc = dv__actor_post(e->actor, &m, f);
+    if (rc == DV_OK) /* Release: pairs with the waits' acquire loads. */
+        atomic_store_explicit(&e->posted, n, memory_order_release);
+    atomic_store_explicit(&e->numbering, false, memory_order_release);
+    return rc;
 }
 
 int dv_event_record(dv_event *e, dv_stream s)

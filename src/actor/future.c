@@ -97,7 +97,7 @@ static uint32_t want_of(dv_milestone m)
 
 bool dv_future_reached(const dv_future *f, dv_milestone m)
 {
-    if (f == NULL || f->size != sizeof(*f))
+    if (f == NULL || f->size != sizeof(*f) || (m != DV_ORDERED && m != DV_COMPLETE))
         return false;
     uint32_t st = atomic_load_explicit(state_of(f), memory_order_acquire);
     if ((st & want_of(m)) == 0)

@@ -388,6 +388,20 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
         rc = dv__lost_answer(a);
         goto fail;
     }
+    int count = 0;
+    if ((rc = dv__drv_device_count(a->drv, &count)) != DV_OK)
+        goto fail;
+    if (cfg->device < 0) {
+        rc = dv__fail(DV_EINVAL, "actor_create", "actor_create: device %d", cfg->device);
+        goto fail;
+    }
+    if (cfg->device >= count) {
+        rc = dv__fail(DV_ENODEVICE, "actor_create",
+                      "actor_create: no device %d (the %s backend "
+                      "has %d)",
+                      cfg->device, dv__driver_backend_name(a->drv), count);
+        goto fail;
+    }
     if ((rc = dv__device_claim(a)) != DV_OK)
         goto fail;
     if (cfg->log_path != NULL && (rc = dv__log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
@@ -478,9 +492,9 @@ static int may_stop(const dv_actor *a, const char *op)
     return dv__no_wait(op);
 }
 
-int dv_actor_shutdown(dv_actor *a)
+static int shutdown_as(dv_actor *a, const char *op)
 {
-    int rc = may_stop(a, "actor_shutdown");
+    int rc = may_stop(a, op);
     if (rc != DV_OK || atomic_load(&a->state) == DV_ACTOR_STOPPED)
         return rc;
     if (a->registered)
@@ -489,11 +503,16 @@ int dv_actor_shutdown(dv_actor *a)
     return DV_OK;
 }
 
+int dv_actor_shutdown(dv_actor *a)
+{
+    return shutdown_as(a, "actor_shutdown");
+}
+
 int dv_actor_destroy(dv_actor *a)
 {
     if (a == NULL)
         return DV_OK; /* as free(NULL) */
-    int rc = dv_actor_shutdown(a);
+    int rc = shutdown_as(a, "actor_destroy");
     if (rc != DV_OK)
         return rc; /* nothing was done: the actor is as it was */
     actor_free(a);

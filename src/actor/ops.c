@@ -359,10 +359,9 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
                    uint32_t shared_bytes, const dv_arg *args, unsigned nargs)
 {
     static const char op[] = "task_launch";
-    if (ctx == NULL || ctx->internal == NULL || ((dv_actor *)ctx->internal)->task_env == NULL)
-        return dv__fail(DV_EINVAL, op, "task_launch: not inside a task");
-    dv_actor *a = ctx->internal;
-    DV_ASSERT_ACTOR(a);
+    dv_actor *a = dv__task_actor(ctx, op);
+    if (a == NULL)
+        return DV_EINVAL;
     if (kernel == NULL || (nargs > 0 && args == NULL) || nargs > DV_LAUNCH_MAX_ARGS)
         return dv__fail(DV_EINVAL, op, "task_launch: %s",
                         kernel == NULL ? "kernel is NULL" : "bad argument list");
@@ -377,6 +376,7 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
      * them), handles become addresses; the checker sees every access. */
     dv_recorder r;
     dv__rec_begin(&r, a, a->task_env, DV_CHK_TASK_LAUNCH, kernel->name);
+    r.op = op; /* failures name this call, not the task's */
     if ((rc = dv__rec_args(&r, args, nargs, l.values, true)) != DV_OK)
         return rc;
     if (a->chk != NULL) {
@@ -397,7 +397,7 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
 
 void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)
 {
-    if (ctx == NULL || ctx->internal == NULL || !ctx->simulated)
+    if (ctx == NULL || !ctx->simulated || dv__task_actor(ctx, "task_sim_memory") == NULL)
         return NULL;
     return dv__sim_host_ptr(((dv_actor *)ctx->internal)->drv, ptr, bytes);
 }

@@ -77,9 +77,9 @@ int dv__rec_args(dv_recorder *r, const dv_arg *args, unsigned nargs, uint64_t *v
             break;
         case DV_ARG_BYTES:
             if (arg->u.bytes == NULL || arg->size == 0 || arg->size > DV_ARG_MAX_BYTES)
-                return dv__fail(DV_EINVAL, r->op,
-                                "%s: argument %u: by-value bytes %s of %u bytes (1..%d)", r->op, i,
-                                arg->u.bytes == NULL ? "at NULL" : "", arg->size, DV_ARG_MAX_BYTES);
+                return dv__fail(
+                    DV_EINVAL, r->op, "%s: argument %u: by-value bytes%s of %u bytes (1..%d)",
+                    r->op, i, arg->u.bytes == NULL ? " at NULL" : "", arg->size, DV_ARG_MAX_BYTES);
             values[i] = (uint64_t)(uintptr_t)arg->u.bytes;
             break;
         case DV_ARG_PTR:

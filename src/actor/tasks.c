@@ -32,13 +32,19 @@ struct dv_host_job {
     struct dv_host_job *next; /* the actor's list */
 };
 
-static dv_actor *task_actor(const dv_task_ctx *ctx, const char *op)
+dv_actor *dv__task_actor(const dv_task_ctx *ctx, const char *op)
 {
-    if (ctx == NULL || ctx->internal == NULL || ((dv_actor *)ctx->internal)->task_env == NULL) {
-        dv__fail(DV_EINVAL, op, "%s: not inside a task", op);
+    dv_actor *a = ctx != NULL ? ctx->internal : NULL;
+    /* The context is good only on its actor's thread while the task runs:
+     * the thread first (a context handed to another thread is refused
+     * without reading the actor's state), then the task. */
+    if (a == NULL || dv__serving != a || a->task_env == NULL) {
+        dv__fail(DV_EINVAL, op,
+                 "%s: not inside a task (the context is good only in the "
+                 "task's callback, on its thread)",
+                 op);
         return NULL;
     }
-    dv_actor *a = ctx->internal;
     DV_ASSERT_ACTOR(a);
     return a;
 }
@@ -50,7 +56,7 @@ static dv_actor *task_actor(const dv_task_ctx *ctx, const char *op)
 int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr)
 {
     static const char op[] = "task_scratch";
-    dv_actor *a = task_actor(ctx, op);
+    dv_actor *a = dv__task_actor(ctx, op);
     if (a == NULL)
         return dv_last_error()->status;
     if (ptr == NULL)
@@ -105,7 +111,7 @@ static void job_run(void *arg)
 static int host_job(const dv_task_ctx *ctx, void (*fn)(void *), void (*cleanup)(void *, int),
                     void *arg, const char *op)
 {
-    dv_actor *a = task_actor(ctx, op);
+    dv_actor *a = dv__task_actor(ctx, op);
     if (a == NULL)
         return dv_last_error()->status;
     if (fn == NULL && cleanup == NULL)

@@ -701,7 +701,9 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
                         cfg->sim.devices, DV_DRV_MAX_DEVICES);
     }
     uint64_t size = cfg->sim.memory_bytes > 0 ? cfg->sim.memory_bytes : UINT64_C(1) << 30;
-    size = round_up(size);
+    /* Checked before rounding, which would wrap near UINT64_MAX. */
+    if (size < SIM_DEVICE_STRIDE)
+        size = round_up(size);
     if (size >= SIM_DEVICE_STRIDE) {
         free(sd);
         return dv__fail(DV_EINVAL, "open", "sim: %llu bytes per device is too large",
@@ -1437,12 +1439,12 @@ void *dv_sim_kmem(dv_sim_kctx *k, uint64_t ptr, uint64_t bytes)
 
 dv_dim3 dv_sim_kgrid(const dv_sim_kctx *k)
 {
-    return k->grid;
+    return k != NULL ? k->grid : (dv_dim3){0, 0, 0};
 }
 
 dv_dim3 dv_sim_kblock(const dv_sim_kctx *k)
 {
-    return k->block;
+    return k != NULL ? k->block : (dv_dim3){0, 0, 0};
 }
 
 static int sim_func_params(dv_drv_obj *func, uint16_t *bytes, unsigned max, unsigned *count)

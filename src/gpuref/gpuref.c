@@ -776,7 +776,10 @@ dv_ref_slot *dv__ref_lookup(dv_ref_domain *d, dv_ref ref, const char *op)
         dv_ref_domain *other = domain_at(di);
         if (di == 0)
             ref_fail(DV_EINVAL, op, ref, "is malformed (domain 0)");
-        else if (other != NULL && dv__ref_domain_state(other) != DV_DOMAIN_GONE)
+        else if (other != NULL && (dv__ref_domain_state(other) == DV_DOMAIN_GONE ||
+                                   dv__ref_domain_state(other) == DV_DOMAIN_CLOSING))
+            ref_fail(DV_ESTALE, op, ref, "is stale: its actor shut down");
+        else if (other != NULL)
             ref_fail(DV_EINVAL, op, ref, "of device %d given to device %d's actor",
                      atomic_load_explicit(&other->device, memory_order_relaxed), mine);
         else
