@@ -86,6 +86,8 @@ struct dv_event {
     uint64_t chk_seq;        /* the checker's number of the stream's work there */
     uint64_t res_pos;        /* the resource stack's position there */
     uint64_t record_context; /* the context of the latest record; 0: never */
+    bool host_reached;       /* the latest record could not be enqueued: the actor
+                              * waited for its stream instead (done already) */
     struct dv_event *next, *prev;
 };
 

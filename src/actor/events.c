@@ -318,10 +318,30 @@ static void handle_record(dv_actor *a, const dv_envelope *env)
         e->epoch = dv__tracker_mark(a->done, s);
         rc = dv__tracker_flush(a->done, s);
     }
+    if (rc != DV_OK && rc != DV_ECONTEXT_LOST) {
+        /* The device could not take the record (memory, a driver error
+         * that is no fault).  Waiting for the stream here gives the same
+         * point: everything ordered on s before the record is done, so
+         * waits on it need not wait and a sync returns at once. */
+        int src = dv__drv_stream_sync(a->env.streams[s]);
+        if (src == DV_OK) {
+            e->stream = s;
+            e->host_reached = true;
+            e->record_context = dv__ref_domain_context(a->refs);
+            atomic_store_explicit(&e->recorded, env->m.u.event.record, memory_order_release);
+            dv__stat_inc(&a->st_events);
+            dv__reply(a, env, DV_OK);
+            return;
+        }
+        rc = src;
+    }
     if (rc != DV_OK) {
+        /* Nobody may wait for a record that will not come. */
+        atomic_store_explicit(&e->recorded, env->m.u.event.record, memory_order_release);
         dv__reply(a, env, dv__enqueue_failed(a, rc, s, env));
         return;
     }
+    e->host_reached = false;
     e->stream = s;
     e->chk_seq = a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0;
     e->res_pos = dv__res_stream_position(a->stack, s);
@@ -343,15 +363,20 @@ static void handle_wait(dv_actor *a, const dv_envelope *env)
     dv_drv_event *ev = env->m.u.event.foreign;
     int rc = DV_OK;
     if (ev == NULL) {
-        if (e->record_context == 0)
-            return; /* destroyed or never recorded by the time it came */
+        if (e->record_context == 0 || e->host_reached)
+            return; /* destroyed, never recorded, or reached already */
         if ((rc = same_context(a, e, "stream_wait_event")) == DV_OK)
             ev = atomic_load_explicit(&e->drv, memory_order_relaxed);
     }
-    if (rc == DV_OK && ev != NULL)
+    if (rc == DV_OK && ev != NULL) {
         rc = dv__drv_stream_wait_event(a->env.streams[s], ev);
-    if (rc == DV_OK && e->actor == a)
-        dv__res_note_stream_wait(a->stack, s, e->stream, e->res_pos);
+        /* The device could not take the wait: wait on the host instead,
+         * so what s runs later still comes after the record. */
+        if (rc != DV_OK && rc != DV_ECONTEXT_LOST)
+            rc = dv__drv_event_sync(ev);
+        else if (rc == DV_OK && e->actor == a)
+            dv__res_note_stream_wait(a->stack, s, e->stream, e->res_pos);
+    }
     if (rc != DV_OK)
         rc = dv__enqueue_failed(a, rc, s, env);
     dv__reply(a, env, rc);
@@ -362,7 +387,7 @@ static void handle_sync(dv_actor *a, const dv_envelope *env)
     DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     int rc = same_context(a, e, "event_sync");
-    if (rc == DV_OK && e->record_context != 0 &&
+    if (rc == DV_OK && e->record_context != 0 && !e->host_reached &&
         (rc = dv__complete_at(a, e->stream, e->epoch, e->chk_seq, env, "event")) == DV_OK)
         return;
     dv__reply(a, env, rc);
@@ -372,7 +397,7 @@ static void handle_sync(dv_actor *a, const dv_envelope *env)
 static int reached(dv_actor *a, const dv_event *e, bool *done)
 {
     *done = true;
-    if (e->record_context == 0)
+    if (e->record_context == 0 || e->host_reached)
         return DV_OK;
     return dv__tracker_reached(a->done, (dv_stream_pos){e->stream, e->epoch}, done);
 }

@@ -117,6 +117,10 @@ int dv__actor_start_state(dv_actor *a)
     int rc = dv__res_env_open(&a->env, a->drv, a->device);
     if (rc == DV_OK && (rc = build_state(a)) != DV_OK) {
         dv_error_detail saved = *dv_last_error();
+        if (rc == DV_ECONTEXT_LOST) { /* as at a stop (dv__actor_stop_state) */
+            dv__res_env_drop_streams(&a->env);
+            (void)dv__drv_ctx_reset(a->env.ctx);
+        }
         dv__res_env_fini(&a->env);
         *dv__detail() = saved;
     }
@@ -242,18 +246,26 @@ void dv__actor_stop_state(dv_actor *a)
 {
     /* Everything posted was handled; wait for the device, answer what
      * waits on it, then drop the blocks with the stack. */
+    bool sticky = false;
     if (atomic_load(&a->state) != DV_ACTOR_LOST && a->stack != NULL) {
         if (dv__drain_device(a) != DV_OK) {
             dv_error_detail d = *dv_last_error();
+            sticky = d.status == DV_ECONTEXT_LOST || dv__driver_code_is_sticky(d.driver_code);
             dv__fail_pending(a, DV_ECONTEXT_LOST, &d);
         }
     } else {
         dv_error_detail d;
         dv__lost_detail(a, &d);
         dv__fail_pending(a, DV_EDEVICE_LOST, &d);
+        sticky = true;
     }
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown_state(a);
+    dv__res_env_drop_streams(&a->env);
+    /* A context left with a sticky error holds its memory until reset:
+     * reset it, so the device is whole for the next actor. */
+    if (sticky)
+        (void)dv__drv_ctx_reset(a->env.ctx);
     dv__res_env_fini(&a->env);
     /* Those that ran were waited for by the drain; the rest never will. */
     dv__host_jobs_cancel(a, atomic_load(&a->state) == DV_ACTOR_LOST ? DV_EDEVICE_LOST

@@ -61,6 +61,13 @@ static void handle_free(dv_actor *a, const dv_envelope *e)
     int rc = DV_OK;
     if (slot->status == DV_OK) {
         rc = dv__res_deallocate(a->stack, &slot->block);
+        if (rc != DV_OK && rc != DV_ECONTEXT_LOST && dv__res_env_sync(&a->env) == DV_OK) {
+            /* The free's fence could not be enqueued: with every stream
+             * drained there is nothing left to fence; try once more. */
+            rc = dv__res_deallocate(a->stack, &slot->block);
+        }
+        if (rc != DV_OK && rc != DV_ECONTEXT_LOST)
+            dv__stat_inc(&a->st_failures);
         /* After the resource fenced the free: a use it could not see races. */
         if (rc == DV_OK && a->chk != NULL)
             (void)dv__checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,

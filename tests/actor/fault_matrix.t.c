@@ -1541,43 +1541,11 @@ typedef struct known_bug {
     const char *bug;
 } known_bug;
 
-#define BUG_RECORD                                                                                 \
-    "a dv_event_record whose driver call fails is dropped without a word "                         \
-    "(events.c "                                                                                   \
-    "handle_record): event_sync answers DV_OK before the work, waits on it do "                    \
-    "not wait"
-#define BUG_WAIT                                                                                   \
-    "a dv_stream_wait_event whose driver call fails is dropped without a word "                    \
-    "(events.c "                                                                                   \
-    "handle_wait): later work on the stream runs unordered"
-#define BUG_FREE                                                                                   \
-    "a free whose cross-stream fence fails leaves the block allocated and says "                   \
-    "nothing (ops.c "                                                                              \
-    "handle_free, pool.c pool_deallocate)"
-#define BUG_RESET                                                                                  \
-    "a poisoned context met at shutdown or start is never reset: it keeps its "                    \
-    "memory and the "                                                                              \
-    "next actor cannot be made (lifecycle.c dv__actor_stop_state, "                                \
-    "dv__actor_start_state)"
-
+/* None today: every cell passes.  An entry here prints its failing cells
+ * as TODO (the check and the text must match), so keep it empty unless a
+ * bug is reported and not fixed yet. */
 static const known_bug known_bugs[] = {
-    {"at event_record", L_DATA, "event_sync answered OK before", BUG_RECORD},
-    {"at event_record", L_DATA, "ordered by the event only", BUG_RECORD},
-    {"at event_record", L_NAMED, "latest record was made before the context was rebuilt",
-     BUG_RECORD},
-    {"at event_create", L_DATA, "event_sync answered OK before", BUG_RECORD},
-    {"at event_create", L_DATA, "ordered by the event only", BUG_RECORD},
-    {"at event_create", L_NAMED, "latest record was made before the context was rebuilt",
-     BUG_RECORD},
-    {"at stream_wait_event", L_DATA, "ordered by the event only", BUG_WAIT},
-    {"at event_create", L_LEAK, "bytes_outstanding", BUG_FREE},
-    {"at event_record", L_LEAK, "bytes_outstanding", BUG_FREE},
-    {"at stream_wait_event", L_LEAK, "bytes_outstanding", BUG_FREE},
-    {"poison before step create", L_RECOVERS, "failed too", BUG_RESET},
-    {"poison before step create", L_RECOVERS, "next actor", BUG_RESET},
-    {"poison before step destroy", L_LEAK, "the sim holds", BUG_RESET},
-    {"poison before step destroy", L_RECOVERS, "next actor", BUG_RESET},
-    {"fatal before step destroy", L_LEAK, "the sim holds", BUG_RESET},
+    {NULL, 0, NULL, NULL},
 };
 
 /* The known bug every failure of the line is, or NULL. */
@@ -1591,7 +1559,7 @@ static const char *known(const cell *c, int l, const line_out *lo)
         const char *this = NULL;
         for (size_t k = 0; k < sizeof(known_bugs) / sizeof(known_bugs[0]) && this == NULL; k++) {
             const known_bug *kb = &known_bugs[k];
-            if ((int)kb->line == l && strstr(c->name, kb->cell) != NULL &&
+            if (kb->cell != NULL && (int)kb->line == l && strstr(c->name, kb->cell) != NULL &&
                 strstr(msg, kb->says) != NULL)
                 this = kb->bug;
         }
