@@ -97,6 +97,11 @@ typedef enum dv_sim_poison_kind {
 } dv_sim_poison_kind;
 /* Poison the actor's device now, as a faulting kernel would. */
 DV_EXPORT int dv_sim_poison(dv_actor *actor, dv_sim_poison_kind kind);
+/* Poison it when the nth call of `call` from now is made: that call
+ * answers the fault's code (LAUNCH_FAILED, or ILLEGAL_ADDRESS for a fatal
+ * one) and every later one on the device (or the driver) too. */
+DV_EXPORT int dv_sim_poison_at(dv_actor *actor, const char *call, uint64_t nth,
+                               dv_sim_poison_kind kind);
 
 #ifdef __cplusplus
 }

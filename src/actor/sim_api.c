@@ -69,6 +69,19 @@ int dv_sim_call_count(dv_actor *a, const char *call, uint64_t *count)
     return rc;
 }
 
+int dv_sim_poison_at(dv_actor *a, const char *call, uint64_t nth, dv_sim_poison_kind kind)
+{
+    static const char op[] = "sim_poison_at";
+    dv_driver *drv = NULL;
+    dv_drv_call c = DV_CALL_DEVICE_COUNT;
+    int rc = sim_of(a, op, &drv);
+    if (rc == DV_OK)
+        rc = call_of(call, op, &c);
+    if (rc == DV_OK && kind != DV_SIM_POISON_RECOVERABLE && kind != DV_SIM_POISON_FATAL)
+        rc = dv__fail(DV_EINVAL, op, "%s: kind %d", op, (int)kind);
+    return rc == DV_OK ? dv__sim_poison_at(drv, c, nth, a->device, kind) : rc;
+}
+
 int dv_sim_poison(dv_actor *a, dv_sim_poison_kind kind)
 {
     static const char op[] = "sim_poison";

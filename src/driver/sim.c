@@ -180,6 +180,8 @@ struct sim_driver {
     struct {
         uint64_t countdown;
         int code;
+        int poison; /* 0: a plain failure; 1 + dv_sim_poison_kind: poison then */
+        int device; /* the device a recoverable poison hits */
     } inject[DV_CALL__COUNT];
     _Atomic uint64_t calls[DV_CALL__COUNT]; /* made so far (injected()) */
 };
@@ -273,8 +275,16 @@ static int injected(struct sim_driver *sd, dv_drv_call call)
     if (!atomic_load_explicit(&sd->fault_armed, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&sd->fault_mu);
-    if (sd->inject[call].countdown > 0 && --sd->inject[call].countdown == 0)
+    if (sd->inject[call].countdown > 0 && --sd->inject[call].countdown == 0) {
         code = sd->inject[call].code;
+        /* Poison at this call: the device (or the driver) keeps the code
+         * from now on, as after a faulting kernel. */
+        if (sd->inject[call].poison == 1 + DV_SIM_POISON_FATAL)
+            atomic_store(&sd->fatal, code);
+        else if (sd->inject[call].poison == 1 + DV_SIM_POISON_RECOVERABLE)
+            atomic_store(&sd->dev[sd->inject[call].device].sticky, code);
+        sd->inject[call].poison = 0;
+    }
     pthread_mutex_unlock(&sd->fault_mu);
     return code;
 }
@@ -1514,12 +1524,32 @@ int dv__sim_inject(dv_driver *drv, dv_drv_call call, uint64_t nth, int code)
     pthread_mutex_lock(&sd->fault_mu);
     sd->inject[call].countdown = code != 0 ? nth : 0;
     sd->inject[call].code = code;
+    sd->inject[call].poison = 0;
     bool armed = false;
     for (int i = 0; i < DV_CALL__COUNT; i++)
         armed |= sd->inject[i].countdown > 0;
     atomic_store_explicit(&sd->fault_armed, armed, memory_order_release);
     pthread_mutex_unlock(&sd->fault_mu);
     return DV_OK;
+}
+
+int dv__sim_poison_at(dv_driver *drv, dv_drv_call call, uint64_t nth, int device,
+                      dv_sim_poison_kind kind)
+{
+    REQUIRE_SIM(drv, "sim_poison_at");
+    struct sim_driver *sd = SD(drv);
+    if (device < 0 || device >= sd->ndev || nth == 0 || (unsigned)call >= DV_CALL__COUNT)
+        return dv__fail(DV_EINVAL, "sim_poison_at", "sim_poison_at: device %d, call %d, nth %llu",
+                        device, (int)call, (unsigned long long)nth);
+    int code = kind == DV_SIM_POISON_FATAL ? DV_CU_ILLEGAL_ADDRESS : DV_CU_LAUNCH_FAILED;
+    int rc = dv__sim_inject(drv, call, nth, code);
+    if (rc == DV_OK) {
+        pthread_mutex_lock(&sd->fault_mu);
+        sd->inject[call].poison = 1 + (int)kind;
+        sd->inject[call].device = device;
+        pthread_mutex_unlock(&sd->fault_mu);
+    }
+    return rc;
 }
 
 int dv__sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code)

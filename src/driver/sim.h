@@ -63,6 +63,11 @@ bool dv__sim_is_user_image(const void *image, size_t image_bytes);
 /* Check a twin before use: DV_EINVAL naming what is wrong. */
 int dv__sim_kernel_check(const dv_sim_kernel *kernel, const char *op);
 
+/* Poison when the nth call of `call` from now is made (it answers the
+ * poison's code): LAUNCH_FAILED on device (recoverable) or ILLEGAL_ADDRESS
+ * for the driver (fatal). */
+int dv__sim_poison_at(dv_driver *drv, dv_drv_call call, uint64_t nth, int device,
+                      dv_sim_poison_kind kind);
 /* Poison now.  code 0 picks LAUNCH_FAILED (recoverable) or ILLEGAL_ADDRESS
  * (fatal). */
 int dv__sim_poison(dv_driver *drv, int device, dv_sim_poison_kind kind, int code);

@@ -205,6 +205,20 @@ static void test_faults(dv_actor *a)
     ok(arc == DV_EDEVICE_OOM || arc == DV_EOUT_OF_BUDGET, "the allocation failed (%s)",
        dv_err_name(arc));
     dv_ref_release(oom);
+
+    /* Poison at a chosen call: the memset meets a sticky fault, the actor
+     * rebuilds, and works again. */
+    dv_ref p;
+    dv_alloc(np, 64, 0, "p", &p);
+    dv_memset(np, p, 0, 0, 64, 0);
+    is_status(dv_sim_poison_at(np, "memset_d8_async", 1, DV_SIM_POISON_RECOVERABLE), DV_OK,
+              "poison at the next memset");
+    is_status(dv_memset(np, p, 0, 1, 64, 0), DV_ECONTEXT_LOST, "that memset meets the fault");
+    dv_actor_health h;
+    dv_actor_health_get(np, &h);
+    ok(h.rebuilds == 1 && h.state == DV_ACTOR_RUNNING, "the actor rebuilt (%u) and runs",
+       h.rebuilds);
+    dv_ref_release(p);
     dv_actor_destroy(np);
     dv_ref_release(r);
     is_status(dv_sim_poison(NULL, DV_SIM_POISON_RECOVERABLE), DV_EINVAL, "poison a NULL actor");
@@ -220,7 +234,7 @@ int main(void)
     int rc = dv_actor_create(&cfg, &a);
     if (ARGS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(ARGS_ON_CUDA ? 26 : 41);
+    plan(ARGS_ON_CUDA ? 26 : 44);
     is_status(rc, DV_OK, "an actor (%s)", a ? dv_actor_backend_name(a) : "none");
     if (a == NULL)
         return tap_done();
