@@ -12,7 +12,7 @@ BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build stress test test-asan test-tsan gpu-bundle clean help
+.PHONY: all deps configure build stress test test-asan test-tsan gpu-bundle fuzz clean help
 
 all: build
 
@@ -22,6 +22,7 @@ help:
 	@echo "make test-asan   the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@echo "make test-tsan   the tests under ThreadSanitizer"
 	@echo "make gpu-bundle  build for the GPU machine into build-gpu/ (see tools/gpu-check.sh)"
+	@echo "make fuzz        a bounded libFuzzer run of dv-fuzz in build-fuzz/ (clang; docs/FUZZING.md)"
 
 deps:
 	@sh tools/ensure-deps.sh
@@ -49,5 +50,28 @@ test-tsan:
 gpu-bundle:
 	$(MAKE) build BUILD=build-gpu BUILD_TYPE=Release CMAKE_ARGS="-DDV_CUDA=ON $(CMAKE_ARGS)"
 
+# A bounded run of the libFuzzer harness (tests/fuzz, docs/FUZZING.md):
+# FUZZ_RUNS executions (about three minutes at ~160/s on two cores), with
+# FUZZ_TIME seconds as a cap.  New inputs go to $(FUZZ_BUILD)/corpus, the
+# committed seeds are only read; a crash leaves its input in
+# $(FUZZ_BUILD)/artifacts/ and fails the target.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_RUNS  ?= 30000
+FUZZ_TIME  ?= 300
+FUZZ_ARGS  ?=
+
+fuzz:
+	@sh tools/ensure-deps.sh fuzz
+	@command -v clang >/dev/null 2>&1 || { \
+	    echo "make fuzz needs clang with libFuzzer: apt-get install -y clang (Debian: libclang-rt-dev too)" >&2; \
+	    exit 1; }
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DDV_FUZZ=ON -DDV_CUDA=OFF $(CMAKE_ARGS)
+	cmake --build $(FUZZ_BUILD) --target dv-fuzz -j $(JOBS)
+	mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/artifacts
+	$(FUZZ_BUILD)/tests/fuzz/dv-fuzz -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_TIME) -timeout=30 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_ARGS) \
+	    $(FUZZ_BUILD)/corpus tests/fuzz/corpus
+
 clean:
-	rm -rf build build-asan build-tsan build-gpu
+	rm -rf build build-asan build-tsan build-gpu build-fuzz

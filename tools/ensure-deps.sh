@@ -2,11 +2,22 @@
 # Make sure the build's dependencies are present: cmake, ninja, a C
 # compiler and Concurrency Kit (ck_ring.h and libck.a).  As root on Debian or
 # Ubuntu, install what is missing; otherwise print the command that would.
+# `tools/ensure-deps.sh fuzz` checks for clang and libFuzzer too.
 missing=""
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
 command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+# With the argument "fuzz" (make fuzz): clang and its libFuzzer runtime,
+# which Debian's clang only recommends, so a fuzzer is test-linked.
+if [ "${1:-}" = fuzz ]; then
+    if ! command -v clang >/dev/null 2>&1; then
+        missing="$missing clang libclang-rt-dev"
+    elif ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' |
+        clang -x c -fsanitize=fuzzer -o /dev/null - >/dev/null 2>&1; then
+        missing="$missing libclang-rt-dev"
+    fi
+fi
 ck_found=no
 for dir in /usr/include /usr/local/include; do
     [ -f "$dir/ck_ring.h" ] && ck_found=yes

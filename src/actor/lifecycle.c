@@ -75,7 +75,10 @@ static int build_state(dv_actor *a)
     int rc = dv__res_env_streams(&a->env, a->cfg.streams);
     if (rc != DV_OK)
         return rc;
-    (void)dv__drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX);
+    /* A driver without pools answers an error that changes nothing; a
+     * sticky fault met here is the context's, and ends the build. */
+    if ((rc = dv__drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX)) == DV_ECONTEXT_LOST)
+        return rc;
     if ((rc = build_stack(a)) != DV_OK)
         return rc;
     if ((rc = dv__tracker_create(&a->env, &a->done)) != DV_OK)
@@ -263,7 +266,12 @@ void dv__actor_stop_state(dv_actor *a)
     teardown_state(a);
     dv__res_env_drop_streams(&a->env);
     /* A context left with a sticky error holds its memory until reset:
-     * reset it, so the device is whole for the next actor. */
+     * reset it, so the device is whole for the next actor.  The fault may
+     * have come after the drain (in the teardown): ask the context. */
+    uint64_t free_bytes, total_bytes;
+    if (!sticky && a->env.ctx != NULL &&
+        dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_ECONTEXT_LOST)
+        sticky = true;
     if (sticky)
         (void)dv__drv_ctx_reset(a->env.ctx);
     dv__res_env_fini(&a->env);

@@ -319,8 +319,8 @@ static int enqueue_task(dv_recorder *r, void *arg)
     if (rc != DV_OK && dv_last_error()->status != rc)
         dv__fail(rc, "task", "task: its function returned %s (%s)", dv_err_name(rc),
                  dv_strerror(rc));
-    a->task_env = NULL;
     dv__task_scratch_release(a);
+    a->task_env = NULL;
     dv__stat_inc(&a->st_tasks);
     if (a->task_hazard && rc != DV_EHAZARD) {
         /* The task went on after a refused launch: it answers the hazard. */

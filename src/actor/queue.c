@@ -714,7 +714,7 @@ unsigned dv__inbox_take(dv_inbox *in, const dv_envelope **batch, unsigned max)
     /* Awake and working: posts need not kick any more (dv__inbox_park). */
     if (got > 0 && atomic_load_explicit(&in->parked, memory_order_relaxed))
         atomic_store_explicit(&in->parked, false, memory_order_relaxed);
-    *batch = in->held + in->hstart;
+    *batch = got > 0 ? in->held + in->hstart : NULL; /* held may be NULL yet */
     in->hstart += got;
     in->ready -= got;
     return got;

@@ -73,6 +73,12 @@ int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr)
         return rc;
     a->nscratch++;
     *ptr = b->ptr;
+    /* The checker knows the memory as fresh, as for dv_alloc: a block
+     * freed earlier and handed out again is not a use after free. */
+    if (a->chk != NULL)
+        (void)dv__checked(a,
+                          dv__checker_alloc(a->chk, b->ptr, b->bytes, ctx->stream, "task-scratch",
+                                            a->task_env->from->id, a->task_env->m.seq));
     return DV_OK;
 }
 
@@ -80,8 +86,14 @@ void dv__task_scratch_release(dv_actor *a)
 {
     DV_ASSERT_ACTOR(a);
     /* Used on its own stream only: the free waits for nothing else. */
-    for (unsigned i = 0; i < a->nscratch; i++)
-        (void)dv__res_deallocate(a->stack, &a->scratch[i]);
+    for (unsigned i = 0; i < a->nscratch; i++) {
+        dv_block *b = &a->scratch[i];
+        uint64_t ptr = b->ptr;
+        dv_stream s = b->alloc_stream;
+        if (dv__res_deallocate(a->stack, b) == DV_OK && a->chk != NULL)
+            (void)dv__checked(
+                a, dv__checker_free(a->chk, ptr, s, a->task_env->from->id, a->task_env->m.seq));
+    }
     a->nscratch = 0;
 }
 

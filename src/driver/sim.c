@@ -293,6 +293,8 @@ static int injected(struct sim_driver *sd, dv_drv_call call)
 #define SIM_ENTER(dev, call)                                                                       \
     do {                                                                                           \
         int code_ = injected((dev)->sd, (call));                                                   \
+        if (code_ != 0 && dv__driver_code_is_sticky(code_))                                        \
+            atomic_store(&(dev)->sticky, code_); /* a sticky code sticks */                        \
         if (code_ == 0)                                                                            \
             code_ = sticky_code(dev);                                                              \
         if (code_ != 0)                                                                            \
