@@ -70,10 +70,17 @@ const dv_sim_kernel *dv__sim_find_kernel(const char *name)
 
 #define ARG(type, i) (*(const type *)params[i])
 
+/* Bytes of n u32s; past the address space (n * 4 would wrap to a small
+ * range that passes the bounds check) it is UINT64_MAX, which none does. */
+static uint64_t u32_bytes(uint64_t n)
+{
+    return n > UINT64_MAX / 4 ? UINT64_MAX : n * 4;
+}
+
 static int k_fill_u32(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 2);
-    uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), n * 4);
+    uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), u32_bytes(n));
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     uint32_t v = ARG(uint32_t, 1);
@@ -96,9 +103,9 @@ static int k_copy(dv_sim_kctx *k, void **params)
 static int k_add_u32(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 3);
-    uint32_t *c = dv__sim_kmem(k, ARG(dv_dptr, 0), n * 4);
-    const uint32_t *a = dv__sim_kmem(k, ARG(dv_dptr, 1), n * 4);
-    const uint32_t *b = dv__sim_kmem(k, ARG(dv_dptr, 2), n * 4);
+    uint32_t *c = dv__sim_kmem(k, ARG(dv_dptr, 0), u32_bytes(n));
+    const uint32_t *a = dv__sim_kmem(k, ARG(dv_dptr, 1), u32_bytes(n));
+    const uint32_t *b = dv__sim_kmem(k, ARG(dv_dptr, 2), u32_bytes(n));
     if (c == NULL || a == NULL || b == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
     for (uint64_t i = 0; i < n; i++)
@@ -109,7 +116,7 @@ static int k_add_u32(dv_sim_kctx *k, void **params)
 static int k_checksum(dv_sim_kctx *k, void **params)
 {
     uint64_t n = ARG(uint64_t, 1);
-    const uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), n * 4);
+    const uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), u32_bytes(n));
     uint64_t *out = dv__sim_kmem(k, ARG(dv_dptr, 2), 8);
     if (p == NULL || out == NULL)
         return DV_CU_ILLEGAL_ADDRESS;

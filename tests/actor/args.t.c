@@ -222,6 +222,22 @@ static void test_faults(dv_actor *a)
     dv_actor_destroy(np);
     dv_ref_release(r);
     is_status(dv_sim_poison(NULL, DV_SIM_POISON_RECOVERABLE), DV_EINVAL, "poison a NULL actor");
+
+    /* A count whose byte size wraps (n * 4 past 2^64) is an illegal
+     * address, not a short range the kernel then overruns. */
+    dv_actor *w = NULL;
+    dv_actor_create(&cfg, &w);
+    dv_kernel *fill = NULL;
+    dv_ref x;
+    dv_kernel_get(w, NULL, 0, "fill_u32", &fill);
+    dv_alloc(w, 64, 0, "x", &x);
+    dv_arg wrap[3] = {dv_arg_ref(x, DV_WRITE, 0), dv_arg_u32(1),
+                      dv_arg_u64((UINT64_C(1) << 62) + 1)};
+    int wrc = dv_launch(w, fill, one, one, 0, 0, wrap, 3);
+    ok(wrc == DV_ECONTEXT_LOST || wrc == DV_EDEVICE_LOST,
+       "fill_u32 with 2^62 + 1 elements faults as an illegal address (%s)", dv_err_name(wrc));
+    dv_ref_release(x);
+    dv_actor_destroy(w);
 }
 
 int main(void)
@@ -234,7 +250,7 @@ int main(void)
     int rc = dv_actor_create(&cfg, &a);
     if (ARGS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(ARGS_ON_CUDA ? 26 : 44);
+    plan(ARGS_ON_CUDA ? 26 : 45);
     is_status(rc, DV_OK, "an actor (%s)", a ? dv_actor_backend_name(a) : "none");
     if (a == NULL)
         return tap_done();
