@@ -285,7 +285,8 @@ static void handle_launch_builtin(dv_actor *a, const dv_envelope *e)
             dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, a->env.streams[s], params);
     if (rc == DV_OK) {
         dv__stat_inc(&a->st_launches);
-        if (a->cfg.synchronous && (rc = dv__drv_stream_sync(a->env.streams[s])) != DV_OK)
+        /* Only a fault answers now; the launch is enqueued either way. */
+        if (a->cfg.synchronous && (rc = dv__drv_stream_sync(a->env.streams[s])) == DV_ECONTEXT_LOST)
             rc = dv__enqueue_failed(a, rc, s, e);
         else if (dv__complete_later(a, s, e, m->name) == DV_OK)
             return;

@@ -122,7 +122,10 @@ static int sync_debug(dv_recorder *r)
     int rc = dv__drv_stream_sync(r->a->env.streams[r->stream]);
     if (rc == DV_ECONTEXT_LOST)
         dv__on_fault(r->a, rc, r->stream, r->e);
-    return rc;
+    /* Any other failure of the sync says nothing of the operation, which
+     * is enqueued and may still run (into a host buffer the caller would
+     * free once answered): it completes the usual way. */
+    return rc == DV_ECONTEXT_LOST ? rc : DV_OK;
 }
 
 static void finish(dv_recorder *r)
