@@ -206,9 +206,9 @@ int dv__actor_rebuild(dv_actor *a)
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown_state(a);
     dv__res_env_drop_streams(&a->env);
-    /* A transient failure (memory, a driver error that is no fault) is
-     * tried again a few times, a little later each time; a fault the
-     * driver keeps is not. */
+    /* A failure is tried again a few times, a little later each time:
+     * memory, a driver error that is no fault, or a fault that came
+     * during the rebuild may be gone; a fault the driver keeps is not. */
     int rc = DV_OK;
     for (int attempt = 0; attempt < 4; attempt++) {
         if (attempt > 0) {
@@ -223,7 +223,9 @@ int dv__actor_rebuild(dv_actor *a)
             dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
             rc = build_state(a);
         }
-        if (rc == DV_OK || fault_of_device(rc))
+        /* A fault too is tried again: a recoverable one may have landed
+         * during this very rebuild; one the driver keeps fails every try. */
+        if (rc == DV_OK)
             break;
     }
     if (rc != DV_OK) {
