@@ -198,6 +198,9 @@ int dv__lost_answer(const dv_actor *a);
  * its own.  DV_EBUSY while another actor holds a's device; unclaim is
  * idempotent. */
 int dv__device_claim(dv_actor *a);
+/* a is LOST with fault as its first fault (health), its handles with it
+ * (a driver lost, or a rebuild of a's own that failed). */
+void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault);
 void dv__device_unclaim(dv_actor *a);
 void dv__actor_link(dv_actor *a);
 

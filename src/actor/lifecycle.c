@@ -173,14 +173,7 @@ static void become_failed(dv_actor *a, const dv_error_detail *cause)
     d.status = DV_EDEVICE_LOST;
     snprintf(d.message, sizeof(d.message), "device %d: the context could not be rebuilt: %.200s",
              a->device, cause->message);
-    int st = DV_ACTOR_REBUILDING;
-    atomic_compare_exchange_strong(&a->state, &st, DV_ACTOR_LOST);
-    dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
-    pthread_mutex_lock(&a->health_mu);
-    if (a->health.first_fault.status == 0)
-        a->health.first_fault = d;
-    a->health.state = DV_ACTOR_LOST;
-    pthread_mutex_unlock(&a->health_mu);
+    dv__actor_mark_lost(a, &d);
 }
 
 /* Is this failure the device's (a fault the driver keeps), or one a later
@@ -204,8 +197,6 @@ int dv__actor_rebuild(dv_actor *a)
     health_set(a, DV_ACTOR_REBUILDING);
 
     dv__ref_invalidate_all(a->refs, NULL, NULL);
-    teardown_state(a);
-    dv__res_env_drop_streams(&a->env);
     /* A failure is tried again a few times, a little later each time:
      * memory, a driver error that is no fault, or a fault that came
      * during the rebuild may be gone; a fault the driver keeps is not. */
@@ -214,9 +205,9 @@ int dv__actor_rebuild(dv_actor *a)
         if (attempt > 0) {
             struct timespec pause = {0, 1000000L << (2 * attempt)}; /* 4, 16, 64 ms */
             nanosleep(&pause, NULL);
-            teardown_state(a);
-            dv__res_env_drop_streams(&a->env);
         }
+        teardown_state(a); /* what a failed try built, the first time the old state */
+        dv__res_env_drop_streams(&a->env);
         rc = dv__drv_ctx_reset(a->env.ctx);
         if (rc == DV_OK) {
             /* Nothing of the old context runs any more. */
@@ -251,30 +242,27 @@ void dv__actor_stop_state(dv_actor *a)
 {
     /* Everything posted was handled; wait for the device, answer what
      * waits on it, then drop the blocks with the stack. */
-    bool sticky = false;
-    if (atomic_load(&a->state) != DV_ACTOR_LOST && a->stack != NULL) {
+    bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
+    if (!lost && a->stack != NULL) {
         if (dv__drain_device(a) != DV_OK) {
             dv_error_detail d = *dv_last_error();
-            sticky = d.status == DV_ECONTEXT_LOST || dv__driver_code_is_sticky(d.driver_code);
             dv__fail_pending(a, DV_ECONTEXT_LOST, &d);
         }
     } else {
         dv_error_detail d;
         dv__lost_detail(a, &d);
         dv__fail_pending(a, DV_EDEVICE_LOST, &d);
-        sticky = true;
     }
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     teardown_state(a);
     dv__res_env_drop_streams(&a->env);
     /* A context left with a sticky error holds its memory until reset:
      * reset it, so the device is whole for the next actor.  The fault may
-     * have come after the drain (in the teardown): ask the context. */
+     * have come in the drain or after it (the teardown): ask the context
+     * itself. */
     uint64_t free_bytes, total_bytes;
-    if (!sticky && a->env.ctx != NULL &&
-        dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_ECONTEXT_LOST)
-        sticky = true;
-    if (sticky)
+    if (a->env.ctx != NULL &&
+        (lost || dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_ECONTEXT_LOST))
         (void)dv__drv_ctx_reset(a->env.ctx);
     dv__res_env_fini(&a->env);
     /* Those that ran were waited for by the drain; the rest never will. */
@@ -410,18 +398,19 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
         rc = dv__lost_answer(a);
         goto fail;
     }
+    /* The one check of the ordinal against the driver, for dv_actor_get
+     * and dv_actor_create alike. */
+    const char *op = registered ? "actor_get" : "actor_create";
     int count = 0;
     if ((rc = dv__drv_device_count(a->drv, &count)) != DV_OK)
         goto fail;
     if (cfg->device < 0) {
-        rc = dv__fail(DV_EINVAL, "actor_create", "actor_create: device %d", cfg->device);
+        rc = dv__fail(DV_EINVAL, op, "%s: device %d", op, cfg->device);
         goto fail;
     }
     if (cfg->device >= count) {
-        rc = dv__fail(DV_ENODEVICE, "actor_create",
-                      "actor_create: no device %d (the %s backend "
-                      "has %d)",
-                      cfg->device, dv__driver_backend_name(a->drv), count);
+        rc = dv__fail(DV_ENODEVICE, op, "%s: no device %d (the %s backend has %d)", op, cfg->device,
+                      dv__driver_backend_name(a->drv), count);
         goto fail;
     }
     if ((rc = dv__device_claim(a)) != DV_OK)

@@ -67,21 +67,26 @@ void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault)
             atomic_store_explicit(&nlost, n + 1, memory_order_release);
         }
     }
-    for (dv_actor *a = live_actors; a != NULL; a = a->next_live) {
-        if (a->drv != drv)
-            continue;
-        int st = atomic_load(&a->state);
-        if (st == DV_ACTOR_RUNNING || st == DV_ACTOR_REBUILDING)
-            atomic_store(&a->state, DV_ACTOR_LOST);
-        dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
-        pthread_mutex_lock(&a->health_mu);
-        if (a->health.first_fault.status == 0)
-            a->health.first_fault = *fault;
-        a->health.state = DV_ACTOR_LOST;
-        pthread_mutex_unlock(&a->health_mu);
-        dv__inbox_kick(a->inbox); /* it fails what it holds */
-    }
+    for (dv_actor *a = live_actors; a != NULL; a = a->next_live)
+        if (a->drv == drv)
+            dv__actor_mark_lost(a, fault);
     pthread_mutex_unlock(&live_mu);
+}
+
+void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault)
+{
+    /* Not over a shutdown that has begun: it keeps its STOPPING. */
+    int st = atomic_load(&a->state);
+    while ((st == DV_ACTOR_RUNNING || st == DV_ACTOR_REBUILDING) &&
+           !atomic_compare_exchange_weak(&a->state, &st, DV_ACTOR_LOST))
+        ;
+    dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
+    pthread_mutex_lock(&a->health_mu);
+    if (a->health.first_fault.status == 0)
+        a->health.first_fault = *fault;
+    a->health.state = DV_ACTOR_LOST;
+    pthread_mutex_unlock(&a->health_mu);
+    dv__inbox_kick(a->inbox); /* it fails what it holds */
 }
 
 /* ------------------------------------------------------------------------
@@ -116,6 +121,7 @@ int dv__device_claim(dv_actor *a)
     if (atomic_load(&sharing))
         return DV_OK;
     const void *set = device_set(a->drv);
+    const char *op = a->registered ? "actor_get" : "actor_create";
     int rc = DV_OK, free_at = -1;
     pthread_mutex_lock(&live_mu);
     for (int i = 0; i < MAX_CLAIMS && rc == DV_OK; i++) {
@@ -123,17 +129,16 @@ int dv__device_claim(dv_actor *a)
             if (free_at < 0)
                 free_at = i;
         } else if (claims[i].set == set && claims[i].device == a->device) {
-            rc = dv__fail(DV_EBUSY, "actor_create",
-                          "actor_create: device %d (%s) already has an actor (%s); one actor "
+            rc = dv__fail(DV_EBUSY, op,
+                          "%s: device %d (%s) already has an actor (%s); one actor "
                           "owns a device: share it, or shut it down first",
-                          a->device, dv__driver_backend_name(a->drv),
+                          op, a->device, dv__driver_backend_name(a->drv),
                           claims[i].registered ? "the process-wide one, dv_actor_get"
                                                : "made by dv_actor_create");
         }
     }
     if (rc == DV_OK && free_at < 0)
-        rc = dv__fail(DV_ENOMEM, "actor_create", "actor_create: %d actors are alive already",
-                      MAX_CLAIMS);
+        rc = dv__fail(DV_ENOMEM, op, "%s: %d actors are alive already", op, MAX_CLAIMS);
     if (rc == DV_OK)
         claims[free_at] = (struct claim){set, a->device, a, a->registered};
     pthread_mutex_unlock(&live_mu);
@@ -243,13 +248,8 @@ int dv_actor_get(int ordinal, dv_actor **out)
     int rc = DV_OK;
     if (a == NULL) {
         dv_driver *drv = NULL;
-        int count = 0;
-        if ((rc = shared_driver(&drv)) == DV_OK &&
-            (rc = dv__drv_device_count(drv, &count)) == DV_OK && ordinal >= count)
-            rc = dv__fail(DV_ENODEVICE, "actor_get",
-                          "actor_get: no device %d (the %s backend has %d)", ordinal,
-                          dv__driver_backend_name(drv), count);
-        if (rc == DV_OK) {
+        /* dv__actor_start checks the ordinal against the driver. */
+        if ((rc = shared_driver(&drv)) == DV_OK) {
             dv_actor_config cfg;
             dv_actor_config_init(&cfg);
             cfg.device = ordinal;

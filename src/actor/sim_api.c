@@ -30,6 +30,14 @@ static int call_of(const char *name, const char *op, dv_drv_call *out)
                     op, name != NULL ? name : "(null)");
 }
 
+/* The actor's sim and the call named, for the controls that take one. */
+static int sim_call_of(dv_actor *a, const char *name, const char *op, dv_driver **drv,
+                       dv_drv_call *call)
+{
+    int rc = sim_of(a, op, drv);
+    return rc == DV_OK ? call_of(name, op, call) : rc;
+}
+
 const char *dv_sim_call_name(unsigned i)
 {
     return i < DV_CALL__COUNT ? dv__drv_call_name((dv_drv_call)i) : NULL;
@@ -40,9 +48,7 @@ int dv_sim_inject(dv_actor *a, const char *call, uint64_t nth, int code)
     static const char op[] = "sim_inject";
     dv_driver *drv = NULL;
     dv_drv_call c = DV_CALL_DEVICE_COUNT;
-    int rc = sim_of(a, op, &drv);
-    if (rc == DV_OK)
-        rc = call_of(call, op, &c);
+    int rc = sim_call_of(a, call, op, &drv, &c);
     if (rc == DV_OK && code != 0 && nth == 0)
         rc = dv__fail(DV_EINVAL, op, "%s: nth 0 (1 is the next call)", op);
     return rc == DV_OK ? dv__sim_inject(drv, c, nth, code) : rc;
@@ -62,9 +68,7 @@ int dv_sim_call_count(dv_actor *a, const char *call, uint64_t *count)
     dv_drv_call c = DV_CALL_DEVICE_COUNT;
     if (count == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL count", op);
-    int rc = sim_of(a, op, &drv);
-    if (rc == DV_OK)
-        rc = call_of(call, op, &c);
+    int rc = sim_call_of(a, call, op, &drv, &c);
     *count = rc == DV_OK ? dv__sim_calls(drv, c) : 0;
     return rc;
 }
@@ -74,9 +78,7 @@ int dv_sim_poison_at(dv_actor *a, const char *call, uint64_t nth, dv_sim_poison_
     static const char op[] = "sim_poison_at";
     dv_driver *drv = NULL;
     dv_drv_call c = DV_CALL_DEVICE_COUNT;
-    int rc = sim_of(a, op, &drv);
-    if (rc == DV_OK)
-        rc = call_of(call, op, &c);
+    int rc = sim_call_of(a, call, op, &drv, &c);
     if (rc == DV_OK && kind != DV_SIM_POISON_RECOVERABLE && kind != DV_SIM_POISON_FATAL)
         rc = dv__fail(DV_EINVAL, op, "%s: kind %d", op, (int)kind);
     return rc == DV_OK ? dv__sim_poison_at(drv, c, nth, a->device, kind) : rc;
