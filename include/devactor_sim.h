@@ -42,8 +42,10 @@ extern "C" {
 typedef struct dv_sim_kctx dv_sim_kctx;
 
 /* A twin: params as cuLaunchKernel's (a pointer to each argument's
- * bytes).  Returns 0, or a raw CUDA error code to fault the device as
- * the kernel would (DV_SIM_ILLEGAL_ADDRESS when dv_sim_kmem said no). */
+ * bytes).  It runs on the thread of the stream it was launched on, in
+ * stream order, and like device code it must not call devactor.  Returns 0, or a raw CUDA
+ * error code to fault the device as the kernel would (DV_SIM_ILLEGAL_ADDRESS when dv_sim_kmem said
+ * no). */
 typedef int (*dv_sim_kernel_fn)(dv_sim_kctx *k, void **params);
 #define DV_SIM_ILLEGAL_ADDRESS 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */
 
@@ -76,7 +78,13 @@ DV_EXPORT dv_dim3 dv_sim_kgrid(const dv_sim_kctx *k);
 DV_EXPORT dv_dim3 dv_sim_kblock(const dv_sim_kctx *k);
 
 /* ------------------------------------------------------------------------
- * Faults (the actor must run on the sim: DV_ENOTSUP otherwise)
+ * Faults
+ *
+ * Any thread may call these; none waits for the actor (they arm the
+ * driver under it, and take effect at its next matching driver call).
+ * Each answers DV_EINVAL for a NULL actor, an unknown call name or kind,
+ * or nth 0 with a code, and DV_ENOTSUP when the actor does not run on the
+ * sim; a refused call arms nothing.
  * ------------------------------------------------------------------------ */
 
 /* The driver calls the sim can fail, by name ("mem_alloc_async",

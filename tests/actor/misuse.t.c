@@ -212,6 +212,7 @@ static const struct {
     {"dv_sim_fail_alloc", "sim_fail_alloc"},
     {"dv_sim_call_count", "sim_call_count"},
     {"dv_sim_poison", "sim_poison"},
+    {"dv_sim_poison_at", "sim_poison_at"},
 };
 
 /* The words the detail of fn's failure must contain one of (fn without
@@ -2035,6 +2036,16 @@ static void table_sim(void)
         dv_sim_call_count(A, "no_such_call", &n));
     ROW("dv_sim_poison", DV_EINVAL, "NULL actor", dv_sim_poison(NULL, DV_SIM_POISON_RECOVERABLE));
     ROW("dv_sim_poison", DV_EINVAL, "kind 7", dv_sim_poison(A, (dv_sim_poison_kind)7));
+    ROW("dv_sim_poison_at", DV_EINVAL, "NULL actor",
+        dv_sim_poison_at(NULL, "launch", 1, DV_SIM_POISON_RECOVERABLE));
+    ROW("dv_sim_poison_at", DV_EINVAL, "NULL call name",
+        dv_sim_poison_at(A, NULL, 1, DV_SIM_POISON_RECOVERABLE));
+    ROW("dv_sim_poison_at", DV_EINVAL, "a call name the sim does not have",
+        dv_sim_poison_at(A, "no_such_call", 1, DV_SIM_POISON_RECOVERABLE));
+    ROW("dv_sim_poison_at", DV_EINVAL, "nth 0",
+        dv_sim_poison_at(A, "launch", 0, DV_SIM_POISON_RECOVERABLE));
+    ROW("dv_sim_poison_at", DV_EINVAL, "kind 7",
+        dv_sim_poison_at(A, "launch", 1, (dv_sim_poison_kind)7));
     VAL("dv_sim_kmem", "NULL context: NULL", dv_sim_kmem(NULL, 0, 16) == NULL);
     ROW("dv_sim_kgrid", DV_OK, "NULL context: no crash (a child process) [silent]",
         after_fork(F_KGRID_NULL));
