@@ -470,11 +470,14 @@ typedef struct dv_dim3 {
 
 /*
  * A kernel of an actor: by name from a module image (cubin, fatbin or
- * PTX; the simulated device resolves names in its registry), or one of
- * devactor's own kernels (tools/kernels) when image is NULL.  The image
- * must stay valid while the actor lives.  The module is loaded on the
- * actor; after a context rebuild it is loaded again on first use, so a
- * kernel handle stays valid for the actor's life (the actor owns it).
+ * PTX; on the simulated device a dv_sim_image of host twins,
+ * devactor_sim.h), or one of devactor's own kernels (tools/kernels) when
+ * image is NULL.  The image must stay valid while the actor lives.  The
+ * module is loaded on the actor; after a context rebuild it is loaded
+ * again on first use, so a kernel handle stays valid for the actor's life
+ * (the actor owns it).  A round trip.  DV_ENOKERNEL when the image has no
+ * kernel of that name; DV_EINVAL (or the driver's error) for an image the
+ * backend cannot load.
  */
 typedef struct dv_kernel dv_kernel;
 DV_EXPORT int dv_kernel_get(dv_actor *actor, const void *image, size_t image_bytes,
@@ -661,6 +664,9 @@ DV_EXPORT int dv_task_host_fn(const dv_task_ctx *ctx, void (*fn)(void *), void *
  * never gets there, alone with the reason (DV_ECONTEXT_LOST,
  * DV_EDEVICE_LOST), on the actor's thread once the driver can no longer
  * run fn.  fn may be NULL (cleanup only: a host-side free in stream order).
+ * DV_EINVAL outside a task or without a cleanup (dv_task_host_fn: without
+ * fn); the driver's error when it cannot enqueue it (then nothing runs,
+ * not even the cleanup: arg is still the caller's).
  */
 DV_EXPORT int dv_task_host_fn_cleanup(const dv_task_ctx *ctx, void (*fn)(void *),
                                       void (*cleanup)(void *arg, int status), void *arg);
@@ -670,7 +676,9 @@ DV_EXPORT int dv_task_host_fn_cleanup(const dv_task_ctx *ctx, void (*fn)(void *)
  * when the task's function returns, in stream order: the memory is reused
  * only after the work the task enqueued on its stream.  At most
  * DV_TASK_SCRATCH_MAX per task.  Not a handle: untracked, like a raw
- * pointer (pass it to dv_task_launch with dv_arg_ptr).
+ * pointer (pass it to dv_task_launch with dv_arg_ptr).  DV_EINVAL outside
+ * a task, for 0 or absurd bytes, or past the maximum; the pool's own
+ * errors (DV_EDEVICE_OOM, DV_EOUT_OF_BUDGET) when it has no room.
  */
 #define DV_TASK_SCRATCH_MAX 8
 DV_EXPORT int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr);
