@@ -148,6 +148,7 @@ static void client_unref(dv_client *c)
 {
     /* acq_rel: the last owner sees every write the other made. */
     if (atomic_fetch_sub_explicit(&c->owners, 1, memory_order_acq_rel) == 1) {
+        dv__know_list_free(&c->know);
         free(c->ring.slots);
         free(c);
     }
@@ -522,9 +523,16 @@ static void drop_orphans(dv_inbox *in)
         dv_client *gone[64];
         for (uint32_t i = 0; i < n; i++) {
             dv_client *c = cur[i];
-            bool empty = c->ring.slots == NULL || dv__spsc_empty(&c->ring);
-            /* Acquire: pairs with the release store in thread_clients_exit. */
-            if (ngone < 64 && empty && atomic_load_explicit(&c->orphaned, memory_order_acquire))
+            /* Acquire: pairs with the release store in thread_clients_exit;
+             * then its last post's counter is ours to read.  Every message
+             * it posted must have been taken: in the shared ring one may
+             * be committed behind another poster's slot not yet committed,
+             * where the ring's size does not count it yet. */
+            bool gone_now = ngone < 64 &&
+                            atomic_load_explicit(&c->orphaned, memory_order_acquire) &&
+                            (c->ring.slots == NULL || dv__spsc_empty(&c->ring)) &&
+                            c->expect_seq == c->seq;
+            if (gone_now)
                 gone[ngone++] = c;
             else
                 arr[k++] = c;
