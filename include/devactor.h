@@ -258,9 +258,9 @@ typedef enum dv_milestone {
 
 DV_EXPORT void dv_future_init(dv_future *f, uint32_t flags);
 /* Wait until complete (spin briefly, then sleep); the operation's status.
- * A failure's detail becomes the calling thread's dv_last_error().  A
- * thread that waits learns the device's progress the operation stands
- * for (the stream-order checker's rule for host buffers). */
+ * A failure's detail becomes the calling thread's dv_last_error().  With
+ * the stream-order checker on, the waiting thread (whichever thread it is)
+ * is ordered after the operation from then on. */
 DV_EXPORT int dv_future_wait(dv_future *f);
 /* Wait until ordered: DV_OK, or the operation's error when it failed
  * before it was ordered (then it is complete too). */
@@ -361,6 +361,9 @@ typedef struct dv_actor_stats {
     uint64_t batches; /* drains of the inbound queues */
     uint64_t hazards; /* ordering violations the checker found */
     uint32_t client_rings;
+    uint32_t reserved;
+    uint64_t check_pieces; /* memory ranges the checker keeps a history of */
+    uint64_t check_bytes;  /* host memory the checker holds for them */
 } dv_actor_stats;
 /* A snapshot, taken by the actor in its order (a message): it waits for
  * the device to reach frees queued before it, so bytes_outstanding counts
@@ -499,10 +502,12 @@ typedef enum dv_arg_access { DV_READ = 1, DV_WRITE = 2, DV_READ_WRITE = 3 } dv_a
 
 typedef struct dv_arg {
     uint8_t kind;   /* dv_arg_kind */
-    uint8_t access; /* dv_arg_access, for DV_ARG_REF */
+    uint8_t access; /* dv_arg_access, for DV_ARG_REF and DV_ARG_PTR */
     uint16_t size;  /* bytes of a value (1, 2, 4, 8), or of DV_ARG_BYTES' */
     uint32_t reserved;
     uint64_t offset; /* into the block, for DV_ARG_REF */
+    uint64_t bytes;  /* DV_ARG_REF, DV_ARG_PTR: the bytes the kernel touches
+                      * from there (0: it may touch the whole block) */
     union {
         uint64_t value;
         dv_ref ref;
@@ -515,12 +520,12 @@ typedef struct dv_arg {
 
 static inline dv_arg dv_arg_u32(uint32_t v)
 {
-    dv_arg a = {DV_ARG_VALUE, 0, 4, 0, 0, {v}};
+    dv_arg a = {DV_ARG_VALUE, 0, 4, 0, 0, 0, {v}};
     return a;
 }
 static inline dv_arg dv_arg_u64(uint64_t v)
 {
-    dv_arg a = {DV_ARG_VALUE, 0, 8, 0, 0, {v}};
+    dv_arg a = {DV_ARG_VALUE, 0, 8, 0, 0, 0, {v}};
     return a;
 }
 static inline dv_arg dv_arg_i32(int32_t v)
@@ -533,12 +538,12 @@ static inline dv_arg dv_arg_i64(int64_t v)
 }
 static inline dv_arg dv_arg_u8(uint8_t v)
 {
-    dv_arg a = {DV_ARG_VALUE, 0, 1, 0, 0, {v}};
+    dv_arg a = {DV_ARG_VALUE, 0, 1, 0, 0, 0, {v}};
     return a;
 }
 static inline dv_arg dv_arg_u16(uint16_t v)
 {
-    dv_arg a = {DV_ARG_VALUE, 0, 2, 0, 0, {v}};
+    dv_arg a = {DV_ARG_VALUE, 0, 2, 0, 0, 0, {v}};
     return a;
 }
 static inline dv_arg dv_arg_f32(float v)
@@ -563,18 +568,18 @@ static inline dv_arg dv_arg_f64(double v)
  * DV_ARG_MAX_BYTES); it must stay valid until the launch is ordered. */
 static inline dv_arg dv_arg_bytes(const void *value, uint16_t size)
 {
-    dv_arg a = {DV_ARG_BYTES, 0, size, 0, 0, {0}};
+    dv_arg a = {DV_ARG_BYTES, 0, size, 0, 0, 0, {0}};
     a.u.bytes = value;
     return a;
 }
 static inline dv_arg dv_arg_ref(dv_ref r, dv_arg_access access, uint64_t offset)
 {
-    dv_arg a = {DV_ARG_REF, (uint8_t)access, 8, 0, offset, {r.bits}};
+    dv_arg a = {DV_ARG_REF, (uint8_t)access, 8, 0, offset, 0, {r.bits}};
     return a;
 }
 static inline dv_arg dv_arg_ptr(uint64_t device_ptr)
 {
-    dv_arg a = {DV_ARG_PTR, 0, 8, 0, 0, {device_ptr}};
+    dv_arg a = {DV_ARG_PTR, 0, 8, 0, 0, 0, {device_ptr}};
     return a;
 }
 /* A raw pointer with the access the kernel makes: nothing fences it, but
@@ -582,7 +587,24 @@ static inline dv_arg dv_arg_ptr(uint64_t device_ptr)
  * counts as read-write there). */
 static inline dv_arg dv_arg_ptr_access(uint64_t device_ptr, dv_arg_access access)
 {
-    dv_arg a = {DV_ARG_PTR, (uint8_t)access, 8, 0, 0, {device_ptr}};
+    dv_arg a = {DV_ARG_PTR, (uint8_t)access, 8, 0, 0, 0, {device_ptr}};
+    return a;
+}
+/* The same, saying which bytes the kernel touches: [offset, offset +
+ * bytes) of the block, or [device_ptr, device_ptr + bytes).  The checker
+ * then checks that range alone, so kernels working on disjoint parts of
+ * one block do not conflict.  A handle is still fenced as a whole (the
+ * recorder's unit is the block); a range outside the block answers
+ * DV_EINVAL. */
+static inline dv_arg dv_arg_ref_range(dv_ref r, dv_arg_access access, uint64_t offset,
+                                      uint64_t bytes)
+{
+    dv_arg a = {DV_ARG_REF, (uint8_t)access, 8, 0, offset, bytes, {r.bits}};
+    return a;
+}
+static inline dv_arg dv_arg_ptr_range(uint64_t device_ptr, dv_arg_access access, uint64_t bytes)
+{
+    dv_arg a = {DV_ARG_PTR, (uint8_t)access, 8, 0, 0, bytes, {device_ptr}};
     return a;
 }
 
@@ -690,29 +712,71 @@ DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * The stream-order checker (debug; dv_actor_config.check_order or
  * DV_CHECK_ORDER=1)
  *
- * It keeps a vector clock per stream and for the host (ticked by every
- * checked operation, copied by event records, merged by stream waits and
- * by every completion the host sees) and checks each access the actor
- * makes or is told of (tracked handles, raw pointers, task launches, the
- * host buffers of copies) against the block's last write and outstanding
- * reads, and each free and reuse of memory against every earlier access.
- * A violation answers DV_EHAZARD naming both operations (kind, stream,
- * tag, sequence number on its stream), enqueues nothing, and is counted in
+ * A happens-before race detector.  Each stream and each client thread has
+ * a vector clock.  Only the program's own synchronisation orders two
+ * operations: stream order; event records and waits (devactor's own
+ * fences for handles, and dv_event's); a thread's wait on a future, a
+ * stream sync, an event sync or an event query that answered DV_OK (the
+ * thread learns everything that operation's stream had reached, and what
+ * that stream had itself waited for); and a hand-over between threads
+ * (dv_order_export, dv_order_adopt).  An operation is ordered after what
+ * its posting thread knew when it posted it.  That the device happened to
+ * finish something orders nothing: the same program gets the same verdict
+ * however fast the device runs.  A thread's knowledge belongs to one
+ * context of the actor: after a rebuild it covers nothing new.
+ *
+ * Each access the actor makes or is told of (handles, raw pointers, task
+ * launches, copies, memsets, the host buffers of copies) is checked per
+ * byte range against the last write and outstanding reads of those bytes,
+ * and each free and reuse of memory against every earlier access.  A
+ * pointer or handle argument without a length (dv_arg_ptr_range,
+ * dv_arg_ref_range) covers its whole block.  A violation answers
+ * DV_EHAZARD naming both operations (kind, stream, tag, number on its
+ * stream, poster), enqueues nothing, and is counted in
  * dv_actor_stats.hazards.  A free that races is still made (and counted).
+ *
+ * What it cannot see: what a task's library calls really touch (they are
+ * taken to be the task's declared accesses); peer copies between actors;
+ * a kernel that computes addresses from data it reads.
  * ------------------------------------------------------------------------ */
 
 /*
  * The host is about to read (DV_READ) or write (DV_WRITE) a host buffer:
- * DV_EHAZARD when a copy to or from it is not known, to this thread, to be
- * complete.  A thread knows what it waited for: a copy's future, or a sync
- * of the copy's stream (per stream: a sync of another stream does not
- * count, even where that stream waited on the copy's).  The same rule
- * checks the host side of copies.  DV_OK at once when the checker is off.
+ * DV_EHAZARD when a copy to or from it is not ordered before this thread
+ * (above: the thread waited for the copy, for something ordered after it,
+ * or adopted the knowledge of a thread that had).  The same rule checks
+ * the host side of copies.  DV_OK at once when the checker is off.
  */
 DV_EXPORT int dv_check_host_access(dv_actor *actor, const void *ptr, uint64_t bytes,
                                    dv_arg_access access);
 /* The latest hazard's detail (status 0 when there was none). */
 DV_EXPORT int dv_actor_last_hazard(dv_actor *actor, dv_error_detail *out);
+
+/*
+ * Handing order over between threads.  The checker sees a thread's own
+ * waits, not the program's mutexes, queues and joins.  A thread that
+ * passes work or a buffer to another through them says so: the first
+ * exports what it knows of the actor (everything it waited for, and what
+ * that had waited for), the token travels with the work, and the second
+ * adopts it.  From then on the second is ordered after everything the
+ * first had waited for when it exported.  Neither call waits for the
+ * actor; both work on any thread.  With the checker off the token is
+ * empty and adopting it does nothing.
+ *
+ * dv_order_adopt: DV_EINVAL for a NULL argument or a token of another
+ * actor (or of more than DV_ORDER_STREAMS streams); DV_ESTALE, and
+ * nothing learned, for a token of a context since rebuilt (dv_actor_reset).
+ */
+#define DV_ORDER_STREAMS 64
+typedef struct dv_order_token {
+    uint64_t actor;   /* whose (the actor's identity) */
+    uint64_t context; /* its context generation */
+    uint32_t streams; /* clock's length (0: nothing known) */
+    uint32_t reserved;
+    uint64_t clock[DV_ORDER_STREAMS];
+} dv_order_token;
+DV_EXPORT int dv_order_export(dv_actor *actor, dv_order_token *out);
+DV_EXPORT int dv_order_adopt(dv_actor *actor, const dv_order_token *token);
 
 #ifdef __cplusplus
 }

@@ -1720,18 +1720,28 @@ static void totals(worker *ws, int n, uint64_t *ops, uint64_t *errors)
     }
 }
 
+/* The most the checker held at a progress line. */
+static uint64_t check_peak_bytes, check_peak_pieces;
+
 static void progress(worker *ws, int n, bool tty, double elapsed, double rate)
 {
     dv_actor_stats st = {0};
     uint64_t o, errors;
-    char b1[32];
+    char b1[32], b2[32], chk[64] = "";
     totals(ws, n, &o, &errors);
     int rc = dv_actor_stats_get(run.actor, &st);
+    if (st.check_bytes > check_peak_bytes)
+        check_peak_bytes = st.check_bytes;
+    if (st.check_pieces > check_peak_pieces)
+        check_peak_pieces = st.check_pieces;
+    if (st.check_bytes != 0)
+        snprintf(chk, sizeof(chk), "  checker %" PRIu64 " pieces %s", st.check_pieces,
+                 human_bytes((double)st.check_bytes, b2, sizeof(b2)));
     fprintf(stderr,
             "%s[%6.1f s] %9.0f ops/s  %10" PRIu64 " ops  outstanding %s%s  refs %" PRIu64
-            "  errors %" PRIu64 "%s",
+            "  errors %" PRIu64 "%s%s",
             tty ? "\r" : "", elapsed, rate, o, rc == DV_OK ? "" : "? ",
-            human_bytes((double)st.bytes_outstanding, b1, sizeof(b1)), st.refs_alive, errors,
+            human_bytes((double)st.bytes_outstanding, b1, sizeof(b1)), st.refs_alive, errors, chk,
             tty ? "\033[K" : "\n");
     fflush(stderr);
 }
@@ -2082,8 +2092,13 @@ int main(int argc, char **argv)
            " tasks, %" PRIu64 " syncs, %" PRIu64 " failures, %u client rings\n",
            st.messages, st.batches, st.allocs, st.frees, st.copies, st.memsets, st.launches,
            st.tasks, st.syncs, st.failures, st.client_rings);
-    printf("stream-order checker: %s, %" PRIu64 " hazards%s\n", checker, st.hazards,
+    printf("stream-order checker: %s, %" PRIu64 " hazards%s", checker, st.hazards,
            st.hazards != 0 ? ": FAIL" : "");
+    if (st.check_bytes != 0)
+        printf("; holds %" PRIu64 " pieces in %" PRIu64 " bytes at the end, at most %" PRIu64
+               " pieces in %" PRIu64 " bytes at a progress line",
+               st.check_pieces, st.check_bytes, check_peak_pieces, check_peak_bytes);
+    printf("\n");
     printf("throughput: %.0f ops/s (%" PRIu64 " ops in %.2f s, %d threads, checker %s)\n",
            (double)calls / seconds, calls, seconds, o->threads,
            o->check_order || env_checker ? "on" : "off");

@@ -262,6 +262,12 @@ void dv__on_fault(dv_actor *a, int status, dv_stream s, const dv_envelope *culpr
 int dv__enqueue_failed(dv_actor *a, int rc, dv_stream s, const dv_envelope *e);
 /* A checker verdict: a hazard is counted and kept as the latest. */
 int dv__checked(dv_actor *a, int rc);
+/* What the poster of e knew when it posted e (the checker's; NULL when
+ * it is off or the thread has no knowledge). */
+static inline const dv_know_node *dv__know_of(dv_actor *a, const dv_envelope *e)
+{
+    return a->chk != NULL ? dv__know_at(&e->from->know, e->m.seq) : NULL;
+}
 
 /* ---- kernels.c */
 /* The actor's handle for (image, name), made and loaded on first use. */

@@ -18,8 +18,12 @@ typedef struct chk_stamp {
     uint8_t kind;
 } chk_stamp;
 
+/* A piece of memory with one history.  Device pieces belong to a block
+ * (blk_lo, blk_hi: the whole of it); an access to part of a block splits
+ * its pieces at the access's ends, so disjoint parts keep their own. */
 typedef struct chk_rec {
     uint64_t lo, hi;
+    uint64_t blk_lo, blk_hi;
     struct chk_rec *l, *r;
     uint32_t prio;
     bool freed;
@@ -42,15 +46,16 @@ struct dv_checker {
     uint32_t ns, nc; /* streams; clock components (streams + host) */
     bool check_reuse;
     uint64_t context; /* the context generation it checks */
+    uint64_t uid;     /* the actor's: the key of published points */
     dv_drv_observer obs;
-    uint64_t *vc; /* nc rows of nc: row s is stream s, row ns the host */
+    uint64_t *vc; /* nc rows of nc: row s is stream s, row ns what the actor saw finish */
     uint64_t rng;
-    chk_rec *root;  /* device records, disjoint, by start */
-    chk_rec **host; /* host buffers' records (may overlap) */
-    uint32_t nhost, cap_host, host_sweep_at;
-    ev_shadow events;     /* list head of the event shadows made */
-    uint64_t *tmp, *tmp2; /* clocks for one check */
-    chk_rec **scratch;    /* overlapping records of one query */
+    chk_rec *root; /* device pieces, disjoint, by start */
+    chk_rec *host; /* host buffers' pieces, disjoint, by start */
+    uint64_t pieces, nshadows;
+    ev_shadow events;  /* list head of the event shadows made */
+    uint64_t *tmp;     /* a clock for one check */
+    chk_rec **scratch; /* overlapping pieces of one query */
     uint32_t nscratch, cap_scratch;
 };
 
@@ -71,16 +76,23 @@ uint64_t dv__checker_stream_seq(const dv_checker *c, uint32_t stream)
     return stream < c->ns ? c->vc[(size_t)stream * c->nc + stream] : 0;
 }
 
-/* V := what a client knows complete (per stream; the host part unknown).
+/* V := what a poster knew (its snapshot), zero past the streams.
  * Knowledge of another context counts for nothing. */
-static void client_clock(dv_checker *c, const dv_known *k, uint64_t *V)
+static void know_clock(dv_checker *c, const dv_know_node *k, uint64_t *V)
 {
     memset(V, 0, c->nc * sizeof(uint64_t));
-    if (k == NULL ||
-        atomic_load_explicit(&((dv_known *)k)->context, memory_order_relaxed) != c->context)
+    if (k == NULL || k->context != c->context)
         return;
-    for (uint32_t s = 0; s < c->ns && s < DV_MAX_STREAMS; s++)
-        V[s] = atomic_load_explicit(&((dv_known *)k)->seq[s], memory_order_relaxed);
+    memcpy(V, k->vc, c->ns * sizeof(uint64_t));
+}
+
+static void know_merge(dv_checker *c, uint64_t *dst, const dv_know_node *k)
+{
+    if (k == NULL || k->context != c->context)
+        return;
+    for (uint32_t i = 0; i < c->ns; i++)
+        if (k->vc[i] > dst[i])
+            dst[i] = k->vc[i];
 }
 
 /* The stream index of a driver stream of this context, or UINT32_MAX. */
@@ -114,8 +126,8 @@ static void on_record(void *self, dv_drv_event *ev, dv_drv_stream *st)
         c->events.next->prev = e;
         c->events.next = e;
         *slot = e;
+        c->nshadows++;
     }
-    vc_merge(c, row(c, s), row(c, c->ns));
     memcpy(e->vc, row(c, s), c->nc * sizeof(uint64_t));
 }
 
@@ -128,6 +140,8 @@ static void on_wait(void *self, dv_drv_stream *st, dv_drv_event *ev)
         vc_merge(c, row(c, s), e->vc);
 }
 
+/* What the actor saw finish orders only the actor's own decisions (a
+ * pool handing memory out again), never a client's work. */
 static void on_event_done(void *self, dv_drv_event *ev)
 {
     dv_checker *c = self;
@@ -146,6 +160,7 @@ static void on_stream_done(void *self, dv_drv_stream *st)
 
 static void shadow_free(ev_shadow *e)
 {
+    e->owner->nshadows--;
     e->prev->next = e->next;
     e->next->prev = e->prev;
     *dv__drv_shadow(e->event) = NULL;
@@ -161,7 +176,7 @@ static void on_event_destroy(void *self, dv_drv_event *ev)
 }
 
 /* ------------------------------------------------------------------------
- * The treap of device records
+ * Treaps of pieces (device and host), by start address
  * ------------------------------------------------------------------------ */
 
 static uint32_t next_prio(dv_checker *c)
@@ -172,7 +187,7 @@ static uint32_t next_prio(dv_checker *c)
     return (uint32_t)(c->rng >> 32);
 }
 
-/* l: records starting below key; r: the others. */
+/* l: pieces starting below key; r: the others. */
 static void split(chk_rec *t, uint64_t key, chk_rec **l, chk_rec **r)
 {
     if (t == NULL) {
@@ -200,24 +215,26 @@ static chk_rec *merge(chk_rec *a, chk_rec *b)
     return b;
 }
 
-static void tree_insert(dv_checker *c, chk_rec *n)
+static void tree_insert(dv_checker *c, chk_rec **root, chk_rec *n)
 {
     chk_rec *l, *r;
     n->l = n->r = NULL;
     n->prio = next_prio(c);
-    split(c->root, n->lo, &l, &r);
-    c->root = merge(merge(l, n), r);
+    split(*root, n->lo, &l, &r);
+    *root = merge(merge(l, n), r);
+    c->pieces++;
 }
 
-static void tree_remove(dv_checker *c, chk_rec *n)
+static void tree_remove(dv_checker *c, chk_rec **root, chk_rec *n)
 {
     chk_rec *l, *m, *r;
-    split(c->root, n->lo, &l, &r);
+    split(*root, n->lo, &l, &r);
     split(r, n->lo + 1, &m, &r);
-    c->root = merge(l, r);
+    *root = merge(l, r);
+    c->pieces--;
 }
 
-/* The record starting at or below addr nearest to it, or NULL. */
+/* The piece starting at or below addr nearest to it, or NULL. */
 static chk_rec *tree_floor(chk_rec *t, uint64_t addr)
 {
     chk_rec *best = NULL;
@@ -232,7 +249,7 @@ static chk_rec *tree_floor(chk_rec *t, uint64_t addr)
     return best;
 }
 
-/* The record starting above addr nearest to it, or NULL. */
+/* The piece starting above addr nearest to it, or NULL. */
 static chk_rec *tree_next(chk_rec *t, uint64_t addr)
 {
     chk_rec *best = NULL;
@@ -245,6 +262,13 @@ static chk_rec *tree_next(chk_rec *t, uint64_t addr)
         }
     }
     return best;
+}
+
+/* The piece holding addr, or NULL. */
+static chk_rec *tree_at(chk_rec *t, uint64_t addr)
+{
+    chk_rec *r = tree_floor(t, addr);
+    return r != NULL && addr < r->hi ? r : NULL;
 }
 
 static int scratch_push(dv_checker *c, chk_rec *r)
@@ -261,40 +285,58 @@ static int scratch_push(dv_checker *c, chk_rec *r)
     return DV_OK;
 }
 
-/* Device records overlapping [lo, hi) into c->scratch, in address order. */
-static int overlapping(dv_checker *c, uint64_t lo, uint64_t hi)
+/* Pieces overlapping [lo, hi) into c->scratch, in address order. */
+static int overlapping(dv_checker *c, chk_rec *root, uint64_t lo, uint64_t hi)
 {
     c->nscratch = 0;
-    chk_rec *r = tree_floor(c->root, lo);
+    chk_rec *r = tree_floor(root, lo);
     if (r == NULL || r->hi <= lo)
-        r = tree_next(c->root, lo);
-    for (; r != NULL && r->lo < hi; r = tree_next(c->root, r->lo)) {
+        r = tree_next(root, lo);
+    for (; r != NULL && r->lo < hi; r = tree_next(root, r->lo)) {
         if (scratch_push(c, r) != DV_OK)
             return DV_ENOMEM;
     }
     return DV_OK;
 }
 
+static size_t rec_size(const dv_checker *c)
+{
+    return sizeof(chk_rec) + c->ns * sizeof(chk_stamp);
+}
+
 static chk_rec *rec_new(dv_checker *c, uint64_t lo, uint64_t hi)
 {
-    chk_rec *r = calloc(1, sizeof(*r) + c->ns * sizeof(chk_stamp));
+    chk_rec *r = calloc(1, rec_size(c));
     if (r != NULL) {
-        r->lo = lo;
-        r->hi = hi;
+        r->lo = r->blk_lo = lo;
+        r->hi = r->blk_hi = hi;
     }
     return r;
 }
 
 static chk_rec *rec_copy(dv_checker *c, const chk_rec *src, uint64_t lo, uint64_t hi)
 {
-    size_t size = sizeof(*src) + c->ns * sizeof(chk_stamp);
-    chk_rec *r = malloc(size);
+    chk_rec *r = malloc(rec_size(c));
     if (r != NULL) {
-        memcpy(r, src, size);
+        memcpy(r, src, rec_size(c));
         r->lo = lo;
         r->hi = hi;
     }
     return r;
+}
+
+/* Cut the piece holding at (if any) in two there.  Out of memory: the
+ * piece stays whole (its history then covers a little more). */
+static void cut_at(dv_checker *c, chk_rec **root, uint64_t at)
+{
+    chk_rec *r = tree_at(*root, at);
+    if (r == NULL || r->lo == at)
+        return;
+    chk_rec *right = rec_copy(c, r, at, r->hi);
+    if (right == NULL)
+        return;
+    r->hi = at;
+    tree_insert(c, root, right);
 }
 
 static void tree_free(chk_rec *t)
@@ -339,7 +381,7 @@ static const char *kind_name(uint8_t kind)
     }
 }
 
-/* "launch 'fill_u32' (stream 1, #7, message 3 of client 2)" */
+/* "launch 'fill_u32' (stream 1 #7, client 2 msg 3)" */
 static void describe(const dv_checker *c, const chk_stamp *s, char *buf, size_t size)
 {
     char where[32];
@@ -347,28 +389,38 @@ static void describe(const dv_checker *c, const chk_stamp *s, char *buf, size_t 
         snprintf(where, sizeof(where), "the host");
     else
         snprintf(where, sizeof(where), "stream %u", s->comp);
-    snprintf(buf, size, "%s%s%s%s (%s, #%llu, message %u of client %u)", kind_name(s->kind),
+    snprintf(buf, size, "%s%s%s%s (%s #%llu, client %u msg %u)", kind_name(s->kind),
              s->name ? " '" : "", s->name ? s->name : "", s->name ? "'" : "", where,
-             (unsigned long long)s->seq, s->msg, s->producer);
+             (unsigned long long)s->seq, s->producer, s->msg);
 }
 
+/* The access [lo, hi) of piece r: the bytes both cover are named. */
 static int hazard(dv_checker *c, const chk_stamp *now, const char *verb, const chk_rec *r,
-                  bool host, const chk_stamp *prev, const char *prev_verb)
+                  uint64_t lo, uint64_t hi, bool host, const chk_stamp *prev, const char *prev_verb)
 {
-    char a[160], b[160];
+    char a[160], b[160], what[200];
     describe(c, now, a, sizeof(a));
     describe(c, prev, b, sizeof(b));
+    lo = lo > r->lo ? lo : r->lo;
+    hi = hi < r->hi ? hi : r->hi;
     if (host)
-        return dv__fail(DV_EHAZARD, "check_order",
-                        "hazard: %s %s host buffer 0x%llx (%llu bytes) %s by %s, and nothing "
-                        "orders the two",
-                        a, verb, (unsigned long long)r->lo, (unsigned long long)(r->hi - r->lo),
-                        prev_verb, b);
-    return dv__fail(DV_EHAZARD, "check_order",
-                    "hazard: %s %s block '%s' (0x%llx, %llu bytes) %s by %s, and nothing "
-                    "orders the two",
-                    a, verb, r->tag ? r->tag : "", (unsigned long long)r->lo,
-                    (unsigned long long)(r->hi - r->lo), prev_verb, b);
+        snprintf(what, sizeof(what), "host buffer 0x%llx (%llu B)", (unsigned long long)lo,
+                 (unsigned long long)(hi - lo));
+    else if (lo == r->blk_lo && hi == r->blk_hi)
+        snprintf(what, sizeof(what), "block '%s' (0x%llx, %llu B)", r->tag ? r->tag : "",
+                 (unsigned long long)lo, (unsigned long long)(hi - lo));
+    else
+        snprintf(what, sizeof(what), "bytes [%llu, %llu) of block '%s' (0x%llx, %llu B)",
+                 (unsigned long long)(lo - r->blk_lo), (unsigned long long)(hi - r->blk_lo),
+                 r->tag ? r->tag : "", (unsigned long long)r->blk_lo,
+                 (unsigned long long)(r->blk_hi - r->blk_lo));
+    /* Two threads: their own synchronisation may order them, unseen. */
+    const char *threads =
+        now->producer != prev->producer && prev->kind != DV_CHK_ALLOC && prev->kind != DV_CHK_FREE
+            ? " (two threads: hand over with dv_order_adopt)"
+            : "";
+    return dv__fail(DV_EHAZARD, "check_order", "hazard: %s %s %s %s by %s; nothing orders them%s",
+                    a, verb, what, prev_verb, b, threads);
 }
 
 /* Has the clock V (of component comp) seen stamp p? */
@@ -380,21 +432,21 @@ static inline bool ordered(const uint64_t *V, uint32_t comp, const chk_stamp *p)
 /*
  * Check an access of r by now (whose clock is V) against r's history:
  * a read against the last write, a write (or free, or reuse) against the
- * last write and every read; anything against a free.
+ * last write and every read; anything but a reuse against a free.
  */
 static int check_rec(dv_checker *c, const uint64_t *V, const chk_stamp *now, uint8_t access,
-                     const chk_rec *r, bool host, const char *verb)
+                     const chk_rec *r, uint64_t lo, uint64_t hi, bool host, const char *verb)
 {
     if (r->freed && now->kind != DV_CHK_ALLOC)
-        return hazard(c, now, verb, r, host, &r->freeop, "freed");
+        return hazard(c, now, verb, r, lo, hi, host, &r->freeop, "freed");
     if (r->freed && !ordered(V, now->comp, &r->freeop))
-        return hazard(c, now, verb, r, host, &r->freeop, "freed");
+        return hazard(c, now, verb, r, lo, hi, host, &r->freeop, "freed");
     if (!ordered(V, now->comp, &r->write))
-        return hazard(c, now, verb, r, host, &r->write, "last written");
+        return hazard(c, now, verb, r, lo, hi, host, &r->write, "last written");
     if (access & DV_WRITE) {
         for (uint32_t t = 0; t < c->ns; t++)
             if (!ordered(V, now->comp, &r->reads[t]))
-                return hazard(c, now, verb, r, host, &r->reads[t], "read");
+                return hazard(c, now, verb, r, lo, hi, host, &r->reads[t], "read");
     }
     return DV_OK;
 }
@@ -409,65 +461,6 @@ static void record_access(dv_checker *c, chk_rec *r, const chk_stamp *now, uint8
     }
 }
 
-/* Drop host records whose every access the host has seen complete. */
-static void host_sweep(dv_checker *c)
-{
-    const uint64_t *H = row(c, c->ns);
-    uint32_t keep = 0;
-    for (uint32_t i = 0; i < c->nhost; i++) {
-        chk_rec *r = c->host[i];
-        bool done = ordered(H, c->ns, &r->write);
-        for (uint32_t t = 0; done && t < c->ns; t++)
-            done = ordered(H, c->ns, &r->reads[t]);
-        if (done)
-            free(r);
-        else
-            c->host[keep++] = r;
-    }
-    c->nhost = keep;
-    c->host_sweep_at = keep * 2 > 64 ? keep * 2 : 64;
-}
-
-static int check_host_range(dv_checker *c, const uint64_t *V, const chk_stamp *now, uint64_t lo,
-                            uint64_t hi, uint8_t access)
-{
-    const char *verb = access & DV_WRITE ? "writes" : "reads";
-    for (uint32_t i = 0; i < c->nhost; i++) {
-        chk_rec *r = c->host[i];
-        if (r->lo < hi && lo < r->hi) {
-            int rc = check_rec(c, V, now, access, r, true, verb);
-            if (rc != DV_OK)
-                return rc;
-        }
-    }
-    return DV_OK;
-}
-
-static void commit_host_range(dv_checker *c, const chk_stamp *now, uint64_t lo, uint64_t hi,
-                              uint8_t access)
-{
-    chk_rec *exact = NULL;
-    for (uint32_t i = 0; i < c->nhost && exact == NULL; i++)
-        if (c->host[i]->lo == lo && c->host[i]->hi == hi)
-            exact = c->host[i];
-    if (exact == NULL) {
-        if (c->nhost >= c->host_sweep_at)
-            host_sweep(c);
-        if (c->nhost == c->cap_host) {
-            uint32_t cap = c->cap_host ? c->cap_host * 2 : 64;
-            chk_rec **n = realloc(c->host, cap * sizeof(*n));
-            if (n == NULL)
-                return;
-            c->host = n;
-            c->cap_host = cap;
-        }
-        if ((exact = rec_new(c, lo, hi)) == NULL)
-            return;
-        c->host[c->nhost++] = exact;
-    }
-    record_access(c, exact, now, access);
-}
-
 static chk_stamp stamp_of(const dv_chk_op *op, uint32_t comp)
 {
     return (chk_stamp){.seq = op->seq,
@@ -478,11 +471,12 @@ static chk_stamp stamp_of(const dv_chk_op *op, uint32_t comp)
                        .kind = op->kind};
 }
 
-/* Order the host's past before a new operation on s; tick s. */
-static uint64_t tick(dv_checker *c, uint32_t s)
+/* Stream s enqueues an operation its poster knew k of: what the poster
+ * knew comes before it, and everything after it on s.  Its number. */
+static uint64_t tick(dv_checker *c, uint32_t s, const dv_know_node *k)
 {
     uint64_t *V = row(c, s);
-    vc_merge(c, V, row(c, c->ns));
+    know_merge(c, V, k);
     return ++V[s];
 }
 
@@ -495,7 +489,7 @@ void dv__chk_op_init(dv_chk_op *op, dv_chk_kind kind, uint32_t stream, const cha
     op->producer = producer;
     op->msg = msg;
     op->seq = 0;
-    op->host_known = NULL;
+    op->know = NULL;
     op->n = 0;
 }
 
@@ -510,79 +504,174 @@ void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access,
     op->n++;
 }
 
-static uint64_t acc_end(uint64_t ptr, uint64_t bytes)
+/* The range an access covers: a device access without a length covers
+ * the whole block holding ptr; false when it touches nothing known. */
+static bool acc_range(dv_checker *c, const dv_chk_op *op, unsigned i, uint64_t *lo, uint64_t *hi)
 {
-    return ptr + (bytes ? bytes : 1);
+    uint64_t ptr = op->acc[i].ptr, bytes = op->acc[i].bytes;
+    if (bytes != 0) {
+        *lo = ptr;
+        *hi = ptr + bytes < ptr ? UINT64_MAX : ptr + bytes;
+        return true;
+    }
+    if (op->acc[i].host) {
+        *lo = ptr;
+        *hi = ptr + 1;
+        return true;
+    }
+    chk_rec *r = tree_at(c->root, ptr);
+    if (r == NULL)
+        return false;
+    *lo = r->blk_lo;
+    *hi = r->blk_hi;
+    return true;
 }
 
 int dv__checker_check(dv_checker *c, dv_chk_op *op)
 {
     if (op->stream >= c->ns)
         return DV_OK;
-    /* A host buffer's earlier uses must be ordered before this one on the
-     * device, or known complete to the thread that posted it: not merely
-     * seen complete by the actor. */
-    memcpy(c->tmp, row(c, op->stream), c->nc * sizeof(uint64_t));
-    client_clock(c, op->host_known, c->tmp2);
-    vc_merge(c, c->tmp, c->tmp2);
-    op->seq = tick(c, op->stream);
-    const uint64_t *V = row(c, op->stream);
+    /* The clock the operation will have: its stream's, with what its
+     * poster knew.  Nothing changes until it is committed. */
+    uint64_t *V = c->tmp;
+    memcpy(V, row(c, op->stream), c->nc * sizeof(uint64_t));
+    know_merge(c, V, op->know);
+    op->seq = ++V[op->stream];
     chk_stamp now = stamp_of(op, op->stream);
 
     for (unsigned i = 0; i < op->n; i++) {
-        uint64_t lo = op->acc[i].ptr, hi = acc_end(lo, op->acc[i].bytes);
+        uint64_t lo, hi;
         uint8_t access = op->acc[i].access;
-        int rc;
-        if (op->acc[i].host) {
-            rc = check_host_range(c, c->tmp, &now, lo, hi, access);
-        } else {
-            if (overlapping(c, lo, hi) != DV_OK)
-                return DV_OK; /* out of host memory: unchecked */
-            rc = DV_OK;
-            for (uint32_t k = 0; k < c->nscratch && rc == DV_OK; k++)
-                rc = check_rec(c, V, &now, access, c->scratch[k], false,
-                               access & DV_WRITE ? "writes" : "reads");
+        bool host = op->acc[i].host;
+        if (!acc_range(c, op, i, &lo, &hi))
+            continue;
+        if (overlapping(c, host ? c->host : c->root, lo, hi) != DV_OK)
+            return DV_OK; /* out of host memory: unchecked */
+        const char *verb = access & DV_WRITE ? "writes" : "reads";
+        for (uint32_t k = 0; k < c->nscratch; k++) {
+            int rc = check_rec(c, V, &now, access, c->scratch[k], lo, hi, host, verb);
+            if (rc != DV_OK)
+                return rc;
         }
-        if (rc != DV_OK)
-            return rc;
     }
     return DV_OK;
+}
+
+/* The host pieces of [lo, hi) exactly, made where none were. */
+static void host_cover(dv_checker *c, uint64_t lo, uint64_t hi)
+{
+    cut_at(c, &c->host, lo);
+    cut_at(c, &c->host, hi);
+    uint64_t at = lo;
+    while (at < hi) {
+        chk_rec *r = tree_at(c->host, at);
+        if (r != NULL) {
+            at = r->hi;
+            continue;
+        }
+        chk_rec *next = tree_next(c->host, at);
+        uint64_t end = next != NULL && next->lo < hi ? next->lo : hi;
+        chk_rec *n = rec_new(c, at, end);
+        if (n == NULL)
+            return;
+        tree_insert(c, &c->host, n);
+        at = end;
+    }
+}
+
+/* Do a and b (a right before b) have one history, and may be one piece? */
+static bool same_history(const dv_checker *c, const chk_rec *a, const chk_rec *b, bool host)
+{
+    if (a->hi != b->lo || a->freed != b->freed || a->tag != b->tag)
+        return false;
+    if (!host && (a->blk_lo != b->blk_lo || a->blk_hi != b->blk_hi))
+        return false;
+    return memcmp(&a->write, &b->write, sizeof(chk_stamp)) == 0 &&
+           memcmp(&a->freeop, &b->freeop, sizeof(chk_stamp)) == 0 &&
+           memcmp(a->reads, b->reads, c->ns * sizeof(chk_stamp)) == 0;
+}
+
+/* Merge the pieces around [lo, hi] that have one history: a write over a
+ * range leaves one piece however often it was cut before. */
+static void coalesce(dv_checker *c, chk_rec **root, uint64_t lo, uint64_t hi, bool host)
+{
+    chk_rec *r = lo > 0 ? tree_at(*root, lo - 1) : NULL;
+    if (r == NULL)
+        r = tree_at(*root, lo);
+    while (r != NULL && r->lo <= hi) {
+        chk_rec *next = tree_at(*root, r->hi);
+        if (next == NULL)
+            break;
+        if (same_history(c, r, next, host)) {
+            uint64_t end = next->hi;
+            tree_remove(c, root, next);
+            free(next);
+            r->hi = end;
+        } else {
+            r = next;
+        }
+    }
 }
 
 void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
 {
     if (op->stream >= c->ns || op->seq == 0)
         return;
+    uint64_t *S = row(c, op->stream);
+    know_merge(c, S, op->know);
+    if (S[op->stream] < op->seq)
+        S[op->stream] = op->seq;
     chk_stamp now = stamp_of(op, op->stream);
     for (unsigned i = 0; i < op->n; i++) {
-        uint64_t lo = op->acc[i].ptr, hi = acc_end(lo, op->acc[i].bytes);
-        if (op->acc[i].host) {
-            commit_host_range(c, &now, lo, hi, op->acc[i].access);
+        uint64_t lo, hi;
+        bool host = op->acc[i].host;
+        if (!acc_range(c, op, i, &lo, &hi))
             continue;
+        if (host) {
+            host_cover(c, lo, hi);
+        } else {
+            cut_at(c, &c->root, lo);
+            cut_at(c, &c->root, hi);
         }
-        if (overlapping(c, lo, hi) != DV_OK)
+        if (overlapping(c, host ? c->host : c->root, lo, hi) != DV_OK)
             return;
         for (uint32_t k = 0; k < c->nscratch; k++)
             if (!c->scratch[k]->freed)
                 record_access(c, c->scratch[k], &now, op->acc[i].access);
+        coalesce(c, host ? &c->host : &c->root, lo, hi, host);
     }
 }
 
+void dv__checker_publish(dv_checker *c, uint32_t stream, uint64_t seq)
+{
+    if (stream < c->ns && seq != 0 && row(c, stream)[stream] == seq)
+        dv__known_publish(c->uid, c->context, stream, seq, row(c, stream), c->ns);
+}
+
+uint64_t dv__checker_point(dv_checker *c, uint32_t stream, const dv_know_node *know)
+{
+    return stream < c->ns ? tick(c, stream, know) : 0;
+}
+
 int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream, const char *tag,
-                      uint32_t producer, uint32_t msg)
+                      const dv_know_node *know, uint32_t producer, uint32_t msg)
 {
     if (stream >= c->ns || bytes == 0)
         return DV_OK;
     dv_chk_op op;
     dv__chk_op_init(&op, DV_CHK_ALLOC, stream, NULL, producer, msg);
-    op.seq = tick(c, stream);
+    op.seq = tick(c, stream, know);
     chk_stamp now = stamp_of(&op, stream);
-    const uint64_t *V = row(c, stream);
+    /* The pool hands memory out again on what the actor saw finish (or
+     * behind a stream wait): the allocation's clock includes both. */
+    uint64_t *V = c->tmp;
+    memcpy(V, row(c, stream), c->nc * sizeof(uint64_t));
+    vc_merge(c, V, row(c, c->ns));
     uint64_t lo = ptr, hi = ptr + bytes;
     int status = DV_OK;
 
     chk_rec *n = rec_new(c, lo, hi);
-    if (n == NULL || overlapping(c, lo, hi) != DV_OK) {
+    if (n == NULL || overlapping(c, c->root, lo, hi) != DV_OK) {
         free(n);
         return DV_OK; /* unchecked */
     }
@@ -591,53 +680,85 @@ int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stre
     for (uint32_t k = 0; k < c->nscratch; k++) {
         chk_rec *old = c->scratch[k];
         if (status == DV_OK && c->check_reuse && old->freed)
-            status = check_rec(c, V, &now, DV_WRITE, old, false, "reuses the memory of");
-        tree_remove(c, old);
+            status = check_rec(c, V, &now, DV_WRITE, old, lo, hi, false, "reuses the memory of");
+        tree_remove(c, &c->root, old);
         chk_rec *left = old->lo < lo ? rec_copy(c, old, old->lo, lo) : NULL;
         chk_rec *right = old->hi > hi ? rec_copy(c, old, hi, old->hi) : NULL;
         free(old);
         if (left != NULL)
-            tree_insert(c, left);
+            tree_insert(c, &c->root, left);
         if (right != NULL)
-            tree_insert(c, right);
+            tree_insert(c, &c->root, right);
     }
     n->tag = tag;
     n->write = now;
-    tree_insert(c, n);
+    tree_insert(c, &c->root, n);
     return status;
 }
 
-int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer, uint32_t msg)
+int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know_node *know,
+                     uint32_t producer, uint32_t msg)
 {
-    chk_rec *r = tree_floor(c->root, ptr);
-    if (stream >= c->ns || r == NULL || r->lo != ptr || r->freed)
+    chk_rec *first = tree_at(c->root, ptr);
+    if (stream >= c->ns || first == NULL || first->blk_lo != ptr || first->freed)
         return DV_OK;
+    uint64_t blk_hi = first->blk_hi;
     dv_chk_op op;
     dv__chk_op_init(&op, DV_CHK_FREE, stream, NULL, producer, msg);
-    op.seq = tick(c, stream);
+    op.seq = tick(c, stream, know);
     chk_stamp now = stamp_of(&op, stream);
-    int rc = check_rec(c, row(c, stream), &now, DV_WRITE, r, false, "frees");
-    r->freed = true;
-    r->freeop = now;
+    if (overlapping(c, c->root, ptr, blk_hi) != DV_OK)
+        return DV_OK;
+    int rc = DV_OK;
+    for (uint32_t k = 0; k < c->nscratch; k++) {
+        chk_rec *r = c->scratch[k];
+        if (rc == DV_OK)
+            rc = check_rec(c, row(c, stream), &now, DV_WRITE, r, ptr, blk_hi, false, "frees");
+        r->freed = true;
+        r->freeop = now;
+    }
     return rc;
 }
 
 int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                            const dv_known *known, uint32_t producer, uint32_t msg)
+                            const dv_know_node *know, uint32_t producer, uint32_t msg)
 {
     uint64_t *H = row(c, c->ns);
     chk_stamp now = {
         .seq = ++H[c->ns], .comp = c->ns, .producer = producer, .msg = msg, .kind = DV_CHK_HOST};
-    client_clock(c, known, c->tmp);
-    return check_host_range(c, c->tmp, &now, ptr, acc_end(ptr, bytes),
-                            access ? access : DV_READ_WRITE);
+    uint64_t lo = ptr, hi = ptr + (bytes ? bytes : 1);
+    access = access ? access : DV_READ_WRITE;
+    know_clock(c, know, c->tmp);
+    if (overlapping(c, c->host, lo, hi) != DV_OK)
+        return DV_OK;
+    for (uint32_t k = 0; k < c->nscratch; k++) {
+        int rc = check_rec(c, c->tmp, &now, access, c->scratch[k], lo, hi, true,
+                           access & DV_WRITE ? "writes" : "reads");
+        if (rc != DV_OK)
+            return rc;
+    }
+    return DV_OK;
+}
+
+uint64_t dv__checker_pieces(const dv_checker *c)
+{
+    return c->pieces;
+}
+
+uint64_t dv__checker_bytes(const dv_checker *c)
+{
+    return sizeof(*c) + c->pieces * rec_size(c) +
+           c->nshadows * (sizeof(ev_shadow) + c->nc * sizeof(uint64_t)) +
+           ((uint64_t)c->nc * c->nc + c->nc) * sizeof(uint64_t) +
+           c->cap_scratch * sizeof(chk_rec *);
 }
 
 /* ------------------------------------------------------------------------
  * Life
  * ------------------------------------------------------------------------ */
 
-int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t context, dv_checker **out)
+int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t uid, uint64_t context,
+                       dv_checker **out)
 {
     dv_checker *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -646,17 +767,15 @@ int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t context, dv_c
     c->ns = env->nstreams;
     c->nc = env->nstreams + 1;
     c->check_reuse = check_reuse;
+    c->uid = uid;
     c->context = context;
     c->rng = UINT64_C(0x9E3779B97F4A7C15);
-    c->host_sweep_at = 64;
     c->events.next = c->events.prev = &c->events;
     c->vc = calloc((size_t)c->nc * c->nc, sizeof(uint64_t));
     c->tmp = calloc(c->nc, sizeof(uint64_t));
-    c->tmp2 = calloc(c->nc, sizeof(uint64_t));
-    if (c->vc == NULL || c->tmp == NULL || c->tmp2 == NULL) {
+    if (c->vc == NULL || c->tmp == NULL) {
         free(c->vc);
         free(c->tmp);
-        free(c->tmp2);
         free(c);
         return dv__fail(DV_ENOMEM, "check_order", "out of host memory for the checker");
     }
@@ -685,12 +804,9 @@ void dv__checker_destroy(dv_checker *c)
     for (uint32_t s = 0; s < c->ns; s++)
         *dv__drv_shadow(c->env->streams[s]) = NULL;
     tree_free(c->root);
-    for (uint32_t i = 0; i < c->nhost; i++)
-        free(c->host[i]);
-    free(c->host);
+    tree_free(c->host);
     free(c->scratch);
     free(c->vc);
     free(c->tmp);
-    free(c->tmp2);
     free(c);
 }

@@ -1,43 +1,54 @@
 /*
  * The stream-order checker: a happens-before race detector for device
- * memory across the streams of one actor (debug; off unless asked for).
+ * memory across the streams of one actor, and for the host buffers of its
+ * copies (debug; off unless asked for).
  *
  * Design
  * ------
- * Clocks.  Every stream of the actor and the host (the actor's thread:
- * what it has seen complete) has a vector clock with one component per
- * stream plus one for the host.  A checked operation on stream s ticks
- * s's own component and is stamped (s, that value): its sequence number.
- * The driver port tells the checker about every ordering operation of the
- * context (dv_drv_observer): an event record copies the stream's clock
- * into the event, a stream wait merges the event's clock into the
- * stream's, and a completion the host sees (an event or stream query that
- * answered done, a sync) merges into the host's clock.  The host's clock
- * is merged into a stream's before each checked operation on it: what the
- * host saw complete before enqueueing comes before.
+ * Clocks.  Every stream has a vector clock with one component per stream.
+ * A checked operation on stream s ticks s's own component and is stamped
+ * (s, that value): its number.  Edges come only from synchronisation the
+ * program (or devactor on its behalf) made:
+ *   - stream order;
+ *   - event records and waits, devactor's own (the recorder's fences) and
+ *     the public dv_event's: the driver port reports each one
+ *     (dv_drv_observer); a record copies the stream's clock into the
+ *     event, a wait merges the event's clock into the stream's;
+ *   - what the posting thread knew (known.h): a thread learns by waiting
+ *     on futures, syncs and events, or by a hand-over, and its messages
+ *     carry a snapshot; an operation's clock includes its poster's, and so
+ *     does everything after it on its stream.
+ * What the actor saw finish (a completion it polled) orders nothing a
+ * client did: the same program gets the same verdict however fast the
+ * device runs.  It is kept apart (the last row) and orders only the
+ * actor's own decision to hand freed memory out again.
  *
- * Shadows.  Each block the actor allocated is a record: its address range,
- * its last write and its outstanding reads (one per stream), each an
- * operation stamp.  Access X on stream s is ordered after an earlier access
- * P stamped (p, n) when p == s (stream order) or s's clock has seen n of p.
- * A read must be ordered after the last write; a write after the last
- * write and every read.  A free (on the block's alloc stream) must be
- * ordered after every access; the record then stays, FREED, so that a raw
- * pointer into it is reported, and so that memory a pool hands out again
- * is checked: the new block's allocation (a write on its stream) must be
- * ordered after the old block's free and uses.  Host buffers of copies
- * have records too (a device-to-host copy writes one, a host-to-device
- * copy reads one); the host's own accesses are checked against them with
- * the host's clock (dv_check_host_access).
+ * Pieces.  Memory is kept as disjoint pieces with one history each: the
+ * last write and the outstanding reads (one per stream), each a stamp.
+ * A device piece belongs to a block the actor allocated; an access to
+ * part of a block (a copy's or memset's range, a raw pointer or handle
+ * argument with a length) cuts its pieces at the access's ends, so
+ * disjoint parts of one block do not conflict.  An access without a
+ * length covers the whole block.  Access X on stream s is ordered after
+ * an earlier access P stamped (p, n) when p == s or s's clock has seen n
+ * of p.  A read must be ordered after the last write; a write after the
+ * last write and every read.  A free (on the block's alloc stream) must
+ * be ordered after every access; its pieces then stay, FREED, so that a
+ * raw pointer into them is reported, and so that memory a pool hands out
+ * again is checked: the new block's allocation must be ordered after the
+ * old block's free and uses.  Host buffers of copies are pieces too (a
+ * device-to-host copy writes one, a host-to-device copy reads one); the
+ * host's own accesses (dv_check_host_access) are checked with the
+ * calling thread's clock alone.
  *
- * Device records are disjoint and kept in a treap by start address, so
- * interior pointers and overlapping reuse are found in O(log n).  Host
- * records are a short list, swept of what the host has seen complete.
+ * Pieces live in two treaps by start address, so interior pointers and
+ * overlapping reuse are found in O(log n).  Nothing is dropped by count
+ * or by what the actor saw finish: a device piece goes when its memory
+ * is allocated again, a host piece when a later copy covers its range.
  *
  * What it cannot see: work a task enqueues through a library (cuBLAS)
  * is taken to make exactly the task's declared accesses; peer copies
- * between actors are not checked; the granule is the block, so two
- * streams writing disjoint halves of one block count as a hazard.
+ * between actors are not checked.
  */
 #ifndef DV_ACTOR_CHECKER_H
 #define DV_ACTOR_CHECKER_H
@@ -69,8 +80,8 @@ typedef struct dv_chk_op {
     const char *name;  /* a kernel's name, or NULL */
     uint32_t producer; /* the message (client ring and sequence) */
     uint32_t msg;
-    uint64_t seq;               /* set by dv__checker_check: the stamp on its stream */
-    const dv_known *host_known; /* what the posting thread knew complete (below) */
+    uint64_t seq;             /* set by dv__checker_check: the stamp on its stream */
+    const dv_know_node *know; /* what the posting thread knew (known.h) */
     unsigned n;
     struct {
         uint64_t ptr;
@@ -80,10 +91,12 @@ typedef struct dv_chk_op {
     } acc[DV_CHK_MAX_ACCESSES];
 } dv_chk_op;
 
-/* The checker of env's context (its generation: what clients' knowledge
- * must be of to count); check_reuse: memory handed out again by a pool of
- * devactor's (not by the driver, which orders its own reuse). */
-int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t context, dv_checker **out);
+/* The checker of env's context (uid: the actor's; context: its
+ * generation, what clients' knowledge must be of to count); check_reuse:
+ * memory handed out again by a pool of devactor's (not by the driver,
+ * which orders its own reuse). */
+int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t uid, uint64_t context,
+                       dv_checker **out);
 /* Detaches from the context and frees everything. */
 void dv__checker_destroy(dv_checker *c);
 
@@ -100,22 +113,31 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op);
 /* A block allocated on stream (its first write); DV_EHAZARD when memory
  * freed earlier is reused before its free and uses are ordered before. */
 int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream, const char *tag,
-                      uint32_t producer, uint32_t msg);
+                      const dv_know_node *know, uint32_t producer, uint32_t msg);
 /* The block at ptr was freed on stream; DV_EHAZARD when an access of it
  * is not ordered before the free (the free is made all the same). */
-int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, uint32_t producer, uint32_t msg);
+int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know_node *know,
+                     uint32_t producer, uint32_t msg);
+
 /*
- * What a client thread knows.  The actor's view of completions is not a
- * client's: a client knows the operations whose futures it waited on (a
- * copy, a sync), per stream (future.h, dv_known).  A host buffer's use
- * (dv__checker_host_access, and a copy's host side, with the device's own
- * order before the copy) is checked against that, so a client that never
- * waited is told of its race even when the device happened to be done.
- * The operation's number on its stream goes into its future:
+ * Points a thread may learn (known.h).  The number of the latest
+ * operation on stream:
  */
 uint64_t dv__checker_stream_seq(const dv_checker *c, uint32_t stream);
-/* The host reads or writes [ptr, ptr + bytes) of its own memory. */
+/* A point of its own on stream, after everything enqueued there so far
+ * (a sync, an event record; know: the poster's, when it enqueues
+ * something there); its number. */
+uint64_t dv__checker_point(dv_checker *c, uint32_t stream, const dv_know_node *know);
+/* A future will carry (stream, seq): publish its clock for the waiter
+ * (nothing when stream has moved on since). */
+void dv__checker_publish(dv_checker *c, uint32_t stream, uint64_t seq);
+
+/* The host reads or writes [ptr, ptr + bytes) of its own memory, knowing
+ * what know says. */
 int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
-                            const dv_known *known, uint32_t producer, uint32_t msg);
+                            const dv_know_node *know, uint32_t producer, uint32_t msg);
+/* Pieces held now (device and host), and the host memory it all takes. */
+uint64_t dv__checker_pieces(const dv_checker *c);
+uint64_t dv__checker_bytes(const dv_checker *c);
 
 #endif /* DV_ACTOR_CHECKER_H */

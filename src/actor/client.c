@@ -68,12 +68,15 @@ static void post_leave(dv_hazards *hz)
 }
 
 /* The calling thread's client of a; with the checker on, linked to what
- * the thread knows of a (the actor reads it for the thread's messages). */
+ * the thread knows of a (its snapshots go with its messages). */
 static dv_client *client_of(dv_actor *a)
 {
     dv_client *c = dv__inbox_client(a->inbox);
-    if (c != NULL && c->known == NULL && a->cfg.check_order)
+    if (c != NULL && c->known == NULL && a->cfg.check_order && c->know.head == NULL) {
+        if (dv__know_list_init(&c->know) != DV_OK)
+            return c; /* unchecked knowledge: the thread counts as knowing nothing */
         c->known = dv__known_of(a->uid);
+    }
     return c;
 }
 
@@ -82,6 +85,10 @@ static dv_client *client_of(dv_actor *a)
  * waiter sees it), and gives it back if the post fails. */
 static int enqueue(dv_actor *a, dv_client *c, dv_msg *m, bool try)
 {
+    /* What the thread learned since its last post goes with this one (a
+     * failed post leaves it for the next, which takes the same number). */
+    if (c->known != NULL)
+        dv__know_send(&c->know, c->known, c->seq);
     if (m->type != DV_MSG_ALLOC)
         return dv__inbox_post(a->inbox, c, m, try);
     int rc = dv__ref_mint(a->refs, &c->refs, &m->u.alloc.ref);
@@ -515,4 +522,52 @@ int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_ac
     dv_msg m = {.type = DV_MSG_HOST_ACCESS,
                 .u.host = {.ptr = (uintptr_t)ptr, .bytes = bytes, .access = (uint8_t)access}};
     return call(a, &m, NULL);
+}
+
+_Static_assert(DV_ORDER_STREAMS == DV_KNOWN_STREAMS, "a token holds a whole clock");
+
+int dv_order_export(dv_actor *a, dv_order_token *out)
+{
+    static const char op[] = "order_export";
+    if (a == NULL || out == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: NULL %s", op, a == NULL ? "actor" : "token");
+    if (a->fork_gen != dv__fork_now())
+        return dv__forked(op);
+    memset(out, 0, sizeof(*out));
+    out->actor = a->uid;
+    if (!a->cfg.check_order)
+        return DV_OK; /* nothing to hand over */
+    dv_known *k = dv__known_of(a->uid);
+    if (k == NULL)
+        return dv__fail(DV_ENOMEM, op, "%s: out of host memory for the thread's knowledge", op);
+    out->context = k->context;
+    out->streams = DV_ORDER_STREAMS;
+    memcpy(out->clock, k->vc, sizeof(out->clock));
+    return DV_OK;
+}
+
+int dv_order_adopt(dv_actor *a, const dv_order_token *t)
+{
+    static const char op[] = "order_adopt";
+    if (a == NULL || t == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: NULL %s", op, a == NULL ? "actor" : "token");
+    if (a->fork_gen != dv__fork_now())
+        return dv__forked(op);
+    if (t->actor != a->uid)
+        return dv__fail(DV_EINVAL, op, "%s: the token was exported from another actor", op);
+    if (t->streams > DV_ORDER_STREAMS)
+        return dv__fail(DV_EINVAL, op, "%s: a token of %u streams (at most %u)", op, t->streams,
+                        DV_ORDER_STREAMS);
+    if (!a->cfg.check_order || t->streams == 0)
+        return DV_OK;
+    uint64_t now = dv__ref_domain_context(a->refs);
+    if (t->context < now)
+        return dv__fail(DV_ESTALE, op,
+                        "%s: the token is of a context since rebuilt (%llu; now %llu): it orders "
+                        "nothing now",
+                        op, (unsigned long long)t->context, (unsigned long long)now);
+    if (dv__known_of(a->uid) == NULL)
+        return dv__fail(DV_ENOMEM, op, "%s: out of host memory for the thread's knowledge", op);
+    dv__known_absorb(a->uid, t->context, t->clock, t->streams);
+    return DV_OK;
 }

@@ -75,6 +75,8 @@ int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
     };
     q->count++;
     q->marked = true;
+    if (chk_seq != 0 && e->m.reply != NULL && a->chk != NULL)
+        dv__checker_publish(a->chk, s, chk_seq);
     a->npending++;
     if (e->m.reply != NULL)
         dv__future_ordered(e->m.reply);

@@ -343,7 +343,11 @@ static void handle_record(dv_actor *a, const dv_envelope *env)
     }
     e->host_reached = false;
     e->stream = s;
-    e->chk_seq = a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0;
+    /* The record's own point: a thread that syncs on the event learns
+     * what the stream had reached, and what its poster knew. */
+    e->chk_seq = a->chk != NULL ? dv__checker_point(a->chk, s, dv__know_of(a, env)) : 0;
+    if (e->chk_seq != 0)
+        dv__checker_publish(a->chk, s, e->chk_seq);
     e->res_pos = dv__res_stream_position(a->stack, s);
     e->record_context = dv__ref_domain_context(a->refs);
     /* Release: pairs with the acquire load in wait_recorded. */
@@ -412,8 +416,15 @@ static void handle_query(dv_actor *a, const dv_envelope *env)
         rc = dv__fail(DV_EAGAIN, "event_query", "event_query: not reached yet");
     if (rc == DV_ECONTEXT_LOST)
         rc = dv__enqueue_failed(a, rc, e->stream, env);
-    if (env->m.reply != NULL)
-        dv__future_complete(env->m.reply, rc); /* DV_EAGAIN is an answer, not a failure */
+    if (env->m.reply == NULL)
+        return;
+    /* A query that answered done orders like a sync: its caller learns
+     * the record's point. */
+    if (rc == DV_OK && a->chk != NULL && e->chk_seq != 0 && !e->host_reached) {
+        dv__known_pack(env->m.reply->internal, a->uid, dv__ref_domain_context(a->refs), e->stream,
+                       e->chk_seq);
+    }
+    dv__future_complete(env->m.reply, rc); /* DV_EAGAIN is an answer, not a failure */
 }
 
 static void handle_elapsed(dv_actor *a, const dv_envelope *env)

@@ -86,7 +86,7 @@ static int build_state(dv_actor *a)
     /* Reuse is checked where devactor's pool hands memory out again; the
      * driver orders its own. */
     if (a->cfg.check_order &&
-        (rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc,
+        (rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, a->uid,
                                  dv__ref_domain_context(a->refs), &a->chk)) != DV_OK)
         goto fail_done;
     return DV_OK;

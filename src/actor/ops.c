@@ -48,7 +48,7 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     /* A hazard here is the allocator's own: counted, the block kept. */
     if (a->chk != NULL)
         (void)dv__checked(a, dv__checker_alloc(a->chk, b.ptr, b.bytes, e->m.stream, m->tag,
-                                               e->from->id, e->m.seq));
+                                               dv__know_of(a, e), e->from->id, e->m.seq));
     dv__reply(a, e, DV_OK);
 }
 
@@ -71,7 +71,7 @@ static void handle_free(dv_actor *a, const dv_envelope *e)
         /* After the resource fenced the free: a use it could not see races. */
         if (rc == DV_OK && a->chk != NULL)
             (void)dv__checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
-                                                  e->from->id, e->m.seq));
+                                                  dv__know_of(a, e), e->from->id, e->m.seq));
         dv__stat_inc(&a->st_frees);
     }
     dv__ref_recycle(a->refs, slot);
@@ -388,8 +388,6 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
     if ((rc = dv__rec_args(&r, args, nargs, l.values, true)) != DV_OK)
         return rc;
     if (a->chk != NULL) {
-        for (int i = 0; i < r.nuses; i++)
-            dv__chk_op_add(&r.chk, r.uses[i].slot->block.ptr, 0, (uint8_t)r.uses[i].access, false);
         if ((rc = dv__checked(a, dv__checker_check(a->chk, &r.chk))) != DV_OK) {
             a->task_hazard = true;
             return rc;
@@ -420,7 +418,12 @@ static void handle_sync(dv_actor *a, const dv_envelope *e)
     int rc = dv__check_stream(&a->env, e->m.stream, "sync");
     if (rc == DV_OK) {
         dv__stat_inc(&a->st_syncs);
-        if (dv__complete_later(a, e->m.stream, e, "sync") == DV_OK)
+        /* A point of the sync's own: its waiter learns everything the
+         * stream had reached, waits included. */
+        uint64_t point = a->chk != NULL ? dv__checker_point(a->chk, e->m.stream, NULL) : 0;
+        if (e->m.reply == NULL ||
+            dv__complete_at(a, e->m.stream, dv__tracker_mark(a->done, e->m.stream), point, e,
+                            "sync") == DV_OK)
             return;
         rc = DV_ENOMEM;
     }
@@ -453,6 +456,8 @@ static void handle_stats(dv_actor *a, const dv_envelope *e)
     out->bytes_outstanding = a->stack != NULL ? dv__res_bytes_outstanding(a->stack) : 0;
     out->refs_alive = dv__ref_held(a->refs);
     out->client_rings = dv__inbox_clients(a->inbox);
+    out->check_pieces = a->chk != NULL ? dv__checker_pieces(a->chk) : 0;
+    out->check_bytes = a->chk != NULL ? dv__checker_bytes(a->chk) : 0;
     if (e->m.reply != NULL)
         dv__future_complete(e->m.reply, DV_OK);
 }
@@ -489,7 +494,7 @@ static void handle_host_access(dv_actor *a, const dv_envelope *e)
     int rc = DV_OK;
     if (a->chk != NULL)
         rc = dv__checked(a, dv__checker_host_access(a->chk, m->ptr, m->bytes, m->access,
-                                                    e->from->known, e->from->id, e->m.seq));
+                                                    dv__know_of(a, e), e->from->id, e->m.seq));
     if (e->m.reply != NULL)
         dv__future_complete(e->m.reply, rc);
 }

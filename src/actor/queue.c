@@ -528,10 +528,9 @@ static void drop_orphans(dv_inbox *in)
              * it posted must have been taken: in the shared ring one may
              * be committed behind another poster's slot not yet committed,
              * where the ring's size does not count it yet. */
-            bool gone_now = ngone < 64 &&
-                            atomic_load_explicit(&c->orphaned, memory_order_acquire) &&
-                            (c->ring.slots == NULL || dv__spsc_empty(&c->ring)) &&
-                            c->expect_seq == c->seq;
+            bool gone_now =
+                ngone < 64 && atomic_load_explicit(&c->orphaned, memory_order_acquire) &&
+                (c->ring.slots == NULL || dv__spsc_empty(&c->ring)) && c->expect_seq == c->seq;
             if (gone_now)
                 gone[ngone++] = c;
             else

@@ -94,7 +94,8 @@ typedef struct dv_client {
     uint32_t id;  /* unique in the inbox: "client N" in reports */
     uint32_t seq; /* the next message's sequence number */
     uint64_t inbox_uid;
-    dv_known *known;   /* the thread's knowledge of this actor */
+    dv_known *known;   /* the thread's knowledge of this actor (checker) */
+    dv_know_list know; /* its snapshots on their way to the actor */
     dv_ref_cache refs; /* handle slots reserved for this thread */
     atomic_uint owners;
     atomic_bool orphaned; /* its thread has exited */

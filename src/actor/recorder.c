@@ -16,8 +16,10 @@ int dv__rec_begin(dv_recorder *r, dv_actor *a, const dv_envelope *e, dv_chk_kind
     r->op = dv__msg_name(e->m.type);
     r->task = kind == DV_CHK_TASK;
     r->nuses = 0;
-    if (a->chk != NULL)
+    if (a->chk != NULL) {
         dv__chk_op_init(&r->chk, kind, e->m.stream, name, e->from->id, e->m.seq);
+        r->chk.know = dv__know_of(a, e); /* the poster's */
+    }
     return dv__check_stream(&a->env, e->m.stream, r->op);
 }
 
@@ -44,20 +46,23 @@ dv_ref_slot *dv__rec_use(dv_recorder *r, dv_ref ref, uint64_t offset, uint64_t b
     if (j == r->nuses)
         r->uses[r->nuses++] = (dv_use){slot, 0};
     r->uses[j].access = (dv_access)(r->uses[j].access | access);
+    /* The checker sees the range itself (no length: the whole block). */
+    if (r->a->chk != NULL)
+        dv__chk_op_add(&r->chk, bytes == 0 ? slot->block.ptr : slot->block.ptr + offset, bytes,
+                       (uint8_t)access, false);
     return slot;
 }
 
-void dv__rec_raw(dv_recorder *r, uint64_t ptr, uint8_t access)
+void dv__rec_raw(dv_recorder *r, uint64_t ptr, uint64_t bytes, uint8_t access)
 {
     if (r->a->chk != NULL)
-        dv__chk_op_add(&r->chk, ptr, 0, access, false);
+        dv__chk_op_add(&r->chk, ptr, bytes, access, false);
 }
 
 void dv__rec_host(dv_recorder *r, uint64_t ptr, uint64_t bytes, uint8_t access)
 {
     if (r->a->chk == NULL)
         return;
-    r->chk.host_known = r->e->from->known; /* the poster's */
     dv__chk_op_add(&r->chk, ptr, bytes, access, true);
 }
 
@@ -89,13 +94,14 @@ int dv__rec_args(dv_recorder *r, const dv_arg *args, unsigned nargs, uint64_t *v
                                 "does not accept (it cannot fence it); pass a handle",
                                 r->op, i);
             values[i] = arg->u.ptr;
-            dv__rec_raw(r, arg->u.ptr, arg->access);
+            dv__rec_raw(r, arg->u.ptr, arg->bytes, arg->access);
             break;
         case DV_ARG_REF: {
             if (arg->access < DV_READ || arg->access > DV_READ_WRITE)
                 return dv__fail(DV_EINVAL, r->op, "%s: argument %u has access %u", r->op, i,
                                 arg->access);
-            dv_ref_slot *slot = dv__rec_use(r, arg->u.ref, arg->offset, 0, (dv_access)arg->access);
+            dv_ref_slot *slot =
+                dv__rec_use(r, arg->u.ref, arg->offset, arg->bytes, (dv_access)arg->access);
             if (slot == NULL) {
                 dv_error_detail *d = dv__detail();
                 char msg[sizeof(d->message)];
@@ -154,11 +160,6 @@ int dv__rec_run(dv_recorder *r, int (*enqueue)(dv_recorder *r, void *arg), void 
             return dv__enqueue_failed(a, rc, r->stream, r->e);
     }
     if (a->chk != NULL) {
-        /* Each block once, with its merged access: its uses were checked
-         * above against its range already. */
-        for (int i = 0; i < r->nuses; i++)
-            dv__chk_op_add(&r->chk, r->uses[i].slot->block.ptr, 0, (uint8_t)r->uses[i].access,
-                           false);
         if ((rc = dv__checked(a, dv__checker_check(a->chk, &r->chk))) != DV_OK)
             return rc;
         if (r->task)

@@ -56,7 +56,7 @@ int dv__rec_begin(dv_recorder *r, dv_actor *a, const dv_envelope *e, dv_chk_kind
 dv_ref_slot *dv__rec_use(dv_recorder *r, dv_ref ref, uint64_t offset, uint64_t bytes,
                          dv_access access);
 /* For the checker only: a raw device pointer the operation uses. */
-void dv__rec_raw(dv_recorder *r, uint64_t ptr, uint8_t access);
+void dv__rec_raw(dv_recorder *r, uint64_t ptr, uint64_t bytes, uint8_t access);
 /* For the checker only: a host buffer (what the posting thread knew). */
 void dv__rec_host(dv_recorder *r, uint64_t ptr, uint64_t bytes, uint8_t access);
 /* prepare, check, enqueue(r, arg), finish (design above).  DV_OK or the

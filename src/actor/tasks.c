@@ -78,7 +78,7 @@ int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr)
     if (a->chk != NULL)
         (void)dv__checked(a,
                           dv__checker_alloc(a->chk, b->ptr, b->bytes, ctx->stream, "task-scratch",
-                                            a->task_env->from->id, a->task_env->m.seq));
+                                            NULL, a->task_env->from->id, a->task_env->m.seq));
     return DV_OK;
 }
 
@@ -91,8 +91,8 @@ void dv__task_scratch_release(dv_actor *a)
         uint64_t ptr = b->ptr;
         dv_stream s = b->alloc_stream;
         if (dv__res_deallocate(a->stack, b) == DV_OK && a->chk != NULL)
-            (void)dv__checked(
-                a, dv__checker_free(a->chk, ptr, s, a->task_env->from->id, a->task_env->m.seq));
+            (void)dv__checked(a, dv__checker_free(a->chk, ptr, s, NULL, a->task_env->from->id,
+                                                  a->task_env->m.seq));
     }
     a->nscratch = 0;
 }

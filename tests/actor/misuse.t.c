@@ -194,6 +194,8 @@ static const struct {
     {"dv_task_host_fn_cleanup", "host_fn"},
     {"dv_task_scratch", "scratch"},
     {"dv_check_host_access", "host_access|host access"},
+    {"dv_order_export", "order_export"},
+    {"dv_order_adopt", "order_adopt"},
     {"dv_event_create", "event_create|event create"},
     {"dv_event_destroy", "event_destroy|event destroy"},
     {"dv_event_record", "event_record|event record"},
@@ -1885,6 +1887,20 @@ static void table_tasks(void)
         dv_check_host_access(B, host, UINT64_MAX, DV_READ));
     ROW("dv_check_host_access", DV_ESHUTDOWN, "after shutdown (checker on)",
         dv_check_host_access(SD, host, 16, DV_READ));
+
+    /* Hand-overs between threads. */
+    static dv_order_token tok_a, tok_b, tok_wide;
+    if (A != NULL && B != NULL && /* not while counting the rows */
+        (dv_order_export(A, &tok_a) != DV_OK || dv_order_export(B, &tok_b) != DV_OK))
+        bail_out("set-up: dv_order_export: %s", dv_last_error()->message);
+    tok_wide = tok_b;
+    tok_wide.streams = DV_ORDER_STREAMS + 1;
+    ROW("dv_order_export", DV_EINVAL, "NULL actor", dv_order_export(NULL, &tok_b));
+    ROW("dv_order_export", DV_EINVAL, "NULL token", dv_order_export(B, NULL));
+    ROW("dv_order_adopt", DV_EINVAL, "NULL actor", dv_order_adopt(NULL, &tok_b));
+    ROW("dv_order_adopt", DV_EINVAL, "NULL token", dv_order_adopt(B, NULL));
+    ROW("dv_order_adopt", DV_EINVAL, "a token of another actor", dv_order_adopt(B, &tok_a));
+    ROW("dv_order_adopt", DV_EINVAL, "a token of 65 streams", dv_order_adopt(B, &tok_wide));
 }
 
 static void table_events(void)

@@ -1,37 +1,47 @@
 /*
  * The planted-hazard corpus's harness.
  *
- * Each tests/hazards/<case>.t.c commits one cross-stream ordering mistake
+ * Each tests/hazards/<case>.t.c is one cross-stream ordering mistake made
  * through a path the launch recorder cannot see (a raw pointer, a task
  * that lies about its accesses, the host touching a buffer a copy still
- * uses...).  A case defines HZ_WHAT (one line: the mistake), includes this
- * file, and defines
+ * uses...), or, with HZ_CORRECT defined, a correct neighbour of one: the
+ * same program with its order made right.  A case defines HZ_WHAT (one
+ * line: the mistake, or the neighbour), includes this file, and defines
  *
  *     static bool hz_plant(hz *h);
  *
- *  hz_plant makes the mistake once and returns
- * true when the data came out wrong: different from what running the
- * posted operations one after another, in program order, would give.
+ * hz_plant runs the program once and returns true when the data came out
+ * wrong: different from what running the posted operations one after
+ * another, in program order, would give.  Around the operation that
+ * should come first it calls hz_first(h, stream) (before posting it) and
+ * hz_settle(h) (after, before the operation that races with it).
  *
- * The harness runs the case twice over:
- *   1. with the stream-order checker on (on the backend DV_BACKEND names,
- *      the real GPU in tools/gpu-check.sh, else the sim): the checker must
- *      report the hazard (dv_actor_stats.hazards > 0);
- *   2. with the checker off, on the sim with random stream delays, up to
- *      HZ_TRIES times with different seeds: the mistake must corrupt data
- *      at least once, so the corpus proves real bugs, not imagined ones.
+ * A mistake runs three times over:
+ *   1. live, with the checker on (on the backend DV_BACKEND names: the
+ *      real GPU in tools/gpu-check.sh, else the sim): hz_first queues a
+ *      spin kernel, so the first operation is still running when the
+ *      second is posted.  The checker must report it;
+ *   2. quiet, with the checker on: no spin, and hz_settle pauses the host
+ *      until the first operation has surely finished on the device,
+ *      without telling devactor (no wait, no sync).  The checker must
+ *      report it all the same: the program did not order the two;
+ *   3. live, with the checker off, on the sim with random stream delays,
+ *      up to HZ_TRIES seeds: the mistake must corrupt data at least once,
+ *      so the corpus proves real bugs, not imagined ones.
+ * A correct neighbour runs live and quiet with the checker on (no report,
+ * no failure, the data right) and live with it off on a few seeds (the
+ * data right every time).
  *
- * Cases make their race likely, not lucky: the operation that should come
- * first is queued behind a spin kernel (hz_spin) on its stream.  The
- * launch helpers post and do not wait (a thread that waited for a launch
- * is ordered after it, and nothing would race); hz_sync_all waits for
- * everything posted.
+ * The launch helpers post and do not wait (a thread that waited for a
+ * launch is ordered after it, and nothing would race); hz_sync_all waits
+ * for everything posted.
  */
 #ifndef DV_TESTS_HAZARDS_HAZARD_H
 #define DV_TESTS_HAZARDS_HAZARD_H
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "devactor.h"
 #include "tap.h"
@@ -41,11 +51,14 @@
 #define HZ_TRIES   40
 #define HZ_SPIN_NS UINT64_C(20000000) /* 20 ms */
 
-#define HZ_POSTED 32 /* launches in flight at once */
+#define HZ_POSTED   32 /* launches in flight at once */
+#define HZ_QUIET_MS 50 /* a host pause the device surely finishes in */
+#define HZ_CORRECT_SEEDS 4
 
 typedef struct hz {
     dv_actor *a;
     bool check;
+    bool quiet; /* hz_first does not spin; hz_settle pauses the host */
     dv_kernel *fill, *copy, *add, *sum, *spin;
     int refused; /* operations answered DV_EHAZARD */
     int failed;  /* operations that failed otherwise */
@@ -111,6 +124,25 @@ static TAP_UNUSED void hz_spin(hz *h, dv_stream s)
 {
     dv_arg args[] = {dv_arg_u64(HZ_SPIN_NS)};
     hz_post(h, h->spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, s, args, 1, "spin");
+}
+
+/* The operation that should come first goes on s next. */
+static TAP_UNUSED void hz_first(hz *h, dv_stream s)
+{
+    if (!h->quiet)
+        hz_spin(h, s);
+}
+
+/* Between the first operation and the one that races with it: in the
+ * quiet variant the host pauses, unseen by devactor, until the first has
+ * surely finished on the device. */
+static TAP_UNUSED void hz_settle(hz *h)
+{
+    if (h->quiet) {
+        struct timespec ts = {0, HZ_QUIET_MS * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
 }
 
 /* fill_u32 through a handle (tracked) or a raw pointer (untracked). */
@@ -193,34 +225,74 @@ static int hz_open(hz *h, bool check, dv_backend backend, uint64_t seed)
     return rc;
 }
 
+/* One run with the checker on; its hazards counted into *hazards. */
+static void hz_checked(hz *h, bool quiet, bool *corrupt, uint64_t *hazards, dv_error_detail *last)
+{
+    dv_actor_stats st;
+    int rc = hz_open(h, true, DV_BACKEND_AUTO, 1);
+    if (rc != DV_OK)
+        bail_out("no actor: %s", dv_last_error()->message);
+    h->quiet = quiet;
+    *corrupt = hz_plant(h);
+    hz_sync_all(h);
+    dv_actor_stats_get(h->a, &st);
+    dv_actor_last_hazard(h->a, last);
+    *hazards = st.hazards;
+}
+
 int main(void)
 {
     static hz h;
-    dv_actor_stats st;
     dv_error_detail last;
+    bool corrupt;
+    uint64_t hazards;
+    int rc;
 
-    plan(5);
+    unsetenv("DV_CHECK_ORDER"); /* each run chooses for itself */
+#ifdef HZ_CORRECT
+    plan(7);
+    diag("the correct neighbour: %s", HZ_WHAT);
+    for (int quiet = 0; quiet <= 1; quiet++) {
+        const char *v = quiet ? "quiet" : "live";
+        hz_checked(&h, quiet, &corrupt, &hazards, &last);
+        const char *backend = dv_actor_backend_name(h.a);
+        ok(hazards == 0, "%s, checker on (%s): nothing reported (%llu hazards)", v, backend,
+           (unsigned long long)hazards);
+        if (hazards != 0)
+            diag("%s", last.message);
+        ok(h.failed == 0 && h.refused == 0, "%s, checker on: no operation failed", v);
+        ok(!corrupt, "%s, checker on: the data is right", v);
+        dv_actor_destroy(h.a);
+    }
+    int wrong = 0, failed = 0;
+    for (int t = 1; t <= HZ_CORRECT_SEEDS; t++) {
+        if ((rc = hz_open(&h, false, DV_BACKEND_SIM, (uint64_t)t * 7919)) != DV_OK)
+            bail_out("no sim actor: %s", dv_last_error()->message);
+        wrong += hz_plant(&h);
+        hz_sync_all(&h);
+        failed += h.failed + h.refused;
+        dv_actor_destroy(h.a);
+    }
+    ok(wrong == 0 && failed == 0, "checker off (sim, %d seeds): the data is right every time",
+       HZ_CORRECT_SEEDS);
+#else
+    plan(7);
     diag("the mistake: %s", HZ_WHAT);
-    unsetenv("DV_CHECK_ORDER"); /* each half chooses for itself */
+    for (int quiet = 0; quiet <= 1; quiet++) {
+        const char *v = quiet ? "quiet" : "live";
+        hz_checked(&h, quiet, &corrupt, &hazards, &last);
+        const char *backend = dv_actor_backend_name(h.a);
+        ok(h.failed == 0, "%s, checker on (%s): no operation failed except for hazards", v,
+           backend);
+        ok(hazards > 0, "%s, checker on (%s): the hazard is reported (%llu hazards, %d refused)",
+           v, backend, (unsigned long long)hazards, h.refused);
+        ok(last.status == DV_EHAZARD && strstr(last.message, "hazard: ") != NULL,
+           "%s: the report names both operations", v);
+        diag("%s", last.message);
+        dv_actor_destroy(h.a);
+    }
 
-    /* 1. The checker on, on the backend the environment names. */
-    int rc = hz_open(&h, true, DV_BACKEND_AUTO, 1);
-    if (rc != DV_OK)
-        bail_out("no actor: %s", dv_last_error()->message);
-    const char *backend = dv_actor_backend_name(h.a);
-    (void)hz_plant(&h);
-    hz_sync_all(&h);
-    dv_actor_stats_get(h.a, &st);
-    dv_actor_last_hazard(h.a, &last);
-    ok(h.failed == 0, "checker on (%s): no operation failed except for hazards", backend);
-    ok(st.hazards > 0, "checker on (%s): the hazard is reported (%llu hazards, %d refused)",
-       backend, (unsigned long long)st.hazards, h.refused);
-    ok(last.status == DV_EHAZARD && strstr(last.message, "hazard: ") != NULL,
-       "the report names both operations");
-    diag("%s", last.message);
-    dv_actor_destroy(h.a);
-
-    /* 2. The checker off, on the sim with random delays: real corruption. */
+    /* The checker off, on the sim with random delays: real corruption. */
     int corrupt_at = 0, failed = 0;
     for (int t = 1; t <= HZ_TRIES && corrupt_at == 0; t++) {
         if ((rc = hz_open(&h, false, DV_BACKEND_SIM, (uint64_t)t * 7919)) != DV_OK)
@@ -231,9 +303,10 @@ int main(void)
         failed += h.failed + h.refused;
         dv_actor_destroy(h.a);
     }
-    ok(corrupt_at > 0, "checker off (sim): the mistake corrupts data (at try %d of %d)", corrupt_at,
-       HZ_TRIES);
-    ok(failed == 0, "checker off (sim): no operation failed");
+    ok(corrupt_at > 0 && failed == 0,
+       "checker off (sim): the mistake corrupts data (at try %d of %d), no operation failed",
+       corrupt_at, HZ_TRIES);
+#endif
     return tap_done();
 }
 

@@ -1,0 +1,211 @@
+/*
+ * The checker's happens-before edges that the hazard corpus does not
+ * show one by one (tests/hazards has the mistakes and their neighbours):
+ *   - a race another thread's sync hides from the actor is still a race,
+ *     and the report says the two were posted by different threads and
+ *     names the hand-over calls; after a hand-over it is gone;
+ *   - a token of a context since rebuilt answers DV_ESTALE;
+ *   - with the checker off a token is empty and adopting it does nothing;
+ *   - what the checker holds (check_pieces, check_bytes) stays bounded
+ *     over many blocks allocated, cut into ranges and freed, and many
+ *     host buffers copied;
+ *   - a sub-range of a block cuts its history: disjoint raw writes on two
+ *     streams are fine, an overlap by one word is not.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "devactor.h"
+#include "tap.h"
+
+#define N     4096u /* u32 words per block */
+#define BYTES ((uint64_t)N * 4)
+
+static const dv_dim3 grid = {16, 1, 1}, blk = {256, 1, 1};
+static dv_actor *A;
+static dv_kernel *fill, *spin;
+static dv_ref X;
+static uint64_t xptr;
+
+static dv_actor *make(bool check)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.streams = 3;
+    cfg.permissive = true;
+    cfg.check_order = check;
+    cfg.sim_memory_bytes = 64 << 20;
+    if (dv_actor_create(&cfg, &a) != DV_OK)
+        bail_out("no actor: %s", dv_last_error()->message);
+    if (dv_kernel_get(a, NULL, 0, "fill_u32", &fill) != DV_OK ||
+        dv_kernel_get(a, NULL, 0, "spin", &spin) != DV_OK)
+        bail_out("no kernels: %s", dv_last_error()->message);
+    return a;
+}
+
+static uint64_t hazards(dv_actor *a, dv_actor_stats *st)
+{
+    return dv_actor_stats_get(a, st) == DV_OK ? st->hazards : UINT64_MAX;
+}
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Raw fill of [first, first + words) of the block at ptr on s, posted. */
+static int raw_fill(dv_actor *a, uint64_t ptr, uint32_t first, uint32_t words, uint32_t v,
+                    dv_stream s, dv_future *f)
+{
+    static dv_arg args[8][3];
+    static int next;
+    dv_arg *g = args[next++ % 8];
+    g[0] = dv_arg_ptr_range(ptr + (uint64_t)first * 4, DV_WRITE, (uint64_t)words * 4);
+    g[1] = dv_arg_u32(v);
+    g[2] = dv_arg_u64(words);
+    dv_future_init(f, 0);
+    return dv_launch_async(a, fill, grid, blk, 0, s, g, 3, f);
+}
+
+/* The same, waited for: its status (a refusal comes through the future). */
+static int raw_fill_wait(dv_actor *a, uint64_t ptr, uint32_t first, uint32_t words, uint32_t v,
+                         dv_stream s)
+{
+    dv_future f;
+    int rc = raw_fill(a, ptr, first, words, v, s, &f);
+    return rc != DV_OK ? rc : dv_future_wait(&f);
+}
+
+static dv_order_token handed;
+
+/* Another thread writes x on stream 0, syncs it and exports what it
+ * learned. */
+static void *syncer(void *arg)
+{
+    int *rc = arg;
+    dv_future f;
+    *rc = raw_fill(A, xptr, 0, N, 1, 0, &f);
+    if (*rc == DV_OK)
+        *rc = dv_sync(A, 0);
+    if (*rc == DV_OK)
+        *rc = dv_order_export(A, &handed);
+    return NULL;
+}
+
+int main(void)
+{
+    dv_actor_stats st;
+    dv_error_detail last;
+    dv_future f1;
+
+    plan(19);
+
+    /* -- hidden by another thread's sync --------------------------------- */
+    A = make(true);
+    dv_alloc(A, BYTES, 0, "x", &X);
+    dv_ref_info info;
+    dv_ref_access(X, &info);
+    xptr = info.ptr;
+    pthread_t t;
+    int trc = -1;
+    pthread_create(&t, NULL, syncer, &trc);
+    pthread_join(t, NULL);
+    is_status(trc, DV_OK, "another thread wrote x on stream 0, synced it and exported");
+    pause_ms(10);
+    is_status(raw_fill_wait(A, xptr, 0, N, 2, 1), DV_EHAZARD,
+              "this thread never waited: its raw write on stream 1 races, though stream 0 is done");
+    dv_actor_last_hazard(A, &last);
+    ok(strstr(last.message, "two threads") != NULL &&
+           strstr(last.message, "dv_order_adopt") != NULL,
+       "the report says the two came from different threads and names the hand-over");
+    diag("%s", last.message);
+    is_status(dv_order_adopt(A, &handed), DV_OK, "the thread adopts the other's knowledge");
+    is_status(raw_fill_wait(A, xptr, 0, N, 3, 1), DV_OK, "now the write on stream 1 is ordered");
+
+    /* -- byte ranges ------------------------------------------------------ */
+    dv_sync(A, 0);
+    dv_sync(A, 1);
+    uint64_t before = hazards(A, &st);
+    static dv_arg sp[1];
+    sp[0] = dv_arg_u64(20000000);
+    dv_future fs;
+    dv_future_init(&fs, 0);
+    dv_launch_async(A, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 0, sp, 1, &fs);
+    is_status(raw_fill(A, xptr, 0, N / 2, 4, 0, &f1), DV_OK, "the first half on stream 0");
+    is_status(raw_fill_wait(A, xptr, N / 2, N / 2, 5, 1), DV_OK,
+              "the second half on stream 1: disjoint, no hazard");
+    is_status(raw_fill_wait(A, xptr, N / 2 - 1, 2, 6, 2), DV_EHAZARD,
+              "two words straddling the halves on stream 2: a real race");
+    dv_future_wait(&fs);
+    dv_future_wait(&f1);
+    ok(hazards(A, &st) == before + 1, "one hazard counted");
+    dv_actor_last_hazard(A, &last);
+    ok(strstr(last.message, "bytes [8188, 8192) of block 'x'") != NULL ||
+           strstr(last.message, "bytes [8188, 8196) of block 'x'") != NULL ||
+           strstr(last.message, "bytes [8192, 8196) of block 'x'") != NULL,
+       "the report names the bytes of the block");
+    diag("%s", last.message);
+
+    /* -- what the checker holds stays bounded ---------------------------- */
+    dv_sync(A, 0);
+    dv_sync(A, 1);
+    dv_actor_stats_get(A, &st);
+    uint64_t pieces0 = st.check_pieces, bytes0 = st.check_bytes;
+    ok(pieces0 > 0 && bytes0 > 0, "the checker reports what it holds (%llu pieces, %llu bytes)",
+       (unsigned long long)pieces0, (unsigned long long)bytes0);
+    static uint32_t host[N];
+    uint64_t peak = 0;
+    int bad = 0;
+    for (int i = 0; i < 2000; i++) {
+        dv_ref r;
+        if (dv_alloc(A, BYTES, (dv_stream)(i % 3), "churn", &r) != DV_OK) {
+            bad++;
+            continue;
+        }
+        dv_ref_access(r, &info);
+        /* Cut it into ranges: a write per quarter, on the block's stream. */
+        for (uint32_t q = 0; q < 4; q++) {
+            dv_future fq;
+            if (raw_fill(A, info.ptr, q * (N / 4), N / 4, (uint32_t)i, (dv_stream)(i % 3), &fq) !=
+                    DV_OK ||
+                dv_future_wait(&fq) != DV_OK)
+                bad++;
+        }
+        /* A host buffer of its own range each time, waited for. */
+        if (dv_copy_dtoh(A, host + (i % 64) * 16, r, 0, 64, (dv_stream)(i % 3)) != DV_OK)
+            bad++;
+        dv_ref_release(r);
+        if (i % 100 == 99) {
+            dv_actor_stats_get(A, &st);
+            if (st.check_pieces > peak)
+                peak = st.check_pieces;
+        }
+    }
+    ok(bad == 0 && hazards(A, &st) == before + 1, "2,000 blocks, cut in four and freed: no hazard");
+    ok(peak < 200, "the checker's pieces stay bounded (at most %llu over the run)",
+       (unsigned long long)peak);
+    diag("after the run: %llu pieces, %llu bytes", (unsigned long long)st.check_pieces,
+         (unsigned long long)st.check_bytes);
+
+    /* -- a token of a rebuilt context ------------------------------------ */
+    dv_order_token old;
+    dv_ref_release(X);
+    is_status(dv_order_export(A, &old), DV_OK, "a token exported before a reset");
+    is_status(dv_actor_reset(A), DV_OK, "reset");
+    is_status(dv_order_adopt(A, &old), DV_ESTALE, "adopting it after the reset: DV_ESTALE");
+    dv_actor_destroy(A);
+
+    /* -- the checker off -------------------------------------------------- */
+    A = make(false);
+    dv_order_token empty;
+    is_status(dv_order_export(A, &empty), DV_OK, "checker off: export answers DV_OK");
+    ok(empty.streams == 0, "and the token is empty");
+    is_status(dv_order_adopt(A, &empty), DV_OK, "adopting it does nothing");
+    dv_actor_destroy(A);
+    return tap_done();
+}
