@@ -263,7 +263,9 @@ DV_EXPORT void dv_future_init(dv_future *f, uint32_t flags);
  * is ordered after the operation from then on. */
 DV_EXPORT int dv_future_wait(dv_future *f);
 /* Wait until ordered: DV_OK, or the operation's error when it failed
- * before it was ordered (then it is complete too). */
+ * before it was ordered (then it is complete too).  For the checker it
+ * orders the caller after nothing, even where the operation happens to
+ * be complete already; so does dv_future_reached(f, DV_ORDERED). */
 DV_EXPORT int dv_future_wait_ordered(dv_future *f);
 /* Wait for a milestone at most timeout_ns: DV_ETIMEDOUT when it was not
  * reached (the future stays in flight; wait again later). */
@@ -734,6 +736,10 @@ DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * DV_EHAZARD naming both operations (kind, stream, tag, number on its
  * stream, poster), enqueues nothing, and is counted in
  * dv_actor_stats.hazards.  A free that races is still made (and counted).
+ * A raw pointer into freed memory is a use after free, ordered or not,
+ * named with the freed block's tag and generation; so is one into memory
+ * handed out again as a block whose own address no client was given yet
+ * (by dv_ref_access, or as a task's resolved argument).
  *
  * What it cannot see: what a task's library calls really touch (they are
  * taken to be the task's declared accesses); peer copies between actors;

@@ -28,6 +28,14 @@ typedef struct chk_rec {
     uint32_t prio;
     bool freed;
     const char *tag;
+    uint64_t generation; /* the block's */
+    /* The block's address was handed out (NULL: from the start). */
+    const _Atomic uint32_t *exposed;
+    uint32_t exposed_gen;
+    /* The memory's previous owner, when it was handed out again. */
+    const char *prev_tag;
+    uint64_t prev_generation;
+    chk_stamp prev_free;
     chk_stamp write;   /* the last write (an allocation counts as one) */
     chk_stamp freeop;  /* the free, once freed */
     chk_stamp reads[]; /* outstanding reads, one per stream */
@@ -325,18 +333,20 @@ static chk_rec *rec_copy(dv_checker *c, const chk_rec *src, uint64_t lo, uint64_
     return r;
 }
 
-/* Cut the piece holding at (if any) in two there.  Out of memory: the
- * piece stays whole (its history then covers a little more). */
-static void cut_at(dv_checker *c, chk_rec **root, uint64_t at)
+/* Cut the piece holding at (if any) in two there; whether it did.  Out
+ * of memory: the piece stays whole (its history then covers a little
+ * more). */
+static bool cut_at(dv_checker *c, chk_rec **root, uint64_t at)
 {
     chk_rec *r = tree_at(*root, at);
     if (r == NULL || r->lo == at)
-        return;
+        return false;
     chk_rec *right = rec_copy(c, r, at, r->hi);
     if (right == NULL)
-        return;
+        return false;
     r->hi = at;
     tree_insert(c, root, right);
+    return true;
 }
 
 static void tree_free(chk_rec *t)
@@ -429,6 +439,35 @@ static inline bool ordered(const uint64_t *V, uint32_t comp, const chk_stamp *p)
     return p->seq == 0 || p->comp == comp || V[p->comp] >= p->seq;
 }
 
+/* A use after free: the raw access [lo, hi) by now lands in memory of a
+ * block freed by free_op (its tag and generation); now_tag: the block
+ * that holds the memory now, or NULL. */
+static int use_after_free(dv_checker *c, const chk_stamp *now, const char *verb, uint64_t lo,
+                          const char *tag, uint64_t generation, const chk_stamp *free_op,
+                          const chk_rec *now_block)
+{
+    char a[160], b[160], then[96] = "";
+    describe(c, now, a, sizeof(a));
+    describe(c, free_op, b, sizeof(b));
+    if (now_block != NULL)
+        snprintf(then, sizeof(then), ", now block '%s' (generation %llu)",
+                 now_block->tag ? now_block->tag : "", (unsigned long long)now_block->generation);
+    return dv__fail(DV_EHAZARD, "check_order",
+                    "hazard: use after free: %s %s 0x%llx in block '%s' (generation %llu) freed "
+                    "by %s%s",
+                    a, verb, (unsigned long long)lo, tag ? tag : "", (unsigned long long)generation,
+                    b, then);
+}
+
+/* Raw access of live piece r: memory handed out again whose new address
+ * no client was ever given can only be reached through a pointer into
+ * the block that held it before. */
+static bool stale_pointer(const chk_rec *r)
+{
+    return !r->freed && r->prev_generation != 0 && r->exposed != NULL &&
+           atomic_load_explicit(r->exposed, memory_order_relaxed) != r->exposed_gen;
+}
+
 /*
  * Check an access of r by now (whose clock is V) against r's history:
  * a read against the last write, a write (or free, or reuse) against the
@@ -438,7 +477,9 @@ static int check_rec(dv_checker *c, const uint64_t *V, const chk_stamp *now, uin
                      const chk_rec *r, uint64_t lo, uint64_t hi, bool host, const char *verb)
 {
     if (r->freed && now->kind != DV_CHK_ALLOC)
-        return hazard(c, now, verb, r, lo, hi, host, &r->freeop, "freed");
+        return host ? hazard(c, now, verb, r, lo, hi, host, &r->freeop, "freed")
+                    : use_after_free(c, now, verb, lo > r->lo ? lo : r->lo, r->tag, r->generation,
+                                     &r->freeop, NULL);
     if (r->freed && !ordered(V, now->comp, &r->freeop))
         return hazard(c, now, verb, r, lo, hi, host, &r->freeop, "freed");
     if (!ordered(V, now->comp, &r->write))
@@ -501,6 +542,7 @@ void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access,
     op->acc[op->n].bytes = bytes;
     op->acc[op->n].access = access ? access : DV_READ_WRITE;
     op->acc[op->n].host = host;
+    op->acc[op->n].raw = false;
     op->n++;
 }
 
@@ -549,7 +591,11 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
             return DV_OK; /* out of host memory: unchecked */
         const char *verb = access & DV_WRITE ? "writes" : "reads";
         for (uint32_t k = 0; k < c->nscratch; k++) {
-            int rc = check_rec(c, V, &now, access, c->scratch[k], lo, hi, host, verb);
+            const chk_rec *r = c->scratch[k];
+            if (op->acc[i].raw && stale_pointer(r))
+                return use_after_free(c, &now, verb, lo > r->lo ? lo : r->lo, r->prev_tag,
+                                      r->prev_generation, &r->prev_free, r);
+            int rc = check_rec(c, V, &now, access, r, lo, hi, host, verb);
             if (rc != DV_OK)
                 return rc;
         }
@@ -557,11 +603,12 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
     return DV_OK;
 }
 
-/* The host pieces of [lo, hi) exactly, made where none were. */
-static void host_cover(dv_checker *c, uint64_t lo, uint64_t hi)
+/* The host pieces of [lo, hi) exactly, made where none were; whether
+ * anything was cut or made. */
+static bool host_cover(dv_checker *c, uint64_t lo, uint64_t hi)
 {
-    cut_at(c, &c->host, lo);
-    cut_at(c, &c->host, hi);
+    bool changed = cut_at(c, &c->host, lo);
+    changed |= cut_at(c, &c->host, hi);
     uint64_t at = lo;
     while (at < hi) {
         chk_rec *r = tree_at(c->host, at);
@@ -573,10 +620,12 @@ static void host_cover(dv_checker *c, uint64_t lo, uint64_t hi)
         uint64_t end = next != NULL && next->lo < hi ? next->lo : hi;
         chk_rec *n = rec_new(c, at, end);
         if (n == NULL)
-            return;
+            return changed;
         tree_insert(c, &c->host, n);
+        changed = true;
         at = end;
     }
+    return changed;
 }
 
 /* Do a and b (a right before b) have one history, and may be one piece? */
@@ -627,18 +676,22 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
         bool host = op->acc[i].host;
         if (!acc_range(c, op, i, &lo, &hi))
             continue;
+        bool cut;
         if (host) {
-            host_cover(c, lo, hi);
+            cut = host_cover(c, lo, hi);
         } else {
-            cut_at(c, &c->root, lo);
-            cut_at(c, &c->root, hi);
+            cut = cut_at(c, &c->root, lo);
+            cut |= cut_at(c, &c->root, hi);
         }
         if (overlapping(c, host ? c->host : c->root, lo, hi) != DV_OK)
             return;
         for (uint32_t k = 0; k < c->nscratch; k++)
             if (!c->scratch[k]->freed)
                 record_access(c, c->scratch[k], &now, op->acc[i].access);
-        coalesce(c, host ? &c->host : &c->root, lo, hi, host);
+        /* One piece that was not cut: its new stamp is its own, nothing
+         * merges (the common case: a whole block). */
+        if (cut || c->nscratch > 1)
+            coalesce(c, host ? &c->host : &c->root, lo, hi, host);
     }
 }
 
@@ -653,9 +706,10 @@ uint64_t dv__checker_point(dv_checker *c, uint32_t stream, const dv_know_node *k
     return stream < c->ns ? tick(c, stream, know) : 0;
 }
 
-int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream, const char *tag,
+int dv__checker_alloc(dv_checker *c, const dv_chk_block *b, uint32_t stream,
                       const dv_know_node *know, uint32_t producer, uint32_t msg)
 {
+    uint64_t ptr = b->ptr, bytes = b->bytes;
     if (stream >= c->ns || bytes == 0)
         return DV_OK;
     dv_chk_op op;
@@ -679,6 +733,11 @@ int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stre
      * every use of it (when devactor's own pool did the handing out). */
     for (uint32_t k = 0; k < c->nscratch; k++) {
         chk_rec *old = c->scratch[k];
+        if (old->freed && n->prev_generation == 0) {
+            n->prev_tag = old->tag;
+            n->prev_generation = old->generation;
+            n->prev_free = old->freeop;
+        }
         if (status == DV_OK && c->check_reuse && old->freed)
             status = check_rec(c, V, &now, DV_WRITE, old, lo, hi, false, "reuses the memory of");
         tree_remove(c, &c->root, old);
@@ -690,7 +749,10 @@ int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stre
         if (right != NULL)
             tree_insert(c, &c->root, right);
     }
-    n->tag = tag;
+    n->tag = b->tag;
+    n->generation = b->generation;
+    n->exposed = b->exposed;
+    n->exposed_gen = b->exposed_gen;
     n->write = now;
     tree_insert(c, &c->root, n);
     return status;

@@ -41,6 +41,12 @@
  * host's own accesses (dv_check_host_access) are checked with the
  * calling thread's clock alone.
  *
+ * Provenance.  A raw pointer into a freed piece is a use after free,
+ * ordered or not.  A block allocated over freed pieces remembers the
+ * block they belonged to; until the new block's address is handed out
+ * (its handle's published `exposed` word), a raw pointer into it can only
+ * have come from the old block: a use after free too.
+ *
  * Pieces live in two treaps by start address, so interior pointers and
  * overlapping reuse are found in O(log n).  Nothing is dropped by count
  * or by what the actor saw finish: a device piece goes when its memory
@@ -88,6 +94,7 @@ typedef struct dv_chk_op {
         uint64_t bytes; /* 0: the whole block that holds ptr */
         uint8_t access; /* DV_READ, DV_WRITE, DV_READ_WRITE */
         bool host;      /* a host buffer (a copy's other side) */
+        bool raw;       /* a raw pointer (not resolved from a handle) */
     } acc[DV_CHK_MAX_ACCESSES];
 } dv_chk_op;
 
@@ -110,9 +117,20 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op);
 /* Record op's accesses (after it was enqueued). */
 void dv__checker_commit(dv_checker *c, const dv_chk_op *op);
 
+/* A block, as the checker keeps it. */
+typedef struct dv_chk_block {
+    uint64_t ptr, bytes;
+    const char *tag;
+    uint64_t generation;
+    /* Its address was handed out when *exposed == exposed_gen (the
+     * handle's published part); NULL: from the start (a task's scratch). */
+    const _Atomic uint32_t *exposed;
+    uint32_t exposed_gen;
+} dv_chk_block;
+
 /* A block allocated on stream (its first write); DV_EHAZARD when memory
  * freed earlier is reused before its free and uses are ordered before. */
-int dv__checker_alloc(dv_checker *c, uint64_t ptr, uint64_t bytes, uint32_t stream, const char *tag,
+int dv__checker_alloc(dv_checker *c, const dv_chk_block *b, uint32_t stream,
                       const dv_know_node *know, uint32_t producer, uint32_t msg);
 /* The block at ptr was freed on stream; DV_EHAZARD when an access of it
  * is not ordered before the free (the free is made all the same). */

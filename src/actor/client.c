@@ -540,7 +540,9 @@ int dv_order_export(dv_actor *a, dv_order_token *out)
     dv_known *k = dv__known_of(a->uid);
     if (k == NULL)
         return dv__fail(DV_ENOMEM, op, "%s: out of host memory for the thread's knowledge", op);
-    out->context = k->context;
+    out->context = dv__ref_domain_context(a->refs);
+    if (k->context != out->context)
+        return DV_OK; /* it knows nothing of this context: an empty token */
     out->streams = DV_ORDER_STREAMS;
     memcpy(out->clock, k->vc, sizeof(out->clock));
     return DV_OK;

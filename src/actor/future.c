@@ -102,7 +102,10 @@ bool dv_future_reached(const dv_future *f, dv_milestone m)
     uint32_t st = atomic_load_explicit(state_of(f), memory_order_acquire);
     if ((st & want_of(m)) == 0)
         return false;
-    if (st & DV__FUTURE_DONE)
+    /* Only a look for completion orders the caller after the operation:
+     * that it was done when it was asked whether it was ordered is the
+     * run's doing, not the program's. */
+    if ((st & DV__FUTURE_DONE) && m == DV_COMPLETE)
         dv__known_note(f->internal[0], f->internal[1], (uint32_t)(f->internal[2] >> 48),
                        f->internal[2] & ((UINT64_C(1) << 48) - 1));
     return true;
@@ -117,9 +120,10 @@ bool dv_future_done(const dv_future *f)
 static int reached(dv_future *f, uint32_t st, dv_milestone m)
 {
     if (!(st & DV__FUTURE_DONE))
-        return DV_OK; /* ordered, not complete: no status yet */
-    dv__known_note(f->internal[0], f->internal[1], (uint32_t)(f->internal[2] >> 48),
-                   f->internal[2] & ((UINT64_C(1) << 48) - 1));
+        return DV_OK;     /* ordered, not complete: no status yet */
+    if (m == DV_COMPLETE) /* waiting for ordered orders nothing (dv_future_reached) */
+        dv__known_note(f->internal[0], f->internal[1], (uint32_t)(f->internal[2] >> 48),
+                       f->internal[2] & ((UINT64_C(1) << 48) - 1));
     if (f->status != DV_OK)
         *dv__detail() = f->detail;
     else if (m == DV_ORDERED)

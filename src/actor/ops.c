@@ -47,8 +47,11 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     dv__stat_inc(&a->st_allocs);
     /* A hazard here is the allocator's own: counted, the block kept. */
     if (a->chk != NULL)
-        (void)dv__checked(a, dv__checker_alloc(a->chk, b.ptr, b.bytes, e->m.stream, m->tag,
-                                               dv__know_of(a, e), e->from->id, e->m.seq));
+        (void)dv__checked(a,
+                          dv__checker_alloc(a->chk,
+                                            &(dv_chk_block){b.ptr, b.bytes, m->tag, b.generation,
+                                                            &slot->pub->exposed, slot->gen},
+                                            e->m.stream, dv__know_of(a, e), e->from->id, e->m.seq));
     dv__reply(a, e, DV_OK);
 }
 

@@ -46,6 +46,10 @@ dv_ref_slot *dv__rec_use(dv_recorder *r, dv_ref ref, uint64_t offset, uint64_t b
     if (j == r->nuses)
         r->uses[r->nuses++] = (dv_use){slot, 0};
     r->uses[j].access = (dv_access)(r->uses[j].access | access);
+    /* A task's function sees the address: a raw pointer into the block is
+     * legitimate from then on. */
+    if (r->task)
+        dv__ref_expose(slot->pub, slot->gen);
     /* The checker sees the range itself (no length: the whole block). */
     if (r->a->chk != NULL)
         dv__chk_op_add(&r->chk, bytes == 0 ? slot->block.ptr : slot->block.ptr + offset, bytes,
@@ -55,8 +59,10 @@ dv_ref_slot *dv__rec_use(dv_recorder *r, dv_ref ref, uint64_t offset, uint64_t b
 
 void dv__rec_raw(dv_recorder *r, uint64_t ptr, uint64_t bytes, uint8_t access)
 {
-    if (r->a->chk != NULL)
+    if (r->a->chk != NULL && r->chk.n < DV_CHK_MAX_ACCESSES) {
         dv__chk_op_add(&r->chk, ptr, bytes, access, false);
+        r->chk.acc[r->chk.n - 1].raw = true;
+    }
 }
 
 void dv__rec_host(dv_recorder *r, uint64_t ptr, uint64_t bytes, uint8_t access)

@@ -76,9 +76,11 @@ int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr)
     /* The checker knows the memory as fresh, as for dv_alloc: a block
      * freed earlier and handed out again is not a use after free. */
     if (a->chk != NULL)
-        (void)dv__checked(a,
-                          dv__checker_alloc(a->chk, b->ptr, b->bytes, ctx->stream, "task-scratch",
-                                            NULL, a->task_env->from->id, a->task_env->m.seq));
+        (void)dv__checked(a, dv__checker_alloc(a->chk,
+                                               &(dv_chk_block){b->ptr, b->bytes, "task-scratch",
+                                                               b->generation, NULL, 0},
+                                               ctx->stream, NULL, a->task_env->from->id,
+                                               a->task_env->m.seq));
     return DV_OK;
 }
 

@@ -348,6 +348,7 @@ static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, const char *op)
                             (unsigned long long)got.context_generation,
                             (unsigned long long)current);
         got.refcount = WORD_COUNT(again);
+        dv__ref_expose((dv_ref_pub *)p, gen);
         if (info != NULL)
             *info = got;
         return DV_OK;

@@ -78,6 +78,7 @@ typedef struct dv_ref_pub {
     _Atomic int32_t status; /* its allocation's: DV_OK, or the error */
     _Atomic uint64_t ptr, bytes, requested, block_generation, context_generation;
     _Atomic uint32_t alloc_stream, last_write_stream;
+    _Atomic uint32_t exposed; /* the generation whose address was handed out */
 } dv_ref_pub;
 
 /* The actor's part of a slot. */
@@ -88,6 +89,16 @@ typedef struct dv_ref_slot {
     uint32_t index;  /* its index in the domain */
     int32_t status;  /* DV_OK, or the allocation's failure */
 } dv_ref_slot;
+
+/* The block's address was handed out (dv_ref_access, a task's resolved
+ * argument): a raw pointer into it may be legitimate (the checker's use
+ * after free rule). */
+static inline void dv__ref_expose(dv_ref_pub *p, uint32_t gen)
+{
+    /* Relaxed: a post (a release) carries it to the actor. */
+    if (atomic_load_explicit(&p->exposed, memory_order_relaxed) != gen)
+        atomic_store_explicit(&p->exposed, gen, memory_order_relaxed);
+}
 
 /* Called by the thread whose release took the count to zero: post the
  * free to the actor.  Its result is returned by dv_ref_release. */
