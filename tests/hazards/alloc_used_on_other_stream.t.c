@@ -12,8 +12,9 @@
 static bool hz_plant(hz *h)
 {
     dv_ref a = hz_alloc(h, 0, "a");
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_fill(h, a, 1, 0);
+    hz_settle(h);
     hz_rc(h, dv_ref_release(a), "release");
     dv_ref b = hz_alloc(h, 0, "b"); /* a's memory, behind a's fill */
     hz_fill_raw(h, hz_ptr(b), 4, 1);

@@ -15,8 +15,9 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 0);
     hz_fill(h, b, 0, 1);
     hz_sync_all(h);
-    hz_spin(h, 1);
+    hz_first(h, 1);
     hz_copy_raw(h, hz_ptr(b), hz_ptr(a), 1); /* b <- a, a is 1 */
+    hz_settle(h);
     hz_rc(h, dv_ref_release(a), "release");
     dv_ref c = hz_alloc(h, 0, "c"); /* a's memory, a's stream */
     hz_fill(h, c, 7, 0);

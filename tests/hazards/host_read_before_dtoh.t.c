@@ -17,8 +17,9 @@ static bool hz_plant(hz *h)
     memset(buf, 0, sizeof(buf));
     dv_future f;
     dv_future_init(&f, 0);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_rc(h, dv_copy_dtoh_async(h->a, buf, a, 0, HZ_BYTES, 0, &f), "copy device->host");
+    hz_settle(h);
     hz_rc(h, dv_check_host_access(h->a, buf, HZ_BYTES, DV_READ), "host read");
     bool corrupt = !hz_words_are(buf, 5); /* read before the wait */
     hz_rc(h, dv_future_wait(&f), "wait copy device->host");

@@ -18,8 +18,9 @@ static bool hz_plant(hz *h)
         buf[i] = 1;
     dv_future f;
     dv_future_init(&f, 0);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_rc(h, dv_copy_htod_async(h->a, a, 0, buf, HZ_BYTES, 0, &f), "copy host->device");
+    hz_settle(h);
     hz_rc(h, dv_check_host_access(h->a, buf, HZ_BYTES, DV_WRITE), "host write");
     for (uint32_t i = 0; i < HZ_N; i++) /* before the wait */
         buf[i] = 9;

@@ -21,8 +21,9 @@ static bool hz_plant(hz *h)
     dv_future down, up;
     dv_future_init(&down, 0);
     dv_future_init(&up, 0);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_rc(h, dv_copy_dtoh_async(h->a, buf, a, 0, HZ_BYTES, 0, &down), "copy device->host");
+    hz_settle(h);
     hz_rc(h, dv_copy_htod_async(h->a, b, 0, buf, HZ_BYTES, 1, &up), "copy host->device");
     hz_rc(h, dv_future_wait(&down), "wait copy device->host");
     hz_rc(h, dv_future_wait(&up), "wait copy host->device");

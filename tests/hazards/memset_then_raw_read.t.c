@@ -17,8 +17,9 @@ static bool hz_plant(hz *h)
     uint64_t pa = hz_ptr(a), pb = hz_ptr(b);
     dv_future f;
     dv_future_init(&f, 0);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_rc(h, dv_memset_async(h->a, a, 0, 0x22, HZ_BYTES, 0, &f), "memset"); /* posted, not waited */
+    hz_settle(h);
     hz_copy_raw(h, pb, pa, 1);
     hz_rc(h, dv_future_wait(&f), "memset");
     bool corrupt = !hz_is(h, b, 0x22222222u);

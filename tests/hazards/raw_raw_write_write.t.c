@@ -12,8 +12,9 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 0);
     hz_sync_all(h);
     uint64_t p = hz_ptr(a);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_fill_raw(h, p, 2, 0);
+    hz_settle(h);
     hz_fill_raw(h, p, 3, 1); /* posted last: a should end as 3 */
     bool corrupt = !hz_is(h, a, 3);
     hz_rc(h, dv_ref_release(a), "release");

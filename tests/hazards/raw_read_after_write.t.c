@@ -16,8 +16,9 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 0);
     hz_fill(h, b, 0, 1);
     hz_sync_all(h);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_fill(h, a, 2, 0);
+    hz_settle(h);
     dv_arg args[] = {dv_arg_ref(b, DV_WRITE, 0), dv_arg_ptr_access(hz_ptr(a), DV_READ),
                      dv_arg_u64(HZ_BYTES)};
     hz_rc(h, dv_launch(h->a, h->copy, hz_grid, hz_block, 0, 1, args, 3), "copy b <- raw a");

@@ -15,8 +15,9 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 0);
     hz_fill(h, b, 0, 0);
     hz_sync_all(h);
-    hz_spin(h, 0);
-    hz_copy(h, b, a, 0);             /* b <- a, a is 1 */
+    hz_first(h, 0);
+    hz_copy(h, b, a, 0); /* b <- a, a is 1 */
+    hz_settle(h);
     hz_fill_raw(h, hz_ptr(a), 3, 1); /* posted after the read */
     bool corrupt = !hz_is(h, b, 1);
     hz_rc(h, dv_ref_release(a), "release");

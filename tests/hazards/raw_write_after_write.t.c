@@ -14,8 +14,9 @@ static bool hz_plant(hz *h)
     dv_ref a = hz_alloc(h, 0, "a");
     hz_fill(h, a, 1, 0);
     hz_sync_all(h);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_fill(h, a, 2, 0);
+    hz_settle(h);
     hz_fill_raw(h, hz_ptr(a), 3, 1); /* posted last: a should end as 3 */
     bool corrupt = !hz_is(h, a, 3);
     dv_ref_release(a);

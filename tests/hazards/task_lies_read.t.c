@@ -33,8 +33,9 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 1);
     hz_fill(h, b, 0, 0);
     hz_sync_all(h);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_copy(h, b, a, 0); /* b <- a, a is 1 */
+    hz_settle(h);
     liar l = {h, a};
     dv_arg declared[] = {dv_arg_ref(a, DV_READ, 0)};
     hz_rc(h, dv_task(h->a, task_write_declared_read, &l, 1, declared, 1), "task");

@@ -29,8 +29,9 @@ static bool hz_plant(hz *h)
     hz_fill(h, a, 1, 0);
     hz_fill(h, b, 0, 1);
     hz_sync_all(h);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_fill(h, a, 2, 0);
+    hz_settle(h);
     undeclared u = {h, hz_ptr(a)};
     dv_arg declared[] = {dv_arg_ref(b, DV_WRITE, 0)};
     hz_rc(h, dv_task(h->a, task_copy_undeclared, &u, 1, declared, 1), "task");

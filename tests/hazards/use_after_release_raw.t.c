@@ -22,9 +22,10 @@ static bool hz_plant(hz *h)
     if (!reused)
         diag("b (0x%llx) did not get a's memory (0x%llx)", (unsigned long long)hz_ptr(b),
              (unsigned long long)stale);
-    hz_spin(h, 1);
+    hz_first(h, 1);
     hz_fill_raw(h, stale, 9, 1); /* meant for a, long gone */
-    hz_fill(h, b, 5, 0);         /* posted last: b should be 5 */
+    hz_settle(h);
+    hz_fill(h, b, 5, 0); /* posted last: b should be 5 */
     bool corrupt = reused && !hz_is(h, b, 5);
     hz_rc(h, dv_ref_release(b), "release");
     return corrupt;

@@ -18,8 +18,9 @@ static bool hz_plant(hz *h)
     memset(buf, 0, sizeof(buf));
     dv_future f;
     dv_future_init(&f, 0);
-    hz_spin(h, 0);
+    hz_first(h, 0);
     hz_rc(h, dv_copy_dtoh_async(h->a, buf, a, 0, HZ_BYTES, 0, &f), "copy device->host");
+    hz_settle(h);
     hz_rc(h, dv_sync(h->a, 1), "sync stream 1"); /* the wrong stream */
     hz_rc(h, dv_check_host_access(h->a, buf, HZ_BYTES, DV_READ), "host read");
     bool corrupt = !hz_words_are(buf, 5);
