@@ -5,7 +5,7 @@
  */
 #define HZ_CORRECT
 #define HZ_WHAT                                                                                    \
-    "a raw write into memory handed out again, through the new block's own address "           \
+    "a raw write into memory handed out again, through the new block's own address "               \
     "(stale_pointer_after_reuse done right)"
 #include "hazards/hazard.h"
 
