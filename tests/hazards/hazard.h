@@ -51,8 +51,8 @@
 #define HZ_TRIES   40
 #define HZ_SPIN_NS UINT64_C(20000000) /* 20 ms */
 
-#define HZ_POSTED   32 /* launches in flight at once */
-#define HZ_QUIET_MS 50 /* a host pause the device surely finishes in */
+#define HZ_POSTED        32 /* launches in flight at once */
+#define HZ_QUIET_MS      50 /* a host pause the device surely finishes in */
 #define HZ_CORRECT_SEEDS 4
 
 typedef struct hz {
@@ -157,6 +157,16 @@ static TAP_UNUSED int hz_fill_raw(hz *h, uint64_t ptr, uint32_t v, dv_stream s)
     return hz_post(h, h->fill, hz_grid, hz_block, s, args, 3, "raw fill");
 }
 
+/* fill_u32 of words [first, first + words) of the block at p, raw, with
+ * that range declared (dv_arg_ptr_range). */
+static TAP_UNUSED int hz_fill_range(hz *h, uint64_t p, uint32_t first, uint32_t words, uint32_t v,
+                                    dv_stream s)
+{
+    dv_arg args[] = {dv_arg_ptr_range(p + (uint64_t)first * 4, DV_WRITE, (uint64_t)words * 4),
+                     dv_arg_u32(v), dv_arg_u64(words)};
+    return hz_post(h, h->fill, hz_grid, hz_block, s, args, 3, "raw fill range");
+}
+
 /* copy (bytes) dst <- src, tracked or raw. */
 static TAP_UNUSED int hz_copy(hz *h, dv_ref dst, dv_ref src, dv_stream s)
 {
@@ -189,6 +199,14 @@ static TAP_UNUSED bool hz_is(hz *h, dv_ref r, uint32_t v)
         if (h->host[i] != v)
             return false;
     return true;
+}
+
+/* After every stream finished: r's words in h->host. */
+static TAP_UNUSED bool hz_read_back(hz *h, dv_ref r)
+{
+    hz_sync_all(h);
+    memset(h->host, 0xA5, sizeof(h->host));
+    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
 }
 
 static TAP_UNUSED bool hz_words_are(const uint32_t *p, uint32_t v)
@@ -284,8 +302,8 @@ int main(void)
         const char *backend = dv_actor_backend_name(h.a);
         ok(h.failed == 0, "%s, checker on (%s): no operation failed except for hazards", v,
            backend);
-        ok(hazards > 0, "%s, checker on (%s): the hazard is reported (%llu hazards, %d refused)",
-           v, backend, (unsigned long long)hazards, h.refused);
+        ok(hazards > 0, "%s, checker on (%s): the hazard is reported (%llu hazards, %d refused)", v,
+           backend, (unsigned long long)hazards, h.refused);
         ok(last.status == DV_EHAZARD && strstr(last.message, "hazard: ") != NULL,
            "%s: the report names both operations", v);
         diag("%s", last.message);

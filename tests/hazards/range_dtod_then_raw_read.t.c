@@ -14,14 +14,6 @@
 #define READ_AT    4096u
 #define READ_BYTES (COPY_AT - READ_AT + 8) /* 8 bytes into the copy's range */
 
-/* After every stream finished: r's words in h->host. */
-static bool read_back(hz *h, dv_ref r)
-{
-    hz_sync_all(h);
-    memset(h->host, 0xA5, sizeof(h->host));
-    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
-}
-
 static bool hz_plant(hz *h)
 {
     dv_ref a = hz_alloc(h, 0, "a"), src = hz_alloc(h, 0, "src"), c = hz_alloc(h, 0, "c");
@@ -39,7 +31,7 @@ static bool hz_plant(hz *h)
                      dv_arg_ptr_range(pa + READ_AT, DV_READ, READ_BYTES), dv_arg_u64(READ_BYTES)};
     hz_post(h, h->copy, hz_grid, hz_block, 1, args, 3, "raw copy c <- a range");
     hz_rc(h, dv_future_wait(&f), "copy a <- src");
-    bool corrupt = !read_back(h, c);
+    bool corrupt = !hz_read_back(h, c);
     for (uint32_t i = 0; i < HZ_N && !corrupt; i++) {
         uint32_t want = 0;
         if (i >= (COPY_AT - READ_AT) / 4 && i < READ_BYTES / 4)

@@ -14,14 +14,6 @@
 #define READ_BYTES 4004u
 #define READ_AT    (SET_AT + 4 - READ_BYTES)
 
-/* After every stream finished: r's words in h->host. */
-static bool read_back(hz *h, dv_ref r)
-{
-    hz_sync_all(h);
-    memset(h->host, 0xA5, sizeof(h->host));
-    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
-}
-
 static bool hz_plant(hz *h)
 {
     dv_ref a = hz_alloc(h, 0, "a"), b = hz_alloc(h, 0, "b");
@@ -38,7 +30,7 @@ static bool hz_plant(hz *h)
                      dv_arg_ptr_range(pa + READ_AT, DV_READ, READ_BYTES), dv_arg_u64(READ_BYTES)};
     hz_post(h, h->copy, hz_grid, hz_block, 1, args, 3, "raw copy b <- a range");
     hz_rc(h, dv_future_wait(&f), "memset");
-    bool corrupt = !read_back(h, b);
+    bool corrupt = !hz_read_back(h, b);
     for (uint32_t i = 0; i < HZ_N && !corrupt; i++)
         corrupt = h->host[i] != (i == READ_BYTES / 4 - 1 ? 0x44444444u : 0u);
     hz_rc(h, dv_ref_release(a), "release");

@@ -14,14 +14,6 @@
 #define RAW_FIRST ((SET_AT + SET_BYTES) / 4 - 4) /* word 3068: 16 bytes inside the memset */
 #define RAW_WORDS 64u
 
-/* After every stream finished: r's words in h->host. */
-static bool read_back(hz *h, dv_ref r)
-{
-    hz_sync_all(h);
-    memset(h->host, 0xA5, sizeof(h->host));
-    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
-}
-
 static bool hz_plant(hz *h)
 {
     dv_ref a = hz_alloc(h, 0, "a");
@@ -37,7 +29,7 @@ static bool hz_plant(hz *h)
                      dv_arg_u32(7), dv_arg_u64(RAW_WORDS)};
     hz_post(h, h->fill, hz_grid, hz_block, 1, args, 3, "raw fill range"); /* posted last */
     hz_rc(h, dv_future_wait(&f), "memset");
-    bool corrupt = !read_back(h, a);
+    bool corrupt = !hz_read_back(h, a);
     for (uint32_t i = 0; i < HZ_N && !corrupt; i++) {
         uint32_t want = 0;
         if (i >= RAW_FIRST && i < RAW_FIRST + RAW_WORDS)

@@ -19,14 +19,6 @@ static int copy_range(hz *h, uint64_t dst, uint64_t src, uint64_t bytes, dv_stre
     return hz_post(h, h->copy, hz_grid, hz_block, s, args, 3, "raw copy range");
 }
 
-/* After every stream finished: r's words in h->host. */
-static bool read_back(hz *h, dv_ref r)
-{
-    hz_sync_all(h);
-    memset(h->host, 0xA5, sizeof(h->host));
-    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
-}
-
 static bool hz_plant(hz *h)
 {
     dv_ref dst = hz_alloc(h, 0, "dst"), one = hz_alloc(h, 0, "one"), two = hz_alloc(h, 0, "two");
@@ -39,7 +31,7 @@ static bool hz_plant(hz *h)
     copy_range(h, pd, p1, HALF + OVER, 0); /* bytes [0, HALF + 3) */
     hz_settle(h);
     copy_range(h, pd + HALF, p2 + HALF, HZ_BYTES - HALF, 1); /* [HALF, end): posted last */
-    bool corrupt = !read_back(h, dst);
+    bool corrupt = !hz_read_back(h, dst);
     const uint8_t *bytes = (const uint8_t *)h->host;
     for (uint64_t i = 0; i < HZ_BYTES && !corrupt; i++)
         corrupt = bytes[i] != (i < HALF ? 0x11 : 0x22);

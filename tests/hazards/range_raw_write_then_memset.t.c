@@ -13,14 +13,6 @@
 #define SET_AT    4096u
 #define SET_BYTES 8192u
 
-/* After every stream finished: r's words in h->host. */
-static bool read_back(hz *h, dv_ref r)
-{
-    hz_sync_all(h);
-    memset(h->host, 0xA5, sizeof(h->host));
-    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
-}
-
 static bool hz_plant(hz *h)
 {
     /* a is last written on the memset's stream: the recorder's fence for
@@ -39,7 +31,7 @@ static bool hz_plant(hz *h)
     dv_future_init(&f, 0);
     hz_rc(h, dv_memset_async(h->a, a, SET_AT, 0x33, SET_BYTES, 1, &f), "memset"); /* last */
     hz_rc(h, dv_future_wait(&f), "memset");
-    bool corrupt = !read_back(h, a);
+    bool corrupt = !hz_read_back(h, a);
     for (uint32_t i = 0; i < HZ_N && !corrupt; i++) {
         uint32_t want = 0;
         if (i >= SET_AT / 4 && i < (SET_AT + SET_BYTES) / 4)

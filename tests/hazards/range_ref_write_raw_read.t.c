@@ -12,14 +12,6 @@
 
 #define HALF (HZ_N / 2)
 
-/* After every stream finished: r's words in h->host. */
-static bool read_back(hz *h, dv_ref r)
-{
-    hz_sync_all(h);
-    memset(h->host, 0xA5, sizeof(h->host));
-    return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
-}
-
 static bool hz_plant(hz *h)
 {
     dv_ref a = hz_alloc(h, 0, "a"), b = hz_alloc(h, 0, "b");
@@ -35,7 +27,7 @@ static bool hz_plant(hz *h)
     dv_arg r[] = {dv_arg_ptr_range(pb, DV_WRITE, 16),
                   dv_arg_ptr_range(pa + (uint64_t)HALF * 4, DV_READ, 16), dv_arg_u64(16)};
     hz_post(h, h->copy, hz_grid, hz_block, 1, r, 3, "raw copy b <- a range");
-    bool corrupt = !read_back(h, b);
+    bool corrupt = !hz_read_back(h, b);
     for (uint32_t i = 0; i < HZ_N && !corrupt; i++)
         corrupt = h->host[i] != (i == 0 ? 6u : 0u);
     hz_rc(h, dv_ref_release(a), "release");

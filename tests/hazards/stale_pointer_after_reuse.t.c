@@ -7,7 +7,7 @@
  * freed block and the one that now holds the memory.
  */
 #define HZ_WHAT                                                                                    \
-    "a raw pointer kept past its block's release writes memory the pool handed out again "     \
+    "a raw pointer kept past its block's release writes memory the pool handed out again "         \
     "(ordered by syncs: a use after free, not a race)"
 #include "hazards/hazard.h"
 
