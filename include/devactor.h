@@ -706,9 +706,19 @@ DV_EXPORT int dv_task_host_fn_cleanup(const dv_task_ctx *ctx, void (*fn)(void *)
  */
 #define DV_TASK_SCRATCH_MAX 8
 DV_EXPORT int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr);
-/* Inside a task on the simulated device: host address of device memory
- * (for host functions standing in for library kernels); NULL on cuda. */
-DV_EXPORT void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes);
+/*
+ * Inside a task on the simulated device: the host address of device memory
+ * [ptr, ptr + bytes), for a host function standing in for a library call
+ * (dv_task_host_fn), which reaches device memory only this way.  access
+ * says what that function will do with the bytes.  With the checker on,
+ * it is verified against the task's declared arguments (their ranges and
+ * accesses) and its scratch: an access the task did not declare, or a
+ * write of bytes it declared DV_READ, answers NULL with DV_EHAZARD, counted,
+ * and the task's call answers DV_EHAZARD.  NULL with DV_EINVAL outside a
+ * task, on cuda, for a bad access, or for a range outside device memory.
+ */
+DV_EXPORT void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes,
+                                   dv_arg_access access);
 
 /* ------------------------------------------------------------------------
  * The stream-order checker (debug; dv_actor_config.check_order or

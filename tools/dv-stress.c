@@ -1282,8 +1282,8 @@ static int copy_task(const dv_task_ctx *ctx, void *user)
         return cu == 0 ? DV_OK : DV_EDRIVER;
     }
     task_slot *slot = call->slot;
-    slot->dst = dv_task_sim_memory(ctx, ctx->arg[0], call->bytes);
-    slot->src = dv_task_sim_memory(ctx, ctx->arg[1], call->bytes);
+    slot->dst = dv_task_sim_access(ctx, ctx->arg[0], call->bytes, DV_WRITE);
+    slot->src = dv_task_sim_access(ctx, ctx->arg[1], call->bytes, DV_READ);
     slot->bytes = call->bytes;
     if (slot->dst == NULL || slot->src == NULL)
         return DV_EINVAL;

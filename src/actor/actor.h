@@ -130,10 +130,19 @@ struct dv_actor {
     dv_res_env env;
     dv_resource *stack;
     dv_log_sink *sink;
-    dv_tracker *done;                      /* completion positions, one event ring per stream */
-    dv_checker *chk;                       /* the stream-order checker, or NULL */
-    const dv_envelope *task_env;           /* the task running now, or NULL */
-    bool task_hazard;                      /* it made an access the checker refused */
+    dv_tracker *done;            /* completion positions, one event ring per stream */
+    dv_checker *chk;             /* the stream-order checker, or NULL */
+    const dv_envelope *task_env; /* the task running now, or NULL */
+    bool task_hazard;            /* it made an access the checker refused */
+    const dv_chk_op *task_chk;   /* its accesses as declared (checker on) */
+    /* Checking a task on cuda (tasks.c): its stream's work is captured
+     * into a graph on cap[stream] (made on first use, one per stream) and
+     * verified before it runs; task_funcs: kernels dv_task_launch put
+     * there (already checked as launches). */
+    dv_drv_stream *cap[DV_MAX_STREAMS];
+    bool capturing;
+    unsigned ntask_funcs;
+    const void *task_funcs[16];
     dv_block scratch[DV_TASK_SCRATCH_MAX]; /* the running task's (tasks.c) */
     unsigned nscratch;
     struct dv_host_job *host_jobs; /* host functions not yet swept (tasks.c) */
@@ -212,6 +221,19 @@ void dv__task_scratch_release(dv_actor *a);
 /* The actor of a task's context, or NULL (DV_EINVAL) outside the task. */
 dv_actor *dv__task_actor(const dv_task_ctx *ctx, const char *op);
 void dv__host_jobs_sweep(dv_actor *a);
+/* Destroy the capture streams (the context is going). */
+void dv__task_streams_drop(dv_actor *a);
+/* The stream a task's work goes on: its capture stream while it is
+ * captured for checking, else its own. */
+dv_drv_stream *dv__task_stream(dv_actor *a, dv_stream s);
+/* The running task touches [ptr, ptr + bytes) with access (0: a pointer
+ * into it), seen through via: DV_OK when it declared so (checker off:
+ * always), else DV_EHAZARD, counted, and the task answers it. */
+int dv__task_verify(dv_actor *a, uint64_t ptr, uint64_t bytes, uint8_t access, const char *via);
+/* Run the task's function fn on r's stream, its work checked on cuda
+ * when the checker is on (captured, verified, then run, or refused). */
+int dv__task_run(dv_actor *a, dv_stream s, int (*fn)(const dv_task_ctx *, void *), dv_task_ctx *ctx,
+                 void *user);
 void dv__host_jobs_cancel(dv_actor *a, int status);
 void dv__actor_unlink(dv_actor *a);
 /* Is an actor of this uid alive in the process? */

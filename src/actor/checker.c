@@ -695,6 +695,99 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * What a task really does
+ * ------------------------------------------------------------------------ */
+
+/* Does a declared access allow need?  A write is fenced against every
+ * other use, so a task may read what it declared DV_WRITE; DV_READ allows
+ * no write. */
+static bool grants_access(uint8_t declared, uint8_t need)
+{
+    return (need & DV_WRITE) ? (declared & DV_WRITE) != 0 : declared != 0;
+}
+
+/* The declared access that covers addr, the strongest of those that do
+ * (0: none); *end: where that cover stops. */
+static uint8_t declared_at(dv_checker *c, const dv_chk_op *task, uint64_t addr, uint8_t need,
+                           uint64_t *end)
+{
+    uint8_t best = 0;
+    *end = addr + 1;
+    for (unsigned i = 0; i < task->n; i++) {
+        uint64_t lo, hi;
+        if (task->acc[i].host || !acc_range(c, task, i, &lo, &hi) || addr < lo || addr >= hi)
+            continue;
+        uint8_t acc = task->acc[i].access;
+        /* Prefer a cover that grants the access, then the longest. */
+        bool grants = grants_access(acc, need), had = best != 0 && grants_access(best, need);
+        if (best == 0 || (grants && !had) || (grants == had && hi > *end)) {
+            best = acc;
+            *end = hi;
+        }
+    }
+    return best;
+}
+
+int dv__checker_task_verify(dv_checker *c, const dv_chk_op *task, const uint64_t (*own)[2],
+                            unsigned nown, uint64_t ptr, uint64_t bytes, uint8_t access,
+                            const char *via)
+{
+    uint64_t lo = ptr, hi = ptr + (bytes ? bytes : 1);
+    if (hi < lo)
+        hi = UINT64_MAX;
+    uint8_t need = access ? access : DV_READ;
+    chk_stamp now = stamp_of(task, task->stream);
+    const char *verb = access == 0 ? "touches" : access & DV_WRITE ? "writes" : "reads";
+    for (uint64_t at = lo; at < hi;) {
+        chk_rec *r = tree_at(c->root, at);
+        if (r == NULL) {
+            /* Memory the checker does not know (the library's own): skip
+             * to the next piece it knows. */
+            chk_rec *next = tree_next(c->root, at);
+            if (next == NULL || next->lo >= hi)
+                break;
+            at = next->lo;
+            continue;
+        }
+        uint64_t piece_end = r->hi < hi ? r->hi : hi;
+        if (r->freed) {
+            if (access == 0) { /* a stray word that once pointed here */
+                at = piece_end;
+                continue;
+            }
+            return use_after_free(c, &now, verb, at, r->tag, r->generation, &r->freeop, NULL);
+        }
+        bool mine = false;
+        for (unsigned k = 0; k < nown && !mine; k++)
+            mine = at >= own[k][0] && at < own[k][0] + own[k][1];
+        if (mine) {
+            at = piece_end;
+            continue;
+        }
+        uint64_t end;
+        uint8_t declared = declared_at(c, task, at, need, &end);
+        if (declared == 0 || !grants_access(declared, need)) {
+            char a[160], what[200];
+            describe(c, &now, a, sizeof(a));
+            uint64_t stop = declared == 0 ? piece_end : (end < piece_end ? end : piece_end);
+            if (at == r->blk_lo && stop == r->blk_hi)
+                snprintf(what, sizeof(what), "block '%s' (0x%llx, %llu B)", r->tag ? r->tag : "",
+                         (unsigned long long)at, (unsigned long long)(stop - at));
+            else
+                snprintf(what, sizeof(what), "bytes [%llu, %llu) of block '%s' (0x%llx, %llu B)",
+                         (unsigned long long)(at - r->blk_lo),
+                         (unsigned long long)(stop - r->blk_lo), r->tag ? r->tag : "",
+                         (unsigned long long)r->blk_lo,
+                         (unsigned long long)(r->blk_hi - r->blk_lo));
+            return dv__fail(DV_EHAZARD, "check_order", "hazard: %s %s %s %s, but %s", a, verb, what,
+                            via, declared == 0 ? "did not declare it" : "declared it DV_READ only");
+        }
+        at = end < piece_end ? end : piece_end;
+    }
+    return DV_OK;
+}
+
 void dv__checker_publish(dv_checker *c, uint32_t stream, uint64_t seq)
 {
     if (stream < c->ns && seq != 0 && row(c, stream)[stream] == seq)

@@ -154,6 +154,19 @@ void dv__checker_publish(dv_checker *c, uint32_t stream, uint64_t seq);
  * what know says. */
 int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t access,
                             const dv_know_node *know, uint32_t producer, uint32_t msg);
+/*
+ * What a task really did (its work as devactor saw it enqueued, or a host
+ * function's accessor on the sim): it touches [ptr, ptr + bytes) of
+ * device memory with access (DV_READ, DV_WRITE; 0: a pointer into it, the
+ * direction unknown), seen through `via` (words for the message).  DV_OK
+ * when task (its op, as checked) declared that access of those bytes, or
+ * they are its own (own: nown ranges {ptr, bytes}, its scratch), or the
+ * checker does not know the memory; else DV_EHAZARD naming the task and
+ * the block (a use after free for freed memory).
+ */
+int dv__checker_task_verify(dv_checker *c, const dv_chk_op *task, const uint64_t (*own)[2],
+                            unsigned nown, uint64_t ptr, uint64_t bytes, uint8_t access,
+                            const char *via);
 /* Pieces held now (device and host), and the host memory it all takes. */
 uint64_t dv__checker_pieces(const dv_checker *c);
 uint64_t dv__checker_bytes(const dv_checker *c);

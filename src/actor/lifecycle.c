@@ -103,6 +103,7 @@ fail_stack:
  * context (not the streams). */
 static void teardown_state(dv_actor *a)
 {
+    dv__task_streams_drop(a);
     dv__kernels_forget_context(a);
     dv__events_forget_context(a);
     if (a->done != NULL)

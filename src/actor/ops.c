@@ -217,16 +217,21 @@ typedef struct launch_call {
     void *params[DV_LAUNCH_MAX_ARGS];
 } launch_call;
 
-static int enqueue_launch(dv_recorder *r, void *arg)
+/* The launch's parameter array.  A by-value argument's bytes are the
+ * caller's (values holds their address); every other value is in values. */
+static void **launch_params(launch_call *l)
 {
-    launch_call *l = arg;
-    /* A by-value argument's bytes are the caller's (values holds their
-     * address); every other value is in values. */
     for (unsigned i = 0; i < l->nargs; i++)
         l->params[i] =
             l->args[i].kind == DV_ARG_BYTES ? (void *)(uintptr_t)l->values[i] : &l->values[i];
+    return l->nargs ? l->params : NULL;
+}
+
+static int enqueue_launch(dv_recorder *r, void *arg)
+{
+    launch_call *l = arg;
     return dv__drv_launch(l->f, l->grid, l->block, l->shared, r->a->env.streams[r->stream],
-                          l->nargs ? l->params : NULL);
+                          launch_params(l));
 }
 
 /* A launch's kernel: this actor's, and its function in this context. */
@@ -319,7 +324,9 @@ static int enqueue_task(dv_recorder *r, void *arg)
     a->task_hazard = false;
     /* What the task's failure says is its own: nothing from before. */
     dv_error_clear();
-    rc = t->fn(&t->ctx, t->user);
+    a->task_chk = a->chk != NULL ? &r->chk : NULL;
+    rc = dv__task_run(a, r->stream, t->fn, &t->ctx, t->user);
+    a->task_chk = NULL;
     if (rc != DV_OK && dv_last_error()->status != rc)
         dv__fail(rc, "task", "task: its function returned %s (%s)", dv_err_name(rc),
                  dv_strerror(rc));
@@ -396,19 +403,47 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
             return rc;
         }
     }
-    if ((rc = enqueue_launch(&r, &l)) != DV_OK)
+    if ((rc = dv__drv_launch(l.f, l.grid, l.block, l.shared, dv__task_stream(a, r.stream),
+                             launch_params(&l))) != DV_OK)
         return rc; /* a sticky error surfaces at the task's completion */
+    if (a->capturing) {
+        const void *native = dv__drv_func_native(l.f);
+        bool known = false;
+        for (unsigned i = 0; i < a->ntask_funcs && !known; i++)
+            known = a->task_funcs[i] == native;
+        if (!known && a->ntask_funcs < sizeof(a->task_funcs) / sizeof(a->task_funcs[0]))
+            a->task_funcs[a->ntask_funcs++] = native;
+    }
     if (a->chk != NULL)
         dv__checker_commit(a->chk, &r.chk);
     dv__stat_inc(&a->st_launches);
     return DV_OK;
 }
 
-void *dv_task_sim_memory(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes)
+void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes, dv_arg_access access)
 {
-    if (ctx == NULL || !ctx->simulated || dv__task_actor(ctx, "task_sim_memory") == NULL)
+    static const char op[] = "task_sim_access";
+    dv_actor *a = dv__task_actor(ctx, op);
+    if (a == NULL)
         return NULL;
-    return dv__sim_host_ptr(((dv_actor *)ctx->internal)->drv, ptr, bytes);
+    if (!ctx->simulated) {
+        dv__fail(DV_EINVAL, op, "%s: not on the simulated device", op);
+        return NULL;
+    }
+    if (access < DV_READ || access > DV_READ_WRITE) {
+        dv__fail(DV_EINVAL, op, "%s: access %d (DV_READ, DV_WRITE or DV_READ_WRITE)", op,
+                 (int)access);
+        return NULL;
+    }
+    void *host = bytes != 0 ? dv__sim_host_ptr(a->drv, ptr, bytes) : NULL;
+    if (host == NULL) {
+        dv__fail(DV_EINVAL, op, "%s: [0x%llx, +%llu) is not device memory", op,
+                 (unsigned long long)ptr, (unsigned long long)bytes);
+        return NULL;
+    }
+    if (dv__task_verify(a, ptr, bytes, (uint8_t)access, "through dv_task_sim_access") != DV_OK)
+        return NULL;
+    return host;
 }
 
 /* ------------------------------------------------------------------------

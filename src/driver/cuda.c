@@ -95,7 +95,19 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuModuleUnload)                                                                              \
     X(cuModuleGetFunction)                                                                         \
     X(cuLaunchKernel)                                                                              \
-    X(cuLaunchHostFunc)
+    X(cuLaunchHostFunc)                                                                            \
+    X(cuStreamBeginCapture)                                                                        \
+    X(cuStreamEndCapture)                                                                          \
+    X(cuStreamGetCaptureInfo)                                                                      \
+    X(cuGraphGetNodes)                                                                             \
+    X(cuGraphNodeGetType)                                                                          \
+    X(cuGraphKernelNodeGetParams)                                                                  \
+    X(cuGraphMemcpyNodeGetParams)                                                                  \
+    X(cuGraphMemsetNodeGetParams)                                                                  \
+    X(cuGraphInstantiateWithFlags)                                                                 \
+    X(cuGraphLaunch)                                                                               \
+    X(cuGraphExecDestroy)                                                                          \
+    X(cuGraphDestroy)
 
 struct cu_api {
 #define CU_API_MEMBER(fn) __typeof__(fn) *fn;
@@ -122,6 +134,8 @@ struct cu_impl {
     struct cu_api api;
     /* Optional (CUDA 12.4 drivers and later): NULL where absent. */
     CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *);
+    /* CUDA 12.0 and later: the function of a library kernel in a node. */
+    CUresult (*kernel_get_function)(CUfunction *, CUkernel);
 };
 
 /* The backend objects; each starts with the port's header. */
@@ -395,6 +409,12 @@ static int cu_open(dv_driver *drv, const dv_driver_config *cfg)
                 CUDA_SUCCESS &&
             found == CU_GET_PROC_ADDRESS_SUCCESS && fn != NULL)
             memcpy(&impl->func_get_param_info, &fn, sizeof fn);
+        fn = NULL;
+        found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (get_proc("cuKernelGetFunction", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==
+                CUDA_SUCCESS &&
+            found == CU_GET_PROC_ADDRESS_SUCCESS && fn != NULL)
+            memcpy(&impl->kernel_get_function, &fn, sizeof fn);
     }
 
     CUresult rc = impl->api.cuInit(0);
@@ -931,6 +951,213 @@ static int cu_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
     return (int)cu_api_of(stream)->cuLaunchHostFunc(s->s, fn, arg);
 }
 
+/* ------------------------------------------------------------------------
+ * Stream capture (the checker's view of a task's work)
+ * ------------------------------------------------------------------------ */
+
+struct dv_drv_graph {
+    dv_driver *drv; /* first: the port finds the ops through it */
+    CUgraph g;
+    uint64_t words[DV_NODE_MAX_WORDS];
+};
+
+static int cu_capture_begin(dv_drv_obj *stream)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuStreamBeginCapture(s->s, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+static int cu_capture_any(dv_drv_obj *stream, bool *any)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    const struct cu_api *api = cu_api_of(stream);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph g = NULL;
+    size_t n = 0;
+    CU_TRY(cu_enter(stream));
+    CU_TRY(api->cuStreamGetCaptureInfo(s->s, &st, NULL, &g, NULL, NULL, NULL));
+    if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        *any = true;
+        return CUDA_SUCCESS;
+    }
+    if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || g == NULL)
+        return CUDA_SUCCESS;
+    CU_TRY(api->cuGraphGetNodes(g, NULL, &n));
+    *any = n > 0;
+    return CUDA_SUCCESS;
+}
+
+static int cu_capture_end(dv_drv_obj *stream, dv_drv_graph **out)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    const struct cu_api *api = cu_api_of(stream);
+    CUgraph g = NULL;
+    size_t n = 0;
+    CU_TRY(cu_enter(stream));
+    CU_TRY(api->cuStreamEndCapture(s->s, &g));
+    if (g == NULL)
+        return CUDA_SUCCESS;
+    if (api->cuGraphGetNodes(g, NULL, &n) == CUDA_SUCCESS && n == 0) {
+        (void)api->cuGraphDestroy(g);
+        return CUDA_SUCCESS;
+    }
+    struct dv_drv_graph *graph = malloc(sizeof(*graph));
+    if (graph == NULL) {
+        (void)api->cuGraphDestroy(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    graph->drv = stream->drv;
+    graph->g = g;
+    *out = graph;
+    return CUDA_SUCCESS;
+}
+
+/* The aligned 8-byte words of a kernel node's parameters, into n;
+ * whether they could be listed. */
+static bool cu_node_words(struct dv_drv_graph *graph, const CUDA_KERNEL_NODE_PARAMS *p,
+                          dv_drv_node *n)
+{
+    const struct cu_impl *impl = graph->drv->impl;
+    CUfunction f = p->func;
+    n->nwords = 0;
+    n->words = graph->words;
+    if (f == NULL && p->kern != NULL && impl->kernel_get_function != NULL)
+        (void)impl->kernel_get_function(&f, p->kern);
+    n->func = f;
+    if (p->kernelParams == NULL && p->extra != NULL) {
+        /* One buffer of every parameter's bytes. */
+        const char *buf = NULL;
+        size_t bytes = 0;
+        for (void **e = p->extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+            if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                buf = e[1];
+            else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE)
+                memcpy(&bytes, e[1], sizeof(bytes));
+        }
+        for (size_t off = 0; buf != NULL && off + 8 <= bytes && n->nwords < DV_NODE_MAX_WORDS;
+             off += 8)
+            memcpy(&graph->words[n->nwords++], buf + off, 8);
+        return buf != NULL;
+    }
+    if (f == NULL || impl->func_get_param_info == NULL || p->kernelParams == NULL)
+        return false;
+    for (size_t i = 0; i <= 4096; i++) {
+        size_t offset = 0, size = 0;
+        CUresult rc = impl->func_get_param_info(f, i, &offset, &size);
+        if (rc == CUDA_ERROR_INVALID_VALUE)
+            return true; /* past the last */
+        if (rc != CUDA_SUCCESS)
+            return false;
+        const char *v = p->kernelParams[i];
+        for (size_t off = 0; v != NULL && off + 8 <= size && n->nwords < DV_NODE_MAX_WORDS;
+             off += 8)
+            memcpy(&graph->words[n->nwords++], v + off, 8);
+    }
+    return false;
+}
+
+/* The bytes a copy or set spans on one side. */
+static uint64_t cu_span(uint64_t width, uint64_t height, uint64_t depth, uint64_t pitch,
+                        uint64_t rows)
+{
+    if (height <= 1 && depth <= 1)
+        return width;
+    return (depth - 1) * pitch * rows + (height - 1) * pitch + width;
+}
+
+static void cu_memcpy_node(const CUDA_MEMCPY3D *p, dv_drv_node *n)
+{
+    uint64_t h = p->Height ? p->Height : 1, d = p->Depth ? p->Depth : 1;
+    n->src_device = p->srcMemoryType != CU_MEMORYTYPE_HOST;
+    n->src = (n->src_device ? (uint64_t)p->srcDevice : (uint64_t)(uintptr_t)p->srcHost) +
+             p->srcXInBytes + (uint64_t)p->srcY * p->srcPitch +
+             (uint64_t)p->srcZ * p->srcPitch * p->srcHeight;
+    n->src_bytes = cu_span(p->WidthInBytes, h, d, p->srcPitch, p->srcHeight);
+    n->dst_device = p->dstMemoryType != CU_MEMORYTYPE_HOST;
+    n->dst = (n->dst_device ? (uint64_t)p->dstDevice : (uint64_t)(uintptr_t)p->dstHost) +
+             p->dstXInBytes + (uint64_t)p->dstY * p->dstPitch +
+             (uint64_t)p->dstZ * p->dstPitch * p->dstHeight;
+    n->dst_bytes = cu_span(p->WidthInBytes, h, d, p->dstPitch, p->dstHeight);
+}
+
+static int cu_graph_nodes(struct dv_drv_graph *graph, int (*visit)(void *, const dv_drv_node *),
+                          void *self)
+{
+    const struct cu_api *api = &((const struct cu_impl *)graph->drv->impl)->api;
+    size_t count = 0;
+    CUresult rc = api->cuGraphGetNodes(graph->g, NULL, &count);
+    if (rc != CUDA_SUCCESS)
+        return dv__fail_driver(graph->drv, "graph_nodes", (int)rc);
+    CUgraphNode *nodes = count ? calloc(count, sizeof(*nodes)) : NULL;
+    if (count && nodes == NULL)
+        return dv__fail(DV_ENOMEM, "graph_nodes", "graph_nodes: out of host memory");
+    if (count && (rc = api->cuGraphGetNodes(graph->g, nodes, &count)) != CUDA_SUCCESS) {
+        free(nodes);
+        return dv__fail_driver(graph->drv, "graph_nodes", (int)rc);
+    }
+    int out = DV_OK;
+    for (size_t i = 0; i < count && out == DV_OK; i++) {
+        CUgraphNodeType type;
+        dv_drv_node n = {.kind = DV_NODE_OTHER};
+        if (api->cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS)
+            type = CU_GRAPH_NODE_TYPE_EMPTY;
+        if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            CUDA_KERNEL_NODE_PARAMS p;
+            memset(&p, 0, sizeof(p));
+            n.kind = DV_NODE_KERNEL;
+            if (api->cuGraphKernelNodeGetParams(nodes[i], &p) == CUDA_SUCCESS)
+                n.words_known = cu_node_words(graph, &p, &n);
+        } else if (type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+            CUDA_MEMCPY3D p;
+            memset(&p, 0, sizeof(p));
+            n.kind = DV_NODE_MEMCPY;
+            if (api->cuGraphMemcpyNodeGetParams(nodes[i], &p) == CUDA_SUCCESS)
+                cu_memcpy_node(&p, &n);
+        } else if (type == CU_GRAPH_NODE_TYPE_MEMSET) {
+            CUDA_MEMSET_NODE_PARAMS p;
+            memset(&p, 0, sizeof(p));
+            n.kind = DV_NODE_MEMSET;
+            if (api->cuGraphMemsetNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+                n.dst = p.dst;
+                n.dst_device = true;
+                n.dst_bytes = cu_span((uint64_t)p.elementSize * p.width, p.height ? p.height : 1, 1,
+                                      p.pitch, 0);
+            }
+        } else if (type == CU_GRAPH_NODE_TYPE_HOST) {
+            n.kind = DV_NODE_HOST;
+        }
+        out = visit(self, &n);
+    }
+    free(nodes);
+    return out;
+}
+
+static int cu_graph_launch(struct dv_drv_graph *graph, dv_drv_obj *stream)
+{
+    const struct cu_api *api = cu_api_of(stream);
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CUgraphExec exec = NULL;
+    CU_TRY(cu_enter(stream));
+    CU_TRY(api->cuGraphInstantiateWithFlags(&exec, graph->g, 0));
+    CUresult rc = api->cuGraphLaunch(exec, s->s);
+    /* An executable graph still in flight is freed once it completes. */
+    (void)api->cuGraphExecDestroy(exec);
+    return (int)rc;
+}
+
+static void cu_graph_destroy(struct dv_drv_graph *graph)
+{
+    const struct cu_api *api = &((const struct cu_impl *)graph->drv->impl)->api;
+    (void)api->cuGraphDestroy(graph->g);
+    free(graph);
+}
+
+static const void *cu_func_native(dv_drv_obj *func)
+{
+    return ((const struct cu_func *)func)->f;
+}
+
 const dv_driver_ops dv__cuda_ops = {
     .name = "cuda",
     .backend = DV_BACKEND_CUDA,
@@ -992,6 +1219,13 @@ const dv_driver_ops dv__cuda_ops = {
     .host_fn = cu_host_fn,
     .native_stream = cu_native_stream,
     .make_current = cu_make_current,
+    .capture_begin = cu_capture_begin,
+    .capture_any = cu_capture_any,
+    .capture_end = cu_capture_end,
+    .graph_nodes = cu_graph_nodes,
+    .graph_launch = cu_graph_launch,
+    .graph_destroy = cu_graph_destroy,
+    .func_native = cu_func_native,
 
     .error_name = cu_error_name,
     .error_string = cu_error_string,

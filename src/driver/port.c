@@ -910,6 +910,74 @@ void *dv__drv_stream_native(dv_drv_stream *stream)
     return OPS(stream)->native_stream(OBJ(stream));
 }
 
+/* ------------------------------------------------------------------------
+ * Stream capture
+ * ------------------------------------------------------------------------ */
+
+#define CAPTURE_OP(obj, op, call)                                                                  \
+    do {                                                                                           \
+        CHECK_OBJ(obj, DV_DRV_STREAM, call);                                                       \
+        if (OPS(obj)->op == NULL)                                                                  \
+            return dv__fail(DV_ENOTSUP, call, "%s: the %s backend cannot capture a stream", call,  \
+                            dv__driver_backend_name(OBJ(obj)->drv));                               \
+    } while (0)
+
+int dv__drv_capture_begin(dv_drv_stream *stream)
+{
+    CAPTURE_OP(stream, capture_begin, "capture_begin");
+    int rc = OPS(stream)->capture_begin(OBJ(stream));
+    return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "capture_begin", rc);
+}
+
+int dv__drv_capture_any(dv_drv_stream *stream, bool *any)
+{
+    CAPTURE_OP(stream, capture_any, "capture_any");
+    CHECK_PTR(any, "any", "capture_any");
+    *any = false;
+    int rc = OPS(stream)->capture_any(OBJ(stream), any);
+    return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "capture_any", rc);
+}
+
+int dv__drv_capture_end(dv_drv_stream *stream, dv_drv_graph **graph)
+{
+    CAPTURE_OP(stream, capture_end, "capture_end");
+    CHECK_PTR(graph, "graph", "capture_end");
+    *graph = NULL;
+    int rc = OPS(stream)->capture_end(OBJ(stream), graph);
+    return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "capture_end", rc);
+}
+
+int dv__drv_graph_nodes(dv_drv_graph *graph, int (*visit)(void *self, const dv_drv_node *node),
+                        void *self)
+{
+    dv_driver *drv = graph != NULL ? *(dv_driver **)graph : NULL;
+    if (drv == NULL || visit == NULL)
+        return dv__fail(DV_EINVAL, "graph_nodes", "graph_nodes: NULL argument");
+    return drv->ops->graph_nodes(graph, visit, self);
+}
+
+int dv__drv_graph_launch(dv_drv_graph *graph, dv_drv_stream *stream)
+{
+    CHECK_OBJ(stream, DV_DRV_STREAM, "graph_launch");
+    if (graph == NULL || *(dv_driver **)graph != OBJ(stream)->drv)
+        return dv__fail(DV_EINVAL, "graph_launch", "graph_launch: no graph, or another driver's");
+    int rc = OPS(stream)->graph_launch(graph, OBJ(stream));
+    return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "graph_launch", rc);
+}
+
+void dv__drv_graph_destroy(dv_drv_graph *graph)
+{
+    if (graph != NULL)
+        (*(dv_driver **)graph)->ops->graph_destroy(graph);
+}
+
+const void *dv__drv_func_native(dv_drv_func *func)
+{
+    if (!obj_alive(func, DV_DRV_FUNC) || OPS(func)->func_native == NULL)
+        return NULL;
+    return OPS(func)->func_native(OBJ(func));
+}
+
 int dv__drv_ctx_make_current(dv_drv_ctx *ctx)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "ctx_make_current");

@@ -279,6 +279,51 @@ void *dv__drv_stream_native(dv_drv_stream *stream);
 int dv__drv_ctx_make_current(dv_drv_ctx *ctx);
 
 /*
+ * Stream capture (cuda; the sim answers DV_ENOTSUP): between begin and
+ * end, work enqueued on stream is recorded into a graph instead of run
+ * (relaxed mode: the calling thread may make any other call meanwhile).
+ * The stream-order checker reads what a task really enqueued this way.
+ */
+typedef struct dv_drv_graph dv_drv_graph;
+int dv__drv_capture_begin(dv_drv_stream *stream);
+/* *any: something was captured since begin. */
+int dv__drv_capture_any(dv_drv_stream *stream, bool *any);
+/* The capture's graph in *graph (NULL when nothing was captured).  An
+ * invalidated capture (a call not allowed while capturing) is an error;
+ * the stream no longer captures either way. */
+int dv__drv_capture_end(dv_drv_stream *stream, dv_drv_graph **graph);
+
+/* One node of a captured graph, as the checker needs it. */
+typedef enum dv_drv_node_kind {
+    DV_NODE_KERNEL = 1,
+    DV_NODE_MEMCPY,
+    DV_NODE_MEMSET,
+    DV_NODE_HOST,
+    DV_NODE_OTHER,
+} dv_drv_node_kind;
+#define DV_NODE_MAX_WORDS 512
+typedef struct dv_drv_node {
+    dv_drv_node_kind kind;
+    const void *func; /* kernel: the backend's function (a CUfunction) */
+    bool words_known; /* kernel: its parameters could be listed */
+    unsigned nwords;  /* kernel: its parameters' aligned 8-byte words */
+    const uint64_t *words;
+    uint64_t dst, dst_bytes; /* memcpy, memset: the span written */
+    bool dst_device;         /* a device address (else host) */
+    uint64_t src, src_bytes; /* memcpy: the span read */
+    bool src_device;
+} dv_drv_node;
+/* visit each node; a non-zero return stops the walk and is returned. */
+int dv__drv_graph_nodes(dv_drv_graph *graph, int (*visit)(void *self, const dv_drv_node *node),
+                        void *self);
+/* Run the graph on stream (its work in stream order there). */
+int dv__drv_graph_launch(dv_drv_graph *graph, dv_drv_stream *stream);
+void dv__drv_graph_destroy(dv_drv_graph *graph);
+/* The backend function of a port function (a CUfunction), for matching
+ * kernel nodes; NULL on the sim. */
+const void *dv__drv_func_native(dv_drv_func *func);
+
+/*
  * An observer of a context's ordering operations (the stream-order
  * checker).  Each hook runs on the calling thread after the operation
  * succeeded: an event recorded on a stream, a stream made to wait on an
@@ -452,6 +497,15 @@ typedef struct dv_driver_ops {
      * current on the calling thread (a no-op on the sim). */
     void *(*native_stream)(dv_drv_obj *stream);
     int (*make_current)(dv_drv_obj *ctx);
+    /* Stream capture (NULL: not supported).  Graphs start with their
+     * driver: struct dv_drv_graph { dv_driver *drv; ... }. */
+    int (*capture_begin)(dv_drv_obj *stream);
+    int (*capture_any)(dv_drv_obj *stream, bool *any);
+    int (*capture_end)(dv_drv_obj *stream, dv_drv_graph **graph);
+    int (*graph_nodes)(dv_drv_graph *graph, int (*visit)(void *, const dv_drv_node *), void *self);
+    int (*graph_launch)(dv_drv_graph *graph, dv_drv_obj *stream);
+    void (*graph_destroy)(dv_drv_graph *graph);
+    const void *(*func_native)(dv_drv_obj *func);
 
     /* NULL: the port's own table of names is used. */
     const char *(*error_name)(const dv_driver *drv, int code);

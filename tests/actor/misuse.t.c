@@ -754,6 +754,8 @@ enum probe_call {
     P_SIM_MEMORY_0,
     P_SIM_MEMORY_ABSURD,
     P_SIM_MEMORY_PAST_END,
+    P_SIM_ACCESS_NONE,
+    P_SIM_ACCESS_ZERO_BYTES,
     P_BLOCK_SYNC,
     P_BLOCK_FLUSH,
     P_BLOCK_MEMSET,
@@ -855,16 +857,24 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
         rc = rc != DV_OK ? TASK_FAILED : dv_task_scratch(ctx, 256, &p);
         break;
     case P_SIM_MEMORY_0:
-        mem = dv_task_sim_memory(ctx, 0, 16);
+        mem = dv_task_sim_access(ctx, 0, 16, DV_READ);
         rc = mem == NULL ? DV_OK : WRONG_VALUE;
         break;
     case P_SIM_MEMORY_ABSURD:
-        mem = dv_task_sim_memory(ctx, ctx->arg[0], UINT64_MAX);
+        mem = dv_task_sim_access(ctx, ctx->arg[0], UINT64_MAX, DV_READ);
         rc = mem == NULL ? DV_OK : WRONG_VALUE;
         break;
     case P_SIM_MEMORY_PAST_END:
-        mem = dv_task_sim_memory(ctx, UINT64_MAX - 8, 16);
+        mem = dv_task_sim_access(ctx, UINT64_MAX - 8, 16, DV_READ);
         rc = mem == NULL ? DV_OK : WRONG_VALUE;
+        break;
+    case P_SIM_ACCESS_NONE:
+        mem = dv_task_sim_access(ctx, ctx->arg[0], 16, (dv_arg_access)0);
+        rc = mem == NULL && dv_last_error()->status == DV_EINVAL ? DV_OK : WRONG_VALUE;
+        break;
+    case P_SIM_ACCESS_ZERO_BYTES:
+        mem = dv_task_sim_access(ctx, ctx->arg[0], 0, DV_READ);
+        rc = mem == NULL && dv_last_error()->status == DV_EINVAL ? DV_OK : WRONG_VALUE;
         break;
     case P_BLOCK_SYNC:
         rc = dv_sync(a, 0);
@@ -1862,16 +1872,22 @@ static void table_tasks(void)
         in_task(P_SCRATCH_ABSURD));
     ROW("dv_task_scratch", DV_EINVAL, "DV_TASK_SCRATCH_MAX + 1 blocks in one task [silent]",
         in_task(P_SCRATCH_NINTH));
-    VAL("dv_task_sim_memory", "NULL context: NULL", dv_task_sim_memory(NULL, 0, 16) == NULL);
-    VAL("dv_task_sim_memory", "a zeroed context: NULL", dv_task_sim_memory(&zeroed, 0, 16) == NULL);
-    VAL("dv_task_sim_memory", "the context of a task that returned: NULL",
-        dv_task_sim_memory(&stale_ctx, stale_ctx.arg[0], 16) == NULL);
-    VAL("dv_task_sim_memory", "device address 0 (inside a task): NULL",
+    VAL("dv_task_sim_access", "NULL context: NULL",
+        dv_task_sim_access(NULL, 0, 16, DV_READ) == NULL);
+    VAL("dv_task_sim_access", "a zeroed context: NULL",
+        dv_task_sim_access(&zeroed, 0, 16, DV_READ) == NULL);
+    VAL("dv_task_sim_access", "the context of a task that returned: NULL",
+        dv_task_sim_access(&stale_ctx, stale_ctx.arg[0], 16, DV_READ) == NULL);
+    VAL("dv_task_sim_access", "device address 0 (inside a task): NULL",
         in_task(P_SIM_MEMORY_0) == DV_OK);
-    VAL("dv_task_sim_memory", "UINT64_MAX bytes (inside a task): NULL",
+    VAL("dv_task_sim_access", "UINT64_MAX bytes (inside a task): NULL",
         in_task(P_SIM_MEMORY_ABSURD) == DV_OK);
-    VAL("dv_task_sim_memory", "a range past every arena (inside a task): NULL",
+    VAL("dv_task_sim_access", "a range past every arena (inside a task): NULL",
         in_task(P_SIM_MEMORY_PAST_END) == DV_OK);
+    VAL("dv_task_sim_access", "access 0 (inside a task): NULL, DV_EINVAL",
+        in_task(P_SIM_ACCESS_NONE) == DV_OK);
+    VAL("dv_task_sim_access", "0 bytes (inside a task): NULL, DV_EINVAL",
+        in_task(P_SIM_ACCESS_ZERO_BYTES) == DV_OK);
 
     /* The stream-order checker's host access (B has the checker on). */
     ROW("dv_check_host_access", DV_EINVAL, "NULL actor",

@@ -1986,7 +1986,8 @@ static int task_fn(const dv_task_ctx *ctx, void *user)
          ctx->native_stream != NULL || ctx->nargs != t->nargs))
         atomic_store(&t->bad, 1);
     if (t->behaviour & (T_HOST_WRITE | T_HOST_CHECK)) {
-        t->dev = dv_task_sim_memory(ctx, ctx->arg[0], t->len ? t->len : 1);
+        t->dev = dv_task_sim_access(ctx, ctx->arg[0], t->len ? t->len : 1,
+                                    t->behaviour & T_HOST_WRITE ? DV_WRITE : DV_READ);
         if (t->dev == NULL) {
             atomic_store(&t->bad, 2);
         } else {
@@ -2048,8 +2049,9 @@ static int task_fn(const dv_task_ctx *ctx, void *user)
                 DV_EINVAL ||
             dv_task_scratch(ctx, 0, &p) != DV_EINVAL || p != 0 ||
             dv_task_scratch(ctx, 16, NULL) != DV_EINVAL ||
-            dv_task_scratch(NULL, 16, &p) != DV_EINVAL || dv_task_sim_memory(ctx, 0, 1) != NULL ||
-            dv_task_sim_memory(ctx, ctx->nargs ? ctx->arg[0] : 8, UINT64_MAX / 2) != NULL)
+            dv_task_scratch(NULL, 16, &p) != DV_EINVAL ||
+            dv_task_sim_access(ctx, 0, 1, DV_READ) != NULL ||
+            dv_task_sim_access(ctx, ctx->nargs ? ctx->arg[0] : 8, UINT64_MAX / 2, DV_READ) != NULL)
             atomic_store(&t->bad, 3);
     }
     return t->ret;
@@ -2719,7 +2721,7 @@ static void op_bad(rd *r)
         check_rc("task_launch outside a task",
                  dv_task_launch(NULL, NULL, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, NULL, 0),
                  DV_EINVAL);
-        if (dv_task_sim_memory(NULL, 0, 1) != NULL)
+        if (dv_task_sim_access(NULL, 0, 1, DV_READ) != NULL)
             fail("task_sim_memory outside a task is not NULL");
         break;
     case 23:

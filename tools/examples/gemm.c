@@ -86,9 +86,9 @@ static int gemm_task(const dv_task_ctx *ctx, void *user)
     struct call *c = user;
     uint64_t pa = ctx->arg[0], pb = ctx->arg[1], pc = ctx->arg[2];
     if (ctx->simulated) {
-        const float *a = dv_task_sim_memory(ctx, pa, (uint64_t)c->m * c->k * 4);
-        const float *b = dv_task_sim_memory(ctx, pb, (uint64_t)c->k * c->n * 4);
-        float *out = dv_task_sim_memory(ctx, pc, (uint64_t)c->m * c->n * 4);
+        const float *a = dv_task_sim_access(ctx, pa, (uint64_t)c->m * c->k * 4, DV_READ);
+        const float *b = dv_task_sim_access(ctx, pb, (uint64_t)c->k * c->n * 4, DV_READ);
+        float *out = dv_task_sim_access(ctx, pc, (uint64_t)c->m * c->n * 4, DV_WRITE);
         if (a == NULL || b == NULL || out == NULL)
             return DV_EINVAL;
         struct job *j = job_get(c->g);
