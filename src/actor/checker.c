@@ -771,7 +771,11 @@ int dv__checker_task_verify(dv_checker *c, const dv_chk_op *task, const uint64_t
             char a[160], what[200];
             describe(c, &now, a, sizeof(a));
             uint64_t stop = declared == 0 ? piece_end : (end < piece_end ? end : piece_end);
-            if (at == r->blk_lo && stop == r->blk_hi)
+            if (access == 0) /* a pointer: into the block, where it reaches unknown */
+                snprintf(what, sizeof(what), "block '%s' (0x%llx, %llu B)", r->tag ? r->tag : "",
+                         (unsigned long long)r->blk_lo,
+                         (unsigned long long)(r->blk_hi - r->blk_lo));
+            else if (at == r->blk_lo && stop == r->blk_hi)
                 snprintf(what, sizeof(what), "block '%s' (0x%llx, %llu B)", r->tag ? r->tag : "",
                          (unsigned long long)at, (unsigned long long)(stop - at));
             else
@@ -869,9 +873,20 @@ int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know
         chk_rec *r = c->scratch[k];
         if (rc == DV_OK)
             rc = check_rec(c, row(c, stream), &now, DV_WRITE, r, ptr, blk_hi, false, "frees");
-        r->freed = true;
-        r->freeop = now;
     }
+    /* The free was checked against every access (and reported if one
+     * raced it): from now on only the free itself orders a reuse, and the
+     * block's memory is one piece again, however it was cut. */
+    for (uint32_t k = c->nscratch; k-- > 1;) {
+        chk_rec *r = c->scratch[k];
+        tree_remove(c, &c->root, r);
+        free(r);
+    }
+    first->hi = blk_hi;
+    first->freed = true;
+    first->freeop = now;
+    first->write = now;
+    memset(first->reads, 0, c->ns * sizeof(chk_stamp));
     return rc;
 }
 
