@@ -386,6 +386,10 @@ static const char *kind_name(uint8_t kind)
         return "memset";
     case DV_CHK_HOST:
         return "host access";
+    case DV_CHK_PEER:
+        return "peer copy";
+    case DV_CHK_PEER_FROM:
+        return "peer copy from this device";
     default:
         return "operation";
     }

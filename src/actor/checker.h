@@ -75,6 +75,8 @@ typedef enum dv_chk_kind {
     DV_CHK_DTOD,
     DV_CHK_MEMSET,
     DV_CHK_HOST,
+    DV_CHK_PEER,      /* a peer copy, on the destination's actor */
+    DV_CHK_PEER_FROM, /* a peer copy's read, on the source's actor */
 } dv_chk_kind;
 
 #define DV_CHK_MAX_ACCESSES (DV_LAUNCH_MAX_ARGS + 2)

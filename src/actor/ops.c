@@ -188,7 +188,7 @@ static void handle_peer(dv_actor *a, const dv_envelope *e)
     bool copy = e->m.type == DV_MSG_PEER_COPY;
     dv_ref_slot *slot = NULL;
     dv_recorder r;
-    int rc = dv__rec_begin(&r, a, e, copy ? DV_CHK_DTOD : DV_CHK_DTOH, NULL);
+    int rc = dv__rec_begin(&r, a, e, copy ? DV_CHK_PEER : DV_CHK_PEER_FROM, NULL);
     if (rc == DV_OK && (slot = dv__rec_use(&r, m->ref, m->offset, m->bytes,
                                            copy ? DV_ACCESS_WRITE : DV_ACCESS_READ)) == NULL)
         rc = dv_last_error()->status;

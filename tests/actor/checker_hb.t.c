@@ -10,13 +10,16 @@
  *     over many blocks allocated, cut into ranges and freed, and many
  *     host buffers copied;
  *   - a sub-range of a block cuts its history: disjoint raw writes on two
- *     streams are fine, an overlap by one word is not.
+ *     streams are fine, an overlap by one word is not;
+ *   - a peer copy is checked on both actors: its read of the source on
+ *     the source's actor, its write on the destination's.
  */
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "devactor.h"
+#include "devactor_testing.h"
 #include "tap.h"
 
 #define N     4096u /* u32 words per block */
@@ -97,13 +100,106 @@ static void *syncer(void *arg)
     return NULL;
 }
 
+/* Two sim devices on one driver, one actor each, checker on. */
+static void test_peer(void)
+{
+    dv_driver_config dc;
+    dv_driver *drv = NULL;
+    dv__driver_config_init(&dc);
+    dc.backend = DV_BACKEND_SIM;
+    dc.sim.devices = 2;
+    dc.sim.memory_bytes = 64 << 20;
+    dc.sim.seed = 11;
+    dc.sim.delay_max_us = 20;
+    dv_actor *a = NULL, *b = NULL;
+    if (dv__driver_open(&dc, &drv) == DV_OK) {
+        for (int d = 0; d < 2; d++) {
+            dv_actor_config cfg;
+            dv_actor_config_init(&cfg);
+            cfg.driver = drv;
+            cfg.device = d;
+            cfg.streams = 3;
+            cfg.permissive = true;
+            cfg.check_order = true;
+            dv_actor_create(&cfg, d == 0 ? &a : &b);
+        }
+    }
+    dv_kernel *afill = NULL, *bfill = NULL, *bspin = NULL, *aspin = NULL;
+    dv_ref x, y;
+    dv_actor_stats st;
+    if (a == NULL || b == NULL || dv_kernel_get(a, NULL, 0, "fill_u32", &afill) != DV_OK ||
+        dv_kernel_get(b, NULL, 0, "fill_u32", &bfill) != DV_OK ||
+        dv_kernel_get(a, NULL, 0, "spin", &aspin) != DV_OK ||
+        dv_kernel_get(b, NULL, 0, "spin", &bspin) != DV_OK || dv_alloc(a, BYTES, 0, "src", &x) ||
+        dv_alloc(b, BYTES, 0, "dst", &y)) {
+        bail_out("peer: no two sim actors: %s", dv_last_error()->message);
+    }
+    dv_memset(a, x, 0, 1, BYTES, 0);
+    dv_memset(b, y, 0, 0, BYTES, 0);
+    dv_sync(a, 0);
+    dv_sync(b, 0);
+    uint64_t px = 0, py = 0;
+    dv_ref_info info;
+    if (dv_ref_access(x, &info) == DV_OK)
+        px = info.ptr;
+    if (dv_ref_access(y, &info) == DV_OK)
+        py = info.ptr;
+
+    /* The source's device still writes it (raw, on another stream). */
+    dv_arg sp[] = {dv_arg_u64(20000000)};
+    dv_future fs, fw;
+    dv_future_init(&fs, 0);
+    dv_launch_async(a, aspin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 1, sp, 1, &fs);
+    dv_arg wa[] = {dv_arg_ptr_range(px, DV_WRITE, BYTES), dv_arg_u32(5), dv_arg_u64(N)};
+    dv_future_init(&fw, 0);
+    dv_launch_async(a, afill, grid, blk, 0, 1, wa, 3, &fw);
+    int rc = dv_copy_dtod(b, y, 0, x, 0, BYTES, 0);
+    const char *msg = dv_last_error()->message;
+    ok(rc == DV_EHAZARD && strstr(msg, "peer copy from this device") != NULL &&
+           strstr(msg, "'src'") != NULL && hazards(a, &st) == 1,
+       "a peer copy while the source's device still writes it: DV_EHAZARD on the source's "
+       "actor (%s)",
+       msg);
+    dv_future_wait(&fs);
+    dv_future_wait(&fw); /* waited: the thread knows the write */
+    rc = dv_copy_dtod(b, y, 0, x, 0, BYTES, 0);
+    static uint32_t back[N];
+    dv_copy_dtoh(b, back, y, 0, BYTES, 0);
+    ok(rc == DV_OK && back[0] == 5 && back[N - 1] == 5,
+       "after waiting for the write, the peer copy runs and the data arrives (%s)",
+       dv_err_name(rc));
+
+    /* The destination's device still reads it (raw, on another stream). */
+    dv_future_init(&fs, 0);
+    dv_launch_async(b, bspin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 1, sp, 1, &fs);
+    dv_arg ra[] = {dv_arg_ptr_range(py, DV_READ, BYTES), dv_arg_u32(5), dv_arg_u64(0)};
+    dv_future_init(&fw, 0);
+    dv_launch_async(b, bfill, grid, blk, 0, 1, ra, 3, &fw);
+    rc = dv_copy_dtod(b, y, 0, x, 0, BYTES, 0);
+    msg = dv_last_error()->message;
+    ok(rc == DV_EHAZARD && strstr(msg, "peer copy (") != NULL && strstr(msg, "'dst'") != NULL &&
+           hazards(b, &st) == 1,
+       "a peer copy into a block the destination's device still reads: DV_EHAZARD on the "
+       "destination's actor (%s)",
+       msg);
+    dv_future_wait(&fs);
+    dv_future_wait(&fw);
+    ok(dv_copy_dtod(b, y, 0, x, 0, BYTES, 2) == DV_OK,
+       "after waiting for the read, the peer copy runs");
+    dv_ref_release(x);
+    dv_ref_release(y);
+    dv_actor_destroy(a);
+    dv_actor_destroy(b);
+    dv__driver_close(drv);
+}
+
 int main(void)
 {
     dv_actor_stats st;
     dv_error_detail last;
     dv_future f1;
 
-    plan(19);
+    plan(23);
 
     /* -- hidden by another thread's sync --------------------------------- */
     A = make(true);
@@ -207,5 +303,7 @@ int main(void)
     ok(empty.streams == 0, "and the token is empty");
     is_status(dv_order_adopt(A, &empty), DV_OK, "adopting it does nothing");
     dv_actor_destroy(A);
+
+    test_peer();
     return tap_done();
 }
