@@ -646,7 +646,10 @@ typedef struct dv_task_ctx {
     dv_actor *actor;
     int device;
     dv_stream stream;
-    void *native_stream; /* the CUstream (cuda); NULL on the simulated device */
+    void *native_stream; /* the CUstream (cuda; with the checker on, a stream
+                          * capturing the task's work to verify it, which
+                          * runs on the task's stream when it matches);
+                          * NULL on the simulated device */
     bool simulated;      /* the sim: enqueue host work with dv_task_host_fn */
     unsigned nargs;
     uint64_t arg[DV_LAUNCH_MAX_ARGS]; /* each argument resolved: a handle's
@@ -751,9 +754,26 @@ DV_EXPORT void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * handed out again as a block whose own address no client was given yet
  * (by dv_ref_access, or as a task's resolved argument).
  *
- * What it cannot see: what a task's library calls really touch (they are
- * taken to be the task's declared accesses); peer copies between actors;
- * a kernel that computes addresses from data it reads.
+ * A task is verified against its declared arguments (ranges, accesses;
+ * its scratch needs none).  On cuda, with the checker on, the task's
+ * native_stream is a capture stream: what it enqueues there is captured
+ * into a graph whose nodes are checked before it runs on the task's
+ * stream (copies and memsets by exact range, a kernel by the pointers
+ * among its parameters into live blocks); work put on another stream's
+ * native stream is caught too.  A mismatch answers DV_EHAZARD and none of
+ * the task's work runs (its host functions' cleanups run with
+ * DV_EHAZARD).  On the sim, dv_task_sim_access is checked the same way.
+ * A task must then not synchronise or query its native_stream.  A peer
+ * copy is checked on both actors (the source's read, the destination's
+ * write).
+ *
+ * What it cannot see: whether a library kernel writes or only reads a
+ * block it has a pointer to (a kernel writing a block declared DV_READ is
+ * not caught on cuda); a kernel that computes addresses from data it
+ * reads, or finds pointers in memory; work on a stream devactor does not
+ * own; the host memory a library copies.  A raw write ordered before a
+ * peer copy only by a dv_event waited on the destination's stream is
+ * reported (the source's read is checked with the poster's knowledge).
  * ------------------------------------------------------------------------ */
 
 /*
