@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "devactor.h"
+#include "support/lib_call.h"
 #include "tap.h"
 
 #ifndef TASK_VERIFY_CUDA
@@ -71,72 +72,12 @@ static const char lib_ptx[] = ".version 8.0\n"
                               "    ret;\n"
                               "}\n";
 
-typedef int (*cu_memset32_fn)(uint64_t, unsigned, size_t, void *);
-typedef int (*cu_memcpy_fn)(uint64_t, uint64_t, size_t, void *);
 typedef int (*cu_module_load_fn)(void **, const void *);
 typedef int (*cu_get_function_fn)(void **, void *, const char *);
 typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, void *, void **, void **);
 typedef int (*cu_sync_fn)(void *);
 
-static void *cuda_sym(const char *name)
-{
-    static void *lib;
-    if (lib == NULL)
-        lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    return lib != NULL ? dlsym(lib, name) : NULL;
-}
-
-typedef struct job {
-    uint32_t *dst;
-    const uint32_t *src;
-    uint32_t value;
-    uint64_t words;
-    atomic_int *ran, *cleaned;
-    int status;
-} job;
-
-static void job_run(void *arg)
-{
-    job *j = arg;
-    for (uint64_t i = 0; i < j->words; i++)
-        j->dst[i] = j->src != NULL ? j->src[i] : j->value;
-}
-
-static void job_done(void *arg, int status)
-{
-    free(arg);
-    (void)status;
-}
-
-/* dst := src, or dst := value when src is 0 (words u32 words). */
-static int lib(const dv_task_ctx *ctx, uint64_t dst, uint64_t src, uint32_t value, uint64_t words)
-{
-    if (!ctx->simulated) {
-        if (src == 0) {
-            cu_memset32_fn f = (cu_memset32_fn)cuda_sym("cuMemsetD32Async");
-            return f != NULL && f(dst, value, words, ctx->native_stream) == 0 ? DV_OK : DV_EDRIVER;
-        }
-        cu_memcpy_fn f = (cu_memcpy_fn)cuda_sym("cuMemcpyDtoDAsync_v2");
-        return f != NULL && f(dst, src, words * 4, ctx->native_stream) == 0 ? DV_OK : DV_EDRIVER;
-    }
-    job *j = calloc(1, sizeof(*j));
-    if (j == NULL)
-        return DV_ENOMEM;
-    j->dst = dv_task_sim_access(ctx, dst, words * 4, DV_WRITE);
-    j->src = src != 0 ? dv_task_sim_access(ctx, src, words * 4, DV_READ) : NULL;
-    j->value = value;
-    j->words = words;
-    if (j->dst == NULL || (src != 0 && j->src == NULL)) {
-        int rc = dv_last_error()->status;
-        free(j);
-        return rc;
-    }
-    int rc = dv_task_host_fn_cleanup(ctx, job_run, job_done, j);
-    if (rc != DV_OK)
-        free(j);
-    return rc;
-}
 
 /* What a test task does. */
 enum {
@@ -177,9 +118,9 @@ static void mark_cleaned(void *arg, int status)
 static int lib_kernel(const dv_task_ctx *ctx, uint64_t p)
 {
     static void *mod, *fn;
-    cu_module_load_fn load = (cu_module_load_fn)cuda_sym("cuModuleLoadData");
-    cu_get_function_fn get = (cu_get_function_fn)cuda_sym("cuModuleGetFunction");
-    cu_launch_fn launch = (cu_launch_fn)cuda_sym("cuLaunchKernel");
+    cu_module_load_fn load = (cu_module_load_fn)lib_cuda_sym("cuModuleLoadData");
+    cu_get_function_fn get = (cu_get_function_fn)lib_cuda_sym("cuModuleGetFunction");
+    cu_launch_fn launch = (cu_launch_fn)lib_cuda_sym("cuLaunchKernel");
     if (load == NULL || get == NULL || launch == NULL)
         return DV_EDRIVER;
     if (mod == NULL && (load(&mod, lib_ptx) != 0 || get(&fn, mod, "lib_fill") != 0))
@@ -198,21 +139,21 @@ static int task(const dv_task_ctx *ctx, void *user)
     int rc;
     switch (c->what) {
     case T_COPY:
-        return lib(ctx, ctx->arg[0], ctx->arg[1], 0, N);
+        return lib_call(ctx, ctx->arg[0], ctx->arg[1], 0, N);
     case T_FILL:
-        return lib(ctx, ctx->arg[0], 0, 7, N);
+        return lib_call(ctx, ctx->arg[0], 0, 7, N);
     case T_COPY_FROM_RAW:
-        return lib(ctx, ctx->arg[0], c->raw, 0, N);
+        return lib_call(ctx, ctx->arg[0], c->raw, 0, N);
     case T_FILL_HALF:
-        return lib(ctx, c->raw + BYTES / 2, 0, 7, N / 2);
+        return lib_call(ctx, c->raw + BYTES / 2, 0, 7, N / 2);
     case T_SCRATCH:
         if ((rc = dv_task_scratch(ctx, BYTES, &s)) != DV_OK)
             return rc;
-        if ((rc = lib(ctx, s, 0, 7, N)) != DV_OK)
+        if ((rc = lib_call(ctx, s, 0, 7, N)) != DV_OK)
             return rc;
-        return lib(ctx, ctx->arg[0], s, 0, N);
+        return lib_call(ctx, ctx->arg[0], s, 0, N);
     case T_FOREIGN: {
-        cu_memset32_fn f = (cu_memset32_fn)cuda_sym("cuMemsetD32Async");
+        lib_cu_memset32_fn f = (lib_cu_memset32_fn)lib_cuda_sym("cuMemsetD32Async");
         return f != NULL && f(ctx->arg[0], 7, N, kept_stream) == 0 ? DV_OK : DV_EDRIVER;
     }
     case T_KEEP_STREAM:
@@ -221,12 +162,12 @@ static int task(const dv_task_ctx *ctx, void *user)
     case T_KERNEL:
         return lib_kernel(ctx, c->raw);
     case T_FILL_HOST_FN:
-        if ((rc = lib(ctx, ctx->arg[0], 0, 7, N)) != DV_OK)
+        if ((rc = lib_call(ctx, ctx->arg[0], 0, 7, N)) != DV_OK)
             return rc;
         return dv_task_host_fn_cleanup(ctx, mark_ran, mark_cleaned, c);
     case T_SYNC: {
-        cu_sync_fn f = (cu_sync_fn)cuda_sym("cuStreamSynchronize");
-        if ((rc = lib(ctx, ctx->arg[0], 0, 7, N)) != DV_OK)
+        cu_sync_fn f = (cu_sync_fn)lib_cuda_sym("cuStreamSynchronize");
+        if ((rc = lib_call(ctx, ctx->arg[0], 0, 7, N)) != DV_OK)
             return rc;
         return f != NULL && f(ctx->native_stream) == 0 ? DV_OK : DV_EDRIVER;
     }

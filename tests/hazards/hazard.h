@@ -39,12 +39,12 @@
 #ifndef DV_TESTS_HAZARDS_HAZARD_H
 #define DV_TESTS_HAZARDS_HAZARD_H
 
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "devactor.h"
+#include "support/lib_call.h"
 #include "tap.h"
 
 #define HZ_N       (1u << 16) /* u32 words per block */
@@ -216,74 +216,6 @@ static TAP_UNUSED bool hz_words_are(const uint32_t *p, uint32_t v)
         if (p[i] != v)
             return false;
     return true;
-}
-
-/*
- * Library calls inside a task, made the way a cuBLAS or cuFFT wrapper
- * makes them: work on the task's stream that the launch recorder does not
- * see.  On the sim, a host function that reaches device memory through
- * dv_task_sim_access; on cuda, the driver's own cuMemsetD32Async and
- * cuMemcpyDtoDAsync on the task's native_stream.
- */
-typedef struct hz_lib_job {
-    uint32_t *dst;
-    const uint32_t *src; /* NULL: fill dst with value */
-    uint32_t value;
-    uint64_t words;
-} hz_lib_job;
-
-static void hz_lib_run(void *arg)
-{
-    hz_lib_job *j = arg;
-    for (uint64_t i = 0; i < j->words; i++)
-        j->dst[i] = j->src != NULL ? j->src[i] : j->value;
-}
-
-static void hz_lib_done(void *arg, int status)
-{
-    (void)status;
-    free(arg);
-}
-
-typedef int (*hz_cu_memset32)(uint64_t dst, unsigned value, size_t n, void *stream);
-typedef int (*hz_cu_memcpy)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
-
-static void *hz_cuda_sym(const char *name)
-{
-    static void *lib;
-    if (lib == NULL)
-        lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    return lib != NULL ? dlsym(lib, name) : NULL;
-}
-
-/* dst := src (words u32 words), or dst := value when src is 0. */
-static TAP_UNUSED int hz_lib(const dv_task_ctx *ctx, uint64_t dst, uint64_t src, uint32_t value,
-                             uint64_t words)
-{
-    if (!ctx->simulated) {
-        if (src == 0) {
-            hz_cu_memset32 f = (hz_cu_memset32)hz_cuda_sym("cuMemsetD32Async");
-            return f != NULL && f(dst, value, words, ctx->native_stream) == 0 ? DV_OK : DV_EDRIVER;
-        }
-        hz_cu_memcpy f = (hz_cu_memcpy)hz_cuda_sym("cuMemcpyDtoDAsync_v2");
-        return f != NULL && f(dst, src, words * 4, ctx->native_stream) == 0 ? DV_OK : DV_EDRIVER;
-    }
-    hz_lib_job *j = malloc(sizeof(*j));
-    if (j == NULL)
-        return DV_ENOMEM;
-    j->dst = dv_task_sim_access(ctx, dst, words * 4, DV_WRITE);
-    j->src = src != 0 ? dv_task_sim_access(ctx, src, words * 4, DV_READ) : NULL;
-    j->value = value;
-    j->words = words;
-    if (j->dst == NULL || (src != 0 && j->src == NULL)) {
-        int rc = dv_last_error()->status;
-        free(j);
-        return rc;
-    }
-    int rc = dv_task_host_fn_cleanup(ctx, hz_lib_run, hz_lib_done, j);
-    if (rc != DV_OK)
-        free(j);
-    return rc;
 }
 
 static bool hz_plant(hz *h);

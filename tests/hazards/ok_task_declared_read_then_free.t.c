@@ -12,7 +12,7 @@
 /* Done: argument 0 := the block at *user (a raw address), by the library. */
 static int task_lib_copy_from(const dv_task_ctx *ctx, void *user)
 {
-    return hz_lib(ctx, ctx->arg[0], *(const uint64_t *)user, 0, HZ_N);
+    return lib_call(ctx, ctx->arg[0], *(const uint64_t *)user, 0, HZ_N);
 }
 
 static bool hz_plant(hz *h)

@@ -17,12 +17,12 @@ typedef struct work {
 static int task_with_workspace(const dv_task_ctx *ctx, void *user)
 {
     const work *u = user;
-    int rc = hz_lib(ctx, u->w, 0, u->value, HZ_N);
+    int rc = lib_call(ctx, u->w, 0, u->value, HZ_N);
     if (rc == DV_OK && !u->h->quiet) {
         dv_arg spin[] = {dv_arg_u64(HZ_SPIN_NS)};
         rc = dv_task_launch(ctx, u->h->spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, spin, 1);
     }
-    return rc != DV_OK ? rc : hz_lib(ctx, ctx->arg[0], u->w, 0, HZ_N);
+    return rc != DV_OK ? rc : lib_call(ctx, ctx->arg[0], u->w, 0, HZ_N);
 }
 
 static bool hz_plant(hz *h)

@@ -15,7 +15,7 @@
 static int task_lib_fill(const dv_task_ctx *ctx, void *user)
 {
     (void)user;
-    return hz_lib(ctx, ctx->arg[0], 0, 3, HZ_N);
+    return lib_call(ctx, ctx->arg[0], 0, 3, HZ_N);
 }
 
 static bool hz_plant(hz *h)

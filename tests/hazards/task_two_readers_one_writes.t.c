@@ -13,14 +13,14 @@
 static int task_lib_fill(const dv_task_ctx *ctx, void *user)
 {
     (void)user;
-    return hz_lib(ctx, ctx->arg[0], 0, 3, HZ_N);
+    return lib_call(ctx, ctx->arg[0], 0, 3, HZ_N);
 }
 
 /* Done: argument 1 := argument 0, by the library. */
 static int task_lib_copy(const dv_task_ctx *ctx, void *user)
 {
     (void)user;
-    return hz_lib(ctx, ctx->arg[1], ctx->arg[0], 0, HZ_N);
+    return lib_call(ctx, ctx->arg[1], ctx->arg[0], 0, HZ_N);
 }
 
 static bool hz_plant(hz *h)
