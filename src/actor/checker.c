@@ -61,6 +61,8 @@ struct dv_checker {
     chk_rec *root; /* device pieces, disjoint, by start */
     chk_rec *host; /* host buffers' pieces, disjoint, by start */
     uint64_t pieces, nshadows;
+    uint64_t since_retire; /* commits since the last retirement sweep */
+    uint64_t *floor;       /* per stream: what every stream's clock has seen */
     ev_shadow events;  /* list head of the event shadows made */
     uint64_t *tmp;     /* a clock for one check */
     chk_rec **scratch; /* overlapping pieces of one query */
@@ -666,6 +668,68 @@ static void coalesce(dv_checker *c, chk_rec **root, uint64_t lo, uint64_t hi, bo
     }
 }
 
+/*
+ * Retirement by dominance.  A stamp that every stream's clock has seen can
+ * race with nothing any more: every later operation runs on some stream,
+ * and its clock is at least that stream's.  (Host accesses are checked
+ * with the thread's clock alone, and a thread that has learned nothing
+ * must still be reported, so host pieces are never retired this way: they
+ * go when a later copy covers them.)  So a device piece whose last write
+ * and reads are all dominated forgets them, and the pieces of one block
+ * that have forgotten everything merge back into one.  A freed piece keeps
+ * its free, which names the block in a use-after-free report.
+ *
+ * The sweep walks every device piece: it runs once per as many commits as
+ * there are pieces (and at least DV_CHK_RETIRE_MIN), so its cost per
+ * operation stays constant.
+ */
+#define DV_CHK_RETIRE_MIN 1024
+
+static bool dominated(const dv_checker *c, const chk_stamp *p)
+{
+    return p->seq == 0 || (p->comp < c->ns && c->floor[p->comp] >= p->seq);
+}
+
+static bool settle(dv_checker *c, chk_rec *r)
+{
+    if (!dominated(c, &r->write))
+        return false;
+    for (uint32_t t = 0; t < c->ns; t++)
+        if (!dominated(c, &r->reads[t]))
+            return false;
+    memset(&r->write, 0, sizeof(r->write));
+    memset(r->reads, 0, c->ns * sizeof(chk_stamp));
+    return true;
+}
+
+static void retire(dv_checker *c)
+{
+    for (uint32_t p = 0; p < c->ns; p++) {
+        uint64_t m = UINT64_MAX;
+        for (uint32_t s = 0; s < c->ns; s++)
+            if (row(c, s)[p] < m)
+                m = row(c, s)[p];
+        c->floor[p] = m;
+    }
+    chk_rec *prev = NULL;
+    chk_rec *r = tree_floor(c->root, 0);
+    if (r == NULL)
+        r = tree_next(c->root, 0);
+    while (r != NULL) {
+        chk_rec *next = tree_next(c->root, r->lo);
+        bool settled = settle(c, r);
+        if (settled && prev != NULL && same_history(c, prev, r, false)) {
+            prev->hi = r->hi;
+            tree_remove(c, &c->root, r);
+            free(r);
+        } else {
+            prev = settled ? r : NULL;
+        }
+        r = next;
+    }
+    c->since_retire = 0;
+}
+
 void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
 {
     if (op->stream >= c->ns || op->seq == 0)
@@ -697,6 +761,8 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
         if (cut || c->nscratch > 1)
             coalesce(c, host ? &c->host : &c->root, lo, hi, host);
     }
+    if (++c->since_retire >= c->pieces + DV_CHK_RETIRE_MIN)
+        retire(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -923,7 +989,7 @@ uint64_t dv__checker_bytes(const dv_checker *c)
 {
     return sizeof(*c) + c->pieces * rec_size(c) +
            c->nshadows * (sizeof(ev_shadow) + c->nc * sizeof(uint64_t)) +
-           ((uint64_t)c->nc * c->nc + c->nc) * sizeof(uint64_t) +
+           ((uint64_t)c->nc * c->nc + 2 * c->nc) * sizeof(uint64_t) +
            c->cap_scratch * sizeof(chk_rec *);
 }
 
@@ -947,9 +1013,11 @@ int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t uid, uint64_t
     c->events.next = c->events.prev = &c->events;
     c->vc = calloc((size_t)c->nc * c->nc, sizeof(uint64_t));
     c->tmp = calloc(c->nc, sizeof(uint64_t));
-    if (c->vc == NULL || c->tmp == NULL) {
+    c->floor = calloc(c->nc, sizeof(uint64_t));
+    if (c->vc == NULL || c->tmp == NULL || c->floor == NULL) {
         free(c->vc);
         free(c->tmp);
+        free(c->floor);
         free(c);
         return dv__fail(DV_ENOMEM, "check_order", "out of host memory for the checker");
     }
@@ -982,5 +1050,6 @@ void dv__checker_destroy(dv_checker *c)
     free(c->scratch);
     free(c->vc);
     free(c->tmp);
+    free(c->floor);
     free(c);
 }

@@ -49,12 +49,20 @@
  *
  * Pieces live in two treaps by start address, so interior pointers and
  * overlapping reuse are found in O(log n).  Nothing is dropped by count
- * or by what the actor saw finish: a device piece goes when its memory
- * is allocated again, a host piece when a later copy covers its range.
+ * or by what the actor saw finish.  A device piece whose history every
+ * stream's clock has seen (dominance) forgets it, and a block's pieces
+ * that have forgotten everything merge back into one; a freed piece keeps
+ * its free (for provenance) until its memory is allocated again.  A host
+ * piece goes when a later copy covers its range: the host's accesses are
+ * checked with a thread's clock alone, and a thread that learned nothing
+ * must still be told, so no clock dominates a host piece.
  *
- * What it cannot see: work a task enqueues through a library (cuBLAS)
- * is taken to make exactly the task's declared accesses; peer copies
- * between actors are not checked.
+ * Tasks (dv__checker_task_verify): what a task's work really touches --
+ * the nodes of the graph its native stream was captured into on cuda,
+ * dv_task_sim_access on the sim -- is checked against its declared
+ * accesses before any of it runs.  Peer copies are checked on both
+ * actors: the read of the source on the source's actor (PEER_FROM), the
+ * write on the destination's (PEER).
  */
 #ifndef DV_ACTOR_CHECKER_H
 #define DV_ACTOR_CHECKER_H

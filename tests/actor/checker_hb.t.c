@@ -8,7 +8,8 @@
  *   - with the checker off a token is empty and adopting it does nothing;
  *   - what the checker holds (check_pieces, check_bytes) stays bounded
  *     over many blocks allocated, cut into ranges and freed, and many
- *     host buffers copied;
+ *     host buffers copied; the pieces of a block that every stream has
+ *     seen merge back into one (retirement by dominance);
  *   - a sub-range of a block cuts its history: disjoint raw writes on two
  *     streams are fine, an overlap by one word is not;
  *   - a peer copy is checked on both actors: its read of the source on
@@ -199,7 +200,7 @@ int main(void)
     dv_error_detail last;
     dv_future f1;
 
-    plan(23);
+    plan(27);
 
     /* -- hidden by another thread's sync --------------------------------- */
     A = make(true);
@@ -287,6 +288,55 @@ int main(void)
        (unsigned long long)peak);
     diag("after the run: %llu pieces, %llu bytes", (unsigned long long)st.check_pieces,
          (unsigned long long)st.check_bytes);
+
+    /* -- retirement by dominance ----------------------------------------- */
+    /* A long-lived block cut into 64 ranges on three streams: once every
+     * stream has seen those writes, their pieces forget them and merge
+     * back into one, with no count or time involved. */
+    dv_ref keep, other;
+    dv_alloc(A, BYTES, 0, "keep", &keep);
+    dv_alloc(A, 64, 0, "other", &other);
+    dv_ref_access(keep, &info);
+    uint64_t kptr = info.ptr;
+    bad = dv_sync(A, 0) != DV_OK; /* the allocations, known before raw writes elsewhere */
+    dv_actor_stats_get(A, &st);
+    uint64_t whole = st.check_pieces;
+    static dv_future fk[64];
+    for (uint32_t q = 0; q < 64; q++) {
+        /* Ordered (its arguments read), not waited: nothing learned. */
+        if (raw_fill(A, kptr, q * (N / 64), N / 64, q, (dv_stream)(q % 3), &fk[q]) != DV_OK ||
+            dv_future_wait_ordered(&fk[q]) != DV_OK)
+            bad++;
+    }
+    for (dv_stream s = 0; s < 3; s++)
+        if (dv_sync(A, s) != DV_OK)
+            bad++;
+    for (uint32_t q = 0; q < 64; q++)
+        if (dv_future_wait(&fk[q]) != DV_OK)
+            bad++;
+    dv_actor_stats_get(A, &st);
+    uint64_t cut = st.check_pieces;
+    /* Every stream learns it: the thread posts on each after its syncs, and
+     * enough operations (on another block) pass for a sweep. */
+    for (int i = 0; i < 1500; i++)
+        if (dv_memset(A, other, 0, (uint8_t)i, 64, (dv_stream)(i % 3)) != DV_OK)
+            bad++;
+    dv_actor_stats_get(A, &st);
+    ok(bad == 0 && cut >= whole + 63 && st.check_pieces <= whole + 1 && hazards(A, &st) == before + 1,
+       "64 ranges written on three streams, seen by every stream: their pieces merge (%llu "
+       "pieces, %llu cut, then %llu)",
+       (unsigned long long)whole, (unsigned long long)cut, (unsigned long long)st.check_pieces);
+    uint64_t h0 = hazards(A, &st);
+    dv_future_init(&fs, 0);
+    dv_launch_async(A, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 0, sp, 1, &fs);
+    is_status(raw_fill(A, kptr, 0, N, 8, 0, &f1), DV_OK, "a new write of the retired block");
+    is_status(raw_fill_wait(A, kptr, N - 1, 1, 9, 1), DV_EHAZARD,
+              "races with a write on another stream as before");
+    dv_future_wait(&fs);
+    dv_future_wait(&f1);
+    ok(hazards(A, &st) == h0 + 1, "one hazard counted");
+    dv_ref_release(other);
+    dv_ref_release(keep);
 
     /* -- a token of a rebuilt context ------------------------------------ */
     dv_order_token old;
