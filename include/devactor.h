@@ -42,7 +42,7 @@ extern "C" {
     X(EINVAL, -1, "invalid argument")                                                              \
     X(ENOMEM, -2, "out of host memory")                                                            \
     X(ENODEVICE, -3, "no CUDA device")                                                             \
-    X(EOUT_OF_BUDGET, -4, "allocation exceeds the device budget")                                  \
+    X(EOUT_OF_BUDGET, -4, "allocation exceeds the budget")                                         \
     X(EDEVICE_OOM, -5, "device out of memory")                                                     \
     X(EDRIVER, -6, "CUDA driver error")                                                            \
     X(ESTREAM_MISUSE, -7, "stream-ordered contract violated")                                      \
@@ -300,6 +300,13 @@ typedef struct dv_actor_config {
                         * when clients outnumber cores) */
     bool check_order;  /* debug: the stream-order checker (also turned on for
                         * every actor by the environment, DV_CHECK_ORDER=1) */
+    /* Host memory (dv_host_alloc, staging of pageable copies). */
+    uint64_t host_budget_bytes;   /* page-locked bytes the actor may hold, 0: no limit */
+    uint64_t staging_bytes;       /* staging for pageable copies (default 64 MiB); made
+                                   * at the first such copy */
+    uint64_t staging_chunk_bytes; /* one step of a staged copy (default 4 MiB) */
+    uint32_t copy_threads;        /* threads that move the data of _async pageable
+                                   * copies (default 2), started at the first one */
     /* The simulated device (when the sim backend runs). */
     int sim_devices;           /* 0: 1 */
     uint64_t sim_memory_bytes; /* 0: 1 GiB */
@@ -366,6 +373,17 @@ typedef struct dv_actor_stats {
     uint32_t reserved;
     uint64_t check_pieces; /* memory ranges the checker keeps a history of */
     uint64_t check_bytes;  /* host memory the checker holds for them */
+    /* Page-locked host memory. */
+    uint64_t host_bytes;      /* handed out by dv_host_alloc, not yet freed */
+    uint64_t host_peak;       /* the most host_bytes ever was */
+    uint64_t host_buffers;    /* live dv_host_alloc buffers */
+    uint64_t host_reserved;   /* page-locked by the actor: its pool and the staging */
+    uint64_t host_registered; /* the caller's memory registered (dv_host_register) */
+    /* Copies with pageable host memory. */
+    uint64_t staged_copies, staged_bytes; /* moved through the staging */
+    uint64_t staging_waits;               /* posters that waited for staging room */
+    uint64_t direct_copies; /* done by the driver on the actor's thread (no staging) */
+    uint64_t actor_cpu_ns;  /* CPU time the actor's thread has used */
 } dv_actor_stats;
 /* A snapshot, taken by the actor in its order (a message): it waits for
  * the device to reach frees queued before it, so bytes_outstanding counts
@@ -412,6 +430,50 @@ DV_EXPORT int dv_memset(dv_actor *actor, dv_ref dst, uint64_t offset, uint8_t va
                         dv_stream stream);
 DV_EXPORT int dv_memset_async(dv_actor *actor, dv_ref dst, uint64_t offset, uint8_t value,
                               uint64_t bytes, dv_stream stream, dv_future *f);
+/*
+ * Host memory.  A copy between a block and host memory is fully
+ * asynchronous on its stream when the host memory is page-locked: from
+ * dv_host_alloc, or registered with dv_host_register.  Use such memory
+ * for the buffers a program copies again and again.
+ *
+ * A copy with ordinary (pageable) memory is staged: the data goes through
+ * page-locked staging chunks of the actor's (cfg.staging_bytes, in chunks
+ * of cfg.staging_chunk_bytes), a few chunks per copy, in a pipeline.  The
+ * actor only enqueues the copy's steps, never moves its bytes: for a
+ * blocking copy the calling thread fills the chunks (host to device) or
+ * empties them (device to host) while the device moves the others; for an
+ * _async copy one of the actor's copy threads does (cfg.copy_threads).
+ * The copy is one operation on its stream, ordered and complete like any
+ * other (complete: the host buffer holds the data, or may be reused).
+ * When every chunk is taken the poster waits for one (staging_waits in
+ * the statistics), never the actor; on a thread that serves an actor an
+ * _async copy answers DV_EAGAIN instead.  Where staging is unavailable
+ * (it could not be page-locked) the driver copies on the actor's thread,
+ * holding up the actor for the copy's length (direct_copies counts them).
+ *
+ * Page-locked memory survives dv_actor_reset: the actor pins it again in
+ * the new context.  Blocking calls (DV_EDEADLK inside a task).
+ */
+/* A page-locked, device-mapped host buffer of at least bytes, from the
+ * actor's pool (sizes are rounded to a class: 4 KiB .. 2 MiB by powers of
+ * two, larger ones to 2 MiB), aligned to 4 KiB.  DV_EOUT_OF_BUDGET beyond
+ * cfg.host_budget_bytes (the detail says requested and remaining),
+ * DV_ENOMEM when the system refuses.  *out is NULL on failure. */
+DV_EXPORT int dv_host_alloc(dv_actor *actor, uint64_t bytes, void **out);
+/* Give a buffer of dv_host_alloc back.  It is handed out again only after
+ * every copy that used it has finished.  DV_EINVAL for a pointer that is
+ * not a live buffer's start (NULL, freed, or another actor's). */
+DV_EXPORT int dv_host_free(dv_actor *actor, void *ptr);
+/* Page-lock [ptr, ptr + bytes) of the caller's memory for this actor's
+ * copies.  DV_EINVAL for NULL, zero bytes, or a range that overlaps one
+ * registered or allocated already; the driver's own refusal otherwise. */
+DV_EXPORT int dv_host_register(dv_actor *actor, void *ptr, uint64_t bytes);
+/* Undo dv_host_register (ptr: the start given there).  Returns once the
+ * copies that used the range have finished and it is unpinned; the memory
+ * stays the caller's.  DV_EINVAL for an address that does not start a
+ * registered range. */
+DV_EXPORT int dv_host_unregister(dv_actor *actor, void *ptr);
+
 /* Complete once everything ordered on stream before it has finished on
  * the device (every client's work on that stream).  To wait for one
  * operation, wait on its own future instead. */

@@ -40,8 +40,10 @@
 
 #include "actor/checker.h"
 #include "actor/future.h"
+#include "actor/host.h"
 #include "actor/msg.h"
 #include "actor/queue.h"
+#include "actor/staging.h"
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/fence.h"
@@ -153,6 +155,14 @@ struct dv_actor {
     dv_inbox *inbox;
     pthread_t thread;
 
+    /* Page-locked host memory (host.h) and the staging of pageable copies
+     * (staging.h), made at the first such copy: staging_state says
+     * (DV_STAGING_*; the actor stores, posters load). */
+    dv_hostmem host;
+    dv_staging *staging;
+    atomic_int staging_state;
+    bool lost_seen; /* the loop saw LOST and stopped the staging's waits */
+
     /* Read by every post and every message; written only when the state
      * changes: a line of its own, so neither clients' counters nor the
      * actor's own bookkeeping keep taking it away. */
@@ -164,7 +174,9 @@ struct dv_actor {
 
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
-        st_launches, st_failures, st_batches, st_hazards, st_tasks, st_events;
+        st_launches, st_failures, st_batches, st_hazards, st_tasks, st_events, st_staged,
+        st_staged_bytes, st_direct;
+    atomic_uint_fast64_t st_staging_waits; /* posters add (a locked add: rare) */
 
     /* Health: written by the actor under health_mu, read by anyone. */
     pthread_mutex_t health_mu;

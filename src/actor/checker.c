@@ -980,6 +980,19 @@ int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t
     return DV_OK;
 }
 
+void dv__checker_host_forget(dv_checker *c, uint64_t ptr, uint64_t bytes)
+{
+    uint64_t hi = ptr + bytes < ptr ? UINT64_MAX : ptr + bytes;
+    cut_at(c, &c->host, ptr);
+    cut_at(c, &c->host, hi);
+    if (overlapping(c, c->host, ptr, hi) != DV_OK)
+        return;
+    for (uint32_t k = 0; k < c->nscratch; k++) {
+        tree_remove(c, &c->host, c->scratch[k]);
+        free(c->scratch[k]);
+    }
+}
+
 uint64_t dv__checker_pieces(const dv_checker *c)
 {
     return c->pieces;

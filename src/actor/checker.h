@@ -178,6 +178,9 @@ int dv__checker_task_verify(dv_checker *c, const dv_chk_op *task, const uint64_t
                             unsigned nown, uint64_t ptr, uint64_t bytes, uint8_t access,
                             const char *via);
 /* Pieces held now (device and host), and the host memory it all takes. */
+/* Host memory [ptr, ptr + bytes) is gone (a dv_host_free): its history
+ * goes with it. */
+void dv__checker_host_forget(dv_checker *c, uint64_t ptr, uint64_t bytes);
 uint64_t dv__checker_pieces(const dv_checker *c);
 uint64_t dv__checker_bytes(const dv_checker *c);
 

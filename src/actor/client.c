@@ -235,12 +235,18 @@ static int host_op(dv_actor *a, uint8_t type, dv_ref ref, uint64_t off, const vo
 {
     const char *op = dv__msg_name(type);
     int rc = check_stream(a, stream, op);
+    if (rc == DV_OK && a->fork_gen != dv__fork_now())
+        rc = dv__forked(op);
     if (rc == DV_OK && host == NULL)
         rc = dv__fail(DV_EINVAL, op, "%s: NULL host buffer", op);
     if (rc == DV_OK && (bytes == 0 || bytes > DV_DRV_MAX_BYTES))
         rc = dv__fail(DV_EINVAL, op, "%s: %llu bytes", op, (unsigned long long)bytes);
     if (rc != DV_OK)
         return refuse(f, rc, op);
+    /* Pageable memory is staged (staging.h), unless the staging is off. */
+    if (!dv__host_pinned(&a->host, host, bytes) &&
+        (rc = dv__staged_copy(a, type, ref, off, (void *)host, bytes, stream, f)) != DV_ENOTSUP)
+        return rc;
     dv_msg m = {.type = type,
                 .stream = (uint16_t)stream,
                 .u.copy = {.dev = ref, .offset = off, .other.host = (void *)host, .bytes = bytes}};
@@ -272,6 +278,63 @@ int dv_copy_dtoh_async(dv_actor *a, void *dst, dv_ref src, uint64_t off, uint64_
     if (f == NULL)
         return dv__fail(DV_EINVAL, "copy_dtoh", "copy_dtoh_async: NULL future");
     return host_op(a, DV_MSG_DTOH, src, off, dst, bytes, stream, f);
+}
+
+/* ------------------------------------------------------------------------
+ * Host memory (host.h)
+ * ------------------------------------------------------------------------ */
+
+static int hostmem_call(dv_actor *a, uint8_t type, void *ptr, uint64_t bytes, dv_future *own)
+{
+    dv_msg m = {.type = type, .u.hostmem = {.ptr = ptr, .bytes = bytes}};
+    return dv__actor_call(a, &m, own);
+}
+
+int dv_host_alloc(dv_actor *a, uint64_t bytes, void **out)
+{
+    static const char op[] = "host_alloc";
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, op, "host_alloc: NULL out");
+    *out = NULL;
+    if (a == NULL)
+        return dv__fail(DV_EINVAL, op, "host_alloc: NULL actor");
+    if (bytes == 0 || bytes > DV_DRV_MAX_BYTES)
+        return dv__fail(DV_EINVAL, op, "host_alloc: size %llu is %s", (unsigned long long)bytes,
+                        bytes == 0 ? "zero" : "absurd");
+    dv_future own;
+    int rc = hostmem_call(a, DV_MSG_HOST_ALLOC, NULL, bytes, &own);
+    if (rc == DV_OK)
+        *out = (void *)(uintptr_t)own.value;
+    return rc;
+}
+
+int dv_host_free(dv_actor *a, void *ptr)
+{
+    if (a == NULL || ptr == NULL)
+        return dv__fail(DV_EINVAL, "host_free", "host_free: NULL %s", a == NULL ? "actor" : "ptr");
+    dv_future own;
+    return hostmem_call(a, DV_MSG_HOST_FREE, ptr, 0, &own);
+}
+
+int dv_host_register(dv_actor *a, void *ptr, uint64_t bytes)
+{
+    static const char op[] = "host_register";
+    if (a == NULL || ptr == NULL)
+        return dv__fail(DV_EINVAL, op, "host_register: NULL %s", a == NULL ? "actor" : "ptr");
+    if (bytes == 0 || bytes > DV_DRV_MAX_BYTES || (uintptr_t)ptr + bytes < (uintptr_t)ptr)
+        return dv__fail(DV_EINVAL, op, "host_register: size %llu is %s",
+                        (unsigned long long)bytes, bytes == 0 ? "zero" : "absurd");
+    dv_future own;
+    return hostmem_call(a, DV_MSG_HOST_REGISTER, ptr, bytes, &own);
+}
+
+int dv_host_unregister(dv_actor *a, void *ptr)
+{
+    if (a == NULL || ptr == NULL)
+        return dv__fail(DV_EINVAL, "host_unregister", "host_unregister: NULL %s",
+                        a == NULL ? "actor" : "ptr");
+    dv_future own;
+    return hostmem_call(a, DV_MSG_HOST_UNREGISTER, ptr, 0, &own);
 }
 
 static int memset_msg(dv_actor *a, dv_ref dst, uint64_t off, uint8_t value, uint64_t bytes,

@@ -89,6 +89,12 @@ static int build_state(dv_actor *a)
         (rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, a->uid,
                                  dv__ref_domain_context(a->refs), &a->chk)) != DV_OK)
         goto fail_done;
+    /* Host memory the actor holds is pinned again in this context. */
+    if ((rc = dv__host_pin_all(a)) != DV_OK || (rc = dv__staging_repin(a)) != DV_OK) {
+        dv__checker_destroy(a->chk);
+        a->chk = NULL;
+        goto fail_done;
+    }
     return DV_OK;
 fail_done:
     dv__tracker_destroy(a->done);
@@ -103,6 +109,7 @@ fail_stack:
  * context (not the streams). */
 static void teardown_state(dv_actor *a)
 {
+    dv__host_unpin_all(a);
     dv__task_streams_drop(a);
     dv__kernels_forget_context(a);
     dv__events_forget_context(a);
@@ -213,6 +220,8 @@ int dv__actor_rebuild(dv_actor *a)
         if (rc == DV_OK) {
             /* Nothing of the old context runs any more. */
             dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
+            dv__staging_abort(a);
+            dv__host_forget_uses(a);
             rc = build_state(a);
         }
         /* A fault too is tried again: a recoverable one may have landed
@@ -255,8 +264,10 @@ void dv__actor_stop_state(dv_actor *a)
         dv__fail_pending(a, DV_EDEVICE_LOST, &d);
     }
     dv__ref_invalidate_all(a->refs, NULL, NULL);
+    dv__host_stop(a);
     teardown_state(a);
     dv__res_env_drop_streams(&a->env);
+    dv__staging_abort(a); /* copies of this context wait for its device no more */
     /* A context left with a sticky error holds its memory until reset:
      * reset it, so the device is whole for the next actor.  The fault may
      * have come in the drain or after it (the teardown): ask the context
@@ -306,6 +317,8 @@ static void *start_main(void *arg)
 
 static void actor_free(dv_actor *a)
 {
+    dv__staging_free(a);
+    dv__host_fini(&a->host);
     dv__device_unclaim(a);
     if (a->refs != NULL)
         dv__ref_domain_close(a->refs);
@@ -373,6 +386,7 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
     if (a == NULL)
         return dv__fail(DV_ENOMEM, "actor_create", "out of host memory");
     memset(a, 0, sizeof(*a));
+    dv__host_init(&a->host);
     a->cfg = *cfg;
     a->cfg.log_path = NULL; /* the caller's string; opened now */
     const char *check = getenv("DV_CHECK_ORDER");
@@ -485,6 +499,8 @@ static void actor_stop(dv_actor *a)
     dv__hazard_wait(a);
     dv__inbox_close(a->inbox);
     pthread_join(a->thread, NULL);
+    /* Every copy's future is answered: its copy thread lets it go. */
+    dv__staging_stop(a);
     atomic_store(&a->state, DV_ACTOR_STOPPED);
     dv__actor_bind_domain(a, false);
     dv__actor_unlink(a);

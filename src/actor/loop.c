@@ -35,6 +35,10 @@ void *dv__actor_main(void *arg)
         for (unsigned i = 0; i < n; i++)
             dv__handle(a, &batch[i]);
         bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
+        if (lost && !a->lost_seen) {
+            a->lost_seen = true;
+            dv__staging_abort(a); /* its copies wait for the device no more */
+        }
         if (n > 0) {
             dv__stat_inc(&a->st_batches);
             if (!lost)
@@ -55,11 +59,14 @@ void *dv__actor_main(void *arg)
         }
         if (a->host_jobs != NULL)
             dv__host_jobs_sweep(a);
+        bool host_work = dv__host_has_work(&a->host);
+        if (host_work)
+            dv__host_sweep(a);
         if (n > 0 || dv__inbox_held(a->inbox) > 0)
             continue;
         if (closed && a->npending == 0)
             break;
-        if (a->npending > 0) {
+        if (a->npending > 0 || host_work) {
             /* The device is working for someone: poll, a little less
              * eagerly the longer it takes. */
             idle++;

@@ -40,7 +40,14 @@
     X(EVENT_WAIT, "stream wait event")                                                             \
     X(EVENT_SYNC, "event sync")                                                                    \
     X(EVENT_QUERY, "event query")                                                                  \
-    X(EVENT_ELAPSED, "event elapsed")
+    X(EVENT_ELAPSED, "event elapsed")                                                              \
+    X(HOST_ALLOC, "host alloc")                                                                    \
+    X(HOST_FREE, "host free")                                                                      \
+    X(HOST_REGISTER, "host register")                                                              \
+    X(HOST_UNREGISTER, "host unregister")                                                          \
+    X(STAGING_OPEN, "staging")                                                                     \
+    X(STAGED_HTOD, "copy host->device")                                                            \
+    X(STAGED_DTOH, "copy device->host")
 
 enum dv_msg_type {
     DV_MSG_NONE = 0,
@@ -139,6 +146,18 @@ typedef struct dv_msg_event {
     float *ms;                    /* EVENT_ELAPSED */
 } dv_msg_event;
 
+typedef struct dv_msg_hostmem {
+    void *ptr;      /* HOST_FREE, HOST_REGISTER, HOST_UNREGISTER */
+    uint64_t bytes; /* HOST_ALLOC, HOST_REGISTER */
+} dv_msg_hostmem;
+
+struct dv_stage_job;
+typedef struct dv_msg_staged {
+    dv_ref dev; /* the block: the destination (to the device) or the source */
+    uint64_t offset;
+    struct dv_stage_job *job; /* staging.h: the host side, the chunks, the direction */
+} dv_msg_staged;
+
 typedef struct dv_msg {
     uint8_t type;    /* enum dv_msg_type */
     uint8_t flags;   /* DV_MSGF_* */
@@ -159,6 +178,8 @@ typedef struct dv_msg {
         dv_msg_host_access host;
         dv_msg_stats stats;
         dv_msg_event event;
+        dv_msg_hostmem hostmem;
+        dv_msg_staged staged;
     } u;
 } dv_msg;
 

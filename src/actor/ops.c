@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "actor/recorder.h"
 #include "driver/sim.h"
@@ -86,20 +87,34 @@ static void handle_free(dv_actor *a, const dv_envelope *e)
  * Copies and sets
  * ------------------------------------------------------------------------ */
 
+/*
+ * A copy with host memory that posters found page-locked (a buffer of
+ * dv_host_alloc, a registered range) is asynchronous on the stream, and
+ * the buffer remembers it (reused only after).  Any other reaching here
+ * is one the staging could not take (staging.h): the driver copies it,
+ * synchronously for this thread, and it is counted.
+ */
 static int enqueue_copy(dv_recorder *r, void *arg)
 {
     const dv_msg_copy *m = &r->e->m.u.copy;
     const dv_ref_slot *const *slots = arg;
-    dv_drv_stream *st = r->a->env.streams[r->stream];
+    dv_actor *a = r->a;
+    dv_drv_stream *st = a->env.streams[r->stream];
     uint64_t dev = slots[0]->block.ptr + m->offset;
-    switch (r->e->m.type) {
-    case DV_MSG_HTOD:
-        return dv__drv_memcpy_htod(st, dev, m->other.host, m->bytes);
-    case DV_MSG_DTOH:
-        return dv__drv_memcpy_dtoh(st, m->other.host, dev, m->bytes);
-    default:
+    int rc;
+    if (r->e->m.type == DV_MSG_DTOD)
         return dv__drv_memcpy_dtod(st, dev, slots[1]->block.ptr + m->src_offset, m->bytes);
-    }
+    bool pinned = dv__host_pinned(&a->host, m->other.host, m->bytes);
+    if (r->e->m.type == DV_MSG_HTOD)
+        rc = dv__drv_memcpy_htod(st, dev, m->other.host, m->bytes);
+    else
+        rc = dv__drv_memcpy_dtoh(st, m->other.host, dev, m->bytes);
+    if (rc == DV_OK && pinned)
+        dv__host_used(a, m->other.host, m->bytes,
+                      (dv_stream_pos){r->stream, dv__tracker_mark(a->done, r->stream)});
+    else if (rc == DV_OK)
+        dv__stat_inc(&a->st_direct);
+    return rc;
 }
 
 static void handle_copy(dv_actor *a, const dv_envelope *e)
@@ -496,6 +511,19 @@ static void handle_stats(dv_actor *a, const dv_envelope *e)
     out->client_rings = dv__inbox_clients(a->inbox);
     out->check_pieces = a->chk != NULL ? dv__checker_pieces(a->chk) : 0;
     out->check_bytes = a->chk != NULL ? dv__checker_bytes(a->chk) : 0;
+    out->host_bytes = atomic_load(&a->host.bytes);
+    out->host_peak = atomic_load(&a->host.peak);
+    out->host_buffers = atomic_load(&a->host.buffers);
+    out->host_reserved = atomic_load(&a->host.reserved);
+    out->host_registered = atomic_load(&a->host.registered);
+    out->staged_copies = atomic_load(&a->st_staged);
+    out->staged_bytes = atomic_load(&a->st_staged_bytes);
+    out->staging_waits = atomic_load(&a->st_staging_waits);
+    out->direct_copies = atomic_load(&a->st_direct);
+    struct timespec cpu;
+    out->actor_cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0
+                            ? (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec
+                            : 0;
     if (e->m.reply != NULL)
         dv__future_complete(e->m.reply, DV_OK);
 }
@@ -542,8 +570,14 @@ static void handle_lost(dv_actor *a, const dv_envelope *e)
 {
     DV_ASSERT_ACTOR(a);
     dv_error_detail d;
+    if (e->m.type == DV_MSG_HOST_FREE || e->m.type == DV_MSG_HOST_UNREGISTER) {
+        dv__handle_hostmem(a, e); /* host memory needs no device */
+        return;
+    }
     dv__lost_detail(a, &d);
-    if (e->m.type == DV_MSG_ALLOC) {
+    if (e->m.type == DV_MSG_STAGED_HTOD || e->m.type == DV_MSG_STAGED_DTOH) {
+        dv__staged_refuse(e->m.u.staged.job);
+    } else if (e->m.type == DV_MSG_ALLOC) {
         *dv__detail() = d;
         dv__ref_settle_failed(a->refs, e->m.u.alloc.ref, DV_EDEVICE_LOST);
     } else if (e->m.type == DV_MSG_FREE) {
@@ -619,6 +653,19 @@ void dv__handle(dv_actor *a, const dv_envelope *e)
     case DV_MSG_EVENT_QUERY:
     case DV_MSG_EVENT_ELAPSED:
         dv__handle_event(a, e);
+        break;
+    case DV_MSG_HOST_ALLOC:
+    case DV_MSG_HOST_FREE:
+    case DV_MSG_HOST_REGISTER:
+    case DV_MSG_HOST_UNREGISTER:
+        dv__handle_hostmem(a, e);
+        break;
+    case DV_MSG_STAGING_OPEN:
+        dv__handle_staging_open(a, e);
+        break;
+    case DV_MSG_STAGED_HTOD:
+    case DV_MSG_STAGED_DTOH:
+        dv__handle_staged(a, e);
         break;
     case DV_MSG_NONE:
     case DV_MSG__COUNT:

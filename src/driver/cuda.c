@@ -96,6 +96,11 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuModuleGetFunction)                                                                         \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchHostFunc)                                                                            \
+    X(cuMemHostRegister)                                                                           \
+    X(cuMemHostUnregister)                                                                         \
+    X(cuMemHostGetDevicePointer)                                                                   \
+    X(cuStreamWriteValue32)                                                                        \
+    X(cuStreamWaitValue32)                                                                         \
     X(cuStreamBeginCapture)                                                                        \
     X(cuStreamEndCapture)                                                                          \
     X(cuStreamGetCaptureInfo)                                                                      \
@@ -951,6 +956,49 @@ static int cu_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
     return (int)cu_api_of(stream)->cuLaunchHostFunc(s->s, fn, arg);
 }
 
+/* Pinned and mapped for every context; with unified addressing (every
+ * 64-bit driver) the device reaches it at cuMemHostGetDevicePointer's
+ * address. */
+static int cu_host_register(dv_drv_obj *ctx, void *p, uint64_t bytes)
+{
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemHostRegister(
+        p, (size_t)bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+}
+
+static int cu_host_unregister(dv_drv_obj *ctx, void *p)
+{
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemHostUnregister(p);
+}
+
+static int cu_host_dptr(dv_drv_obj *ctx, void *p, dv_dptr *out)
+{
+    CUdeviceptr d = 0;
+    CU_TRY(cu_enter(ctx));
+    CUresult rc = cu_api_of(ctx)->cuMemHostGetDevicePointer(&d, p, 0);
+    *out = (dv_dptr)d;
+    return (int)rc;
+}
+
+/* The default write orders the store after every earlier write of the
+ * stream (a copy's data lands before the word that says it did). */
+static int cu_write_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuStreamWriteValue32(s->s, (CUdeviceptr)addr, value,
+                                                        CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
+static int cu_wait_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
+{
+    struct cu_stream *s = (struct cu_stream *)stream;
+    CU_TRY(cu_enter(stream));
+    return (int)cu_api_of(stream)->cuStreamWaitValue32(s->s, (CUdeviceptr)addr, value,
+                                                       CU_STREAM_WAIT_VALUE_GEQ);
+}
+
 /* ------------------------------------------------------------------------
  * Stream capture (the checker's view of a task's work)
  * ------------------------------------------------------------------------ */
@@ -1217,6 +1265,11 @@ const dv_driver_ops dv__cuda_ops = {
 
     .launch = cu_launch,
     .host_fn = cu_host_fn,
+    .host_register = cu_host_register,
+    .host_unregister = cu_host_unregister,
+    .host_dptr = cu_host_dptr,
+    .write_value32 = cu_write_value32,
+    .wait_value32 = cu_wait_value32,
     .native_stream = cu_native_stream,
     .make_current = cu_make_current,
     .capture_begin = cu_capture_begin,

@@ -39,6 +39,9 @@
     X(DV_CU_INVALID_PC, "CUDA_ERROR_INVALID_PC", DV_ECONTEXT_LOST, true)                           \
     X(DV_CU_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", DV_ECONTEXT_LOST, true)                     \
     X(DV_CU_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", DV_ECONTEXT_LOST, true)       \
+    X(DV_CU_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", DV_EINVAL, \
+      false)                                                                                       \
+    X(DV_CU_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", DV_EINVAL, false) \
     X(DV_CU_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", DV_ENOTSUP, false)                          \
     X(DV_CU_UNKNOWN, "CUDA_ERROR_UNKNOWN", DV_EDRIVER, false)
 

@@ -894,6 +894,54 @@ int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shar
                       OPS(func)->launch(OBJ(func), grid, block, shared_bytes, OBJ(stream), params));
 }
 
+int dv__drv_host_register(dv_drv_ctx *ctx, void *p, uint64_t bytes)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "host_register");
+    CHECK_PTR(p, "p", "host_register");
+    CHECK_BYTES(bytes, "host_register");
+    if ((uintptr_t)p + bytes < (uintptr_t)p)
+        return dv__fail(DV_EINVAL, "host_register", "host_register: range wraps");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_HOST_REGISTER,
+                      OPS(ctx)->host_register(OBJ(ctx), p, bytes));
+}
+
+int dv__drv_host_unregister(dv_drv_ctx *ctx, void *p)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "host_unregister");
+    CHECK_PTR(p, "p", "host_unregister");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_HOST_UNREGISTER,
+                      OPS(ctx)->host_unregister(OBJ(ctx), p));
+}
+
+int dv__drv_host_dptr(dv_drv_ctx *ctx, void *p, dv_dptr *out)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "host_device_pointer");
+    CHECK_PTR(out, "out", "host_device_pointer");
+    *out = 0;
+    CHECK_PTR(p, "p", "host_device_pointer");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_HOST_DPTR, OPS(ctx)->host_dptr(OBJ(ctx), p, out));
+}
+
+int dv__drv_write_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value)
+{
+    CHECK_OBJ(stream, DV_DRV_STREAM, "write_value32");
+    CHECK_PTR(addr, "addr", "write_value32");
+    if (addr % 4 != 0)
+        return dv__fail(DV_EINVAL, "write_value32", "write_value32: address not 4-aligned");
+    return drv_result(OBJ(stream)->drv, DV_CALL_WRITE_VALUE,
+                      OPS(stream)->write_value32(OBJ(stream), addr, value));
+}
+
+int dv__drv_wait_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value)
+{
+    CHECK_OBJ(stream, DV_DRV_STREAM, "wait_value32");
+    CHECK_PTR(addr, "addr", "wait_value32");
+    if (addr % 4 != 0)
+        return dv__fail(DV_EINVAL, "wait_value32", "wait_value32: address not 4-aligned");
+    return drv_result(OBJ(stream)->drv, DV_CALL_WAIT_VALUE,
+                      OPS(stream)->wait_value32(OBJ(stream), addr, value));
+}
+
 int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "launch_host_fn");

@@ -158,7 +158,12 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(MODULE_UNLOAD, "module_unload")                                                              \
     X(FUNC_GET, "func_get")                                                                        \
     X(LAUNCH, "launch")                                                                            \
-    X(HOST_FN, "launch_host_fn")
+    X(HOST_FN, "launch_host_fn")                                                                  \
+    X(HOST_REGISTER, "host_register")                                                              \
+    X(HOST_UNREGISTER, "host_unregister")                                                          \
+    X(HOST_DPTR, "host_device_pointer")                                                            \
+    X(WRITE_VALUE, "write_value32")                                                                \
+    X(WAIT_VALUE, "wait_value32")
 
 typedef enum dv_drv_call {
 #define DV__DRV_CALL_ENUM(id, name) DV_CALL_##id,
@@ -270,6 +275,33 @@ int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shar
                    dv_drv_stream *stream, void **params);
 /* fn runs once the stream reaches this point; it must not call the port. */
 int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg);
+
+/*
+ * Page-locked host memory.  host_register pins [p, p + bytes) of the
+ * caller's memory and maps it for the device (every context of the
+ * driver); copies to and from it are asynchronous on their stream.  The
+ * registration belongs to ctx: a reset of ctx drops it (the memory stays
+ * the caller's, unpinned), and the same range may then be registered
+ * again.  Registering a range that overlaps a registered one answers
+ * DV_EINVAL (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), unregistering
+ * an address that does not start one DV_EINVAL too.
+ */
+int dv__drv_host_register(dv_drv_ctx *ctx, void *p, uint64_t bytes);
+int dv__drv_host_unregister(dv_drv_ctx *ctx, void *p);
+/* The device address of registered host memory (for stream memory
+ * operations). */
+int dv__drv_host_dptr(dv_drv_ctx *ctx, void *p, dv_dptr *out);
+
+/*
+ * Stream memory operations on a 32-bit word (registered host memory or
+ * device memory, by its device address).  write: once the stream gets
+ * here, after everything before it on the stream is visible, store value.
+ * wait: later work on the stream waits until (int32_t)(*addr - value) >= 0
+ * (a cyclic greater-or-equal), however long that takes: the host thread
+ * that is to store the word must not itself wait for this stream.
+ */
+int dv__drv_write_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value);
+int dv__drv_wait_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value);
 
 /* The backend's own handle of a stream (a CUstream), NULL on the sim or
  * for a dead handle; for library calls (cuBLAS, cuFFT, NCCL) in tasks. */
@@ -385,6 +417,8 @@ enum {
     DV_CU_INVALID_PC = 718,
     DV_CU_LAUNCH_FAILED = 719,
     DV_CU_CONTEXT_IS_DESTROYED = 709,
+    DV_CU_HOST_MEMORY_ALREADY_REGISTERED = 712,
+    DV_CU_HOST_MEMORY_NOT_REGISTERED = 713,
     DV_CU_NOT_SUPPORTED = 801,
     DV_CU_UNKNOWN = 999,
 };
@@ -492,6 +526,11 @@ typedef struct dv_driver_ops {
     int (*launch)(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t shared_bytes,
                   dv_drv_obj *stream, void **params);
     int (*host_fn)(dv_drv_obj *stream, dv_host_fn fn, void *arg);
+    int (*host_register)(dv_drv_obj *ctx, void *p, uint64_t bytes);
+    int (*host_unregister)(dv_drv_obj *ctx, void *p);
+    int (*host_dptr)(dv_drv_obj *ctx, void *p, dv_dptr *out);
+    int (*write_value32)(dv_drv_obj *stream, dv_dptr addr, uint32_t value);
+    int (*wait_value32)(dv_drv_obj *stream, dv_dptr addr, uint32_t value);
     /* For library calls made on the owning thread (tasks): the backend's
      * own stream handle (CUstream; NULL on the sim), and making a context
      * current on the calling thread (a no-op on the sim). */

@@ -64,6 +64,8 @@ enum op_kind {
     OP_WAIT,
     OP_FREE,
     OP_STAMP, /* a timing event's record: the time the stream got here */
+    OP_WRITE_VALUE,
+    OP_WAIT_VALUE,
 };
 
 struct sim_timeline;
@@ -122,6 +124,10 @@ struct sim_op {
             struct sim_event *ev;
             uint64_t serial; /* the record it stamps */
         } stamp;
+        struct {
+            uint32_t *word;
+            uint32_t value;
+        } value;
     } u;
 };
 
@@ -165,10 +171,22 @@ struct sim_device {
     atomic_int sticky; /* recoverable poison: raw code, 0 healthy */
 };
 
+/* A registered (page-locked) host range and the device whose context
+ * registered it. */
+struct sim_host_range {
+    uintptr_t start;
+    uint64_t bytes;
+    int device;
+};
+
 struct sim_driver {
     dv_sim_config cfg;
     int ndev;
     struct sim_device *dev;
+    /* Registered host memory, sorted by start, under host_mu. */
+    pthread_mutex_t host_mu;
+    struct sim_host_range *host;
+    size_t nhost, cap_host;
     atomic_int fatal; /* process-fatal poison: raw code, 0 healthy */
     atomic_uint delay_max_us;
     atomic_uint_fast64_t stream_serial;
@@ -489,6 +507,48 @@ static void *arena_range(struct sim_driver *sd, dv_dptr p, uint64_t bytes)
 }
 
 /* ------------------------------------------------------------------------
+ * Registered host memory
+ * ------------------------------------------------------------------------ */
+
+/* Index of the first range starting at or above p.  Caller holds host_mu. */
+static size_t host_lower_bound(const struct sim_driver *sd, uintptr_t p)
+{
+    size_t lo = 0, hi = sd->nhost;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sd->host[mid].start < p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Is [p, p + bytes) inside one registered range? */
+static bool host_registered(struct sim_driver *sd, const void *p, uint64_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+    bool in = false;
+    pthread_mutex_lock(&sd->host_mu);
+    size_t i = host_lower_bound(sd, a + 1);
+    if (i > 0) {
+        const struct sim_host_range *r = &sd->host[i - 1];
+        in = a >= r->start && bytes <= r->bytes && a - r->start <= r->bytes - bytes;
+    }
+    pthread_mutex_unlock(&sd->host_mu);
+    return in;
+}
+
+/* The host address of a device address of a 4-byte word: registered host
+ * memory is at its own address, device memory in its arena. */
+static uint32_t *value_word(struct sim_device *dev, dv_dptr addr)
+{
+    if (host_registered(dev->sd, (const void *)(uintptr_t)addr, 4))
+        return (uint32_t *)(uintptr_t)addr;
+    return arena_range(dev->sd, addr, 4);
+}
+
+/* ------------------------------------------------------------------------
  * Timelines and stream workers
  * ------------------------------------------------------------------------ */
 
@@ -547,6 +607,27 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
     if (op->kind == OP_WAIT) {
         timeline_wait(op->u.wait.tl, op->u.wait.pos);
         timeline_unref(op->u.wait.tl);
+        return;
+    }
+    if (op->kind == OP_WAIT_VALUE) {
+        /* As the device polls the word: until it reaches the value, the
+         * device faults, or the stream is being destroyed. */
+        uint32_t *w = op->u.value.word;
+        while ((int32_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - op->u.value.value) < 0) {
+            if (sticky_code(dev) != 0)
+                return;
+            pthread_mutex_lock(&s->tl->mu);
+            bool stopping = s->tl->stopping;
+            pthread_mutex_unlock(&s->tl->mu);
+            if (stopping)
+                return;
+            sleep_us(2);
+        }
+        return;
+    }
+    if (op->kind == OP_WRITE_VALUE) {
+        if (sticky_code(dev) == 0)
+            __atomic_store_n(op->u.value.word, op->u.value.value, __ATOMIC_RELEASE);
         return;
     }
     if (op->kind == OP_FREE) {
@@ -727,6 +808,7 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
         return dv__fail(DV_ENOMEM, "open", "sim: out of host memory");
     }
     pthread_mutex_init(&sd->fault_mu, NULL);
+    pthread_mutex_init(&sd->host_mu, NULL);
     sd->rng = cfg->sim.seed ^ UINT64_C(0x5DEECE66D);
     sd->fail_alloc_at = cfg->sim.fail_alloc_nth;
     atomic_init(&sd->delay_max_us, cfg->sim.delay_max_us);
@@ -748,6 +830,7 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
                 device_fini(&sd->dev[j]);
             free(sd->dev);
             pthread_mutex_destroy(&sd->fault_mu);
+            pthread_mutex_destroy(&sd->host_mu);
             free(sd);
             return dv__fail(DV_ENOMEM, "open", "sim: cannot map %llu bytes of device memory",
                             (unsigned long long)size);
@@ -787,7 +870,9 @@ static void sim_close(dv_driver *drv)
     for (int i = 0; i < sd->ndev; i++)
         device_fini(&sd->dev[i]);
     free(sd->dev);
+    free(sd->host);
     pthread_mutex_destroy(&sd->fault_mu);
+    pthread_mutex_destroy(&sd->host_mu);
     free(sd);
     drv->impl = NULL;
 }
@@ -852,6 +937,15 @@ static int sim_ctx_reset(dv_drv_obj *ctx)
     free_list_reset(dev);
     dev->release_threshold = 0;
     pthread_mutex_unlock(&dev->mu);
+    /* Host memory registered in the context is not pinned any more. */
+    struct sim_driver *sd = dev->sd;
+    pthread_mutex_lock(&sd->host_mu);
+    size_t kept = 0;
+    for (size_t i = 0; i < sd->nhost; i++)
+        if (sd->host[i].device != dev->ordinal)
+            sd->host[kept++] = sd->host[i];
+    sd->nhost = kept;
+    pthread_mutex_unlock(&sd->host_mu);
     atomic_store_explicit(&dev->sticky, 0, memory_order_release);
     /* A process-fatal poison stays: the reset "works", nothing else does. */
     return DV_CU_SUCCESS;
@@ -1229,16 +1323,34 @@ static int copy_op(struct sim_stream *s, enum op_kind kind, void *host, dv_dptr 
     return enqueue(s, op);
 }
 
+/*
+ * As on the real driver, a copy between the device and pageable host
+ * memory (not registered) is synchronous for the calling thread: it
+ * returns once the stream got through the copy.  One to or from
+ * registered memory is asynchronous.
+ */
+static int host_copy(struct sim_stream *s, enum op_kind kind, void *host, dv_dptr d, uint64_t bytes)
+{
+    int code = copy_op(s, kind, host, d, bytes);
+    if (code != DV_CU_SUCCESS || host_registered(s->dev->sd, host, bytes))
+        return code;
+    pthread_mutex_lock(&s->tl->mu);
+    uint64_t pos = s->tl->enqueued;
+    pthread_mutex_unlock(&s->tl->mu);
+    timeline_wait(s->tl, pos);
+    return sticky_code(s->dev);
+}
+
 static int sim_memcpy_htod(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes)
 {
     SIM_ENTER(STREAM(stream)->dev, DV_CALL_MEMCPY_HTOD);
-    return copy_op(STREAM(stream), OP_HTOD, (void *)src, dst, bytes);
+    return host_copy(STREAM(stream), OP_HTOD, (void *)src, dst, bytes);
 }
 
 static int sim_memcpy_dtoh(dv_drv_obj *stream, void *dst, dv_dptr src, uint64_t bytes)
 {
     SIM_ENTER(STREAM(stream)->dev, DV_CALL_MEMCPY_DTOH);
-    return copy_op(STREAM(stream), OP_DTOH, dst, src, bytes);
+    return host_copy(STREAM(stream), OP_DTOH, dst, src, bytes);
 }
 
 static int d2d_op(struct sim_stream *s, struct sim_device *ddev, dv_dptr dst,
@@ -1421,6 +1533,89 @@ static int sim_launch(dv_drv_obj *func, dv_dim3 grid, dv_dim3 block, uint32_t sh
         off += (n + 15) & ~(size_t)15;
     }
     return enqueue(s, op);
+}
+
+static int sim_host_register(dv_drv_obj *ctx, void *p, uint64_t bytes)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    struct sim_driver *sd = dev->sd;
+    SIM_ENTER(dev, DV_CALL_HOST_REGISTER);
+    uintptr_t a = (uintptr_t)p;
+    int code = DV_CU_SUCCESS;
+    pthread_mutex_lock(&sd->host_mu);
+    size_t i = host_lower_bound(sd, a);
+    if ((i > 0 && sd->host[i - 1].start + sd->host[i - 1].bytes > a) ||
+        (i < sd->nhost && sd->host[i].start < a + bytes)) {
+        code = DV_CU_HOST_MEMORY_ALREADY_REGISTERED;
+    } else if (sd->nhost == sd->cap_host) {
+        size_t cap = sd->cap_host ? sd->cap_host * 2 : 32;
+        struct sim_host_range *n = realloc(sd->host, cap * sizeof(*n));
+        if (n == NULL) {
+            code = DV_CU_OUT_OF_MEMORY;
+        } else {
+            sd->host = n;
+            sd->cap_host = cap;
+        }
+    }
+    if (code == DV_CU_SUCCESS) {
+        memmove(&sd->host[i + 1], &sd->host[i], (sd->nhost - i) * sizeof(sd->host[0]));
+        sd->host[i] = (struct sim_host_range){a, bytes, dev->ordinal};
+        sd->nhost++;
+    }
+    pthread_mutex_unlock(&sd->host_mu);
+    return code;
+}
+
+static int sim_host_unregister(dv_drv_obj *ctx, void *p)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    struct sim_driver *sd = dev->sd;
+    SIM_ENTER(dev, DV_CALL_HOST_UNREGISTER);
+    int code = DV_CU_HOST_MEMORY_NOT_REGISTERED;
+    pthread_mutex_lock(&sd->host_mu);
+    size_t i = host_lower_bound(sd, (uintptr_t)p);
+    if (i < sd->nhost && sd->host[i].start == (uintptr_t)p) {
+        memmove(&sd->host[i], &sd->host[i + 1], (sd->nhost - i - 1) * sizeof(sd->host[0]));
+        sd->nhost--;
+        code = DV_CU_SUCCESS;
+    }
+    pthread_mutex_unlock(&sd->host_mu);
+    return code;
+}
+
+static int sim_host_dptr(dv_drv_obj *ctx, void *p, dv_dptr *out)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_HOST_DPTR);
+    if (!host_registered(dev->sd, p, 1))
+        return DV_CU_INVALID_VALUE;
+    *out = (dv_dptr)(uintptr_t)p;
+    return DV_CU_SUCCESS;
+}
+
+static int value_op(struct sim_stream *s, enum op_kind kind, dv_dptr addr, uint32_t value)
+{
+    uint32_t *w = value_word(s->dev, addr);
+    if (w == NULL)
+        return DV_CU_INVALID_VALUE;
+    struct sim_op *op = op_new(kind);
+    if (op == NULL)
+        return DV_CU_OUT_OF_MEMORY;
+    op->u.value.word = w;
+    op->u.value.value = value;
+    return enqueue(s, op);
+}
+
+static int sim_write_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
+{
+    SIM_ENTER(STREAM(stream)->dev, DV_CALL_WRITE_VALUE);
+    return value_op(STREAM(stream), OP_WRITE_VALUE, addr, value);
+}
+
+static int sim_wait_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
+{
+    SIM_ENTER(STREAM(stream)->dev, DV_CALL_WAIT_VALUE);
+    return value_op(STREAM(stream), OP_WAIT_VALUE, addr, value);
 }
 
 static int sim_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
@@ -1652,6 +1847,11 @@ const dv_driver_ops dv__sim_ops = {
     .builtin_image = sim_builtin_image,
     .launch = sim_launch,
     .host_fn = sim_host_fn,
+    .host_register = sim_host_register,
+    .host_unregister = sim_host_unregister,
+    .host_dptr = sim_host_dptr,
+    .write_value32 = sim_write_value32,
+    .wait_value32 = sim_wait_value32,
     .native_stream = NULL,
     .make_current = NULL,
     .error_name = NULL,

@@ -1,16 +1,18 @@
 /*
  * The host overwrites the source of a host->device copy before its
- * future completes.  The copy reads the buffer when the stream gets to
- * it, not when it is posted; no device-side fence can see the host's
- * store.
+ * future completes.  The source is page-locked (dv_host_alloc): the copy
+ * reads it when the stream gets to it, not when it is posted; no
+ * device-side fence can see the host's store.
  */
-#define HZ_WHAT "the host overwrites a host->device copy's source before its future completes"
+#define HZ_WHAT                                                                                    \
+    "the host overwrites a page-locked host->device copy's source before its future completes"
 #include "hazards/hazard.h"
-
-static uint32_t buf[HZ_N];
 
 static bool hz_plant(hz *h)
 {
+    uint32_t *buf = NULL;
+    if (hz_rc(h, dv_host_alloc(h->a, HZ_BYTES, (void **)&buf), "host alloc") != DV_OK)
+        return false;
     dv_ref a = hz_alloc(h, 0, "a");
     hz_fill(h, a, 0, 0);
     hz_sync_all(h);
@@ -27,5 +29,6 @@ static bool hz_plant(hz *h)
     hz_rc(h, dv_future_wait(&f), "wait copy host->device");
     bool corrupt = !hz_is(h, a, 1); /* a should be what buf held when posted */
     hz_rc(h, dv_ref_release(a), "release");
+    hz_rc(h, dv_host_free(h->a, buf), "host free");
     return corrupt;
 }

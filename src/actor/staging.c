@@ -1,0 +1,707 @@
+/*
+ * Staged copies (staging.h has the design).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "actor/actor.h"
+#include "actor/recorder.h"
+
+#define DEFAULT_STAGING_BYTES (UINT64_C(64) << 20)
+#define DEFAULT_CHUNK_BYTES   (UINT64_C(4) << 20)
+#define DEFAULT_COPY_THREADS  2u
+#define MAX_COPY_THREADS      64u
+#define WORD_STRIDE           16u /* u32 words: one 64-byte line each */
+
+enum { PUMP_IDLE, PUMP_PROGRESS, PUMP_DONE };
+/* How a pump ends (pump_finish). */
+enum { FINISH_FORCED, FINISH_REFUSED, FINISH_OK };
+
+/* ------------------------------------------------------------------------
+ * Words and waiting
+ * ------------------------------------------------------------------------ */
+
+static inline bool reached(uint32_t w, uint32_t g)
+{
+    return (int32_t)(w - g) >= 0;
+}
+
+/* Acquire: the device's data (or, for host words, a pump's) came before. */
+static inline uint32_t word_load(const uint32_t *w)
+{
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+static inline void word_store(uint32_t *w, uint32_t v)
+{
+    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+}
+
+/* A pump with nothing to do: spin a little, then yield, then sleep. */
+typedef struct backoff {
+    unsigned n;
+} backoff;
+
+static void backoff_wait(backoff *b)
+{
+    if (b->n < 64) {
+        __builtin_ia32_pause();
+    } else if (b->n < 256) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 20000}; /* 20 us */
+        nanosleep(&ts, NULL);
+    }
+    b->n++;
+}
+
+static uint32_t gen_of(const dv_stage_job *j, uint32_t i)
+{
+    return j->g0[i % j->k] + i / j->k + 1;
+}
+
+static uint64_t sub_len(const dv_stage_job *j, uint32_t i)
+{
+    uint64_t c = j->st->chunk_bytes, off = (uint64_t)i * c;
+    return j->bytes - off < c ? j->bytes - off : c;
+}
+
+/* The last sub-copy below n on chunk c, or UINT32_MAX. */
+static uint32_t last_on(const dv_stage_job *j, uint32_t c, uint32_t n)
+{
+    if (n <= c)
+        return UINT32_MAX;
+    return c + (n - 1 - c) / j->k * j->k;
+}
+
+/* ------------------------------------------------------------------------
+ * Chunks
+ * ------------------------------------------------------------------------ */
+
+/* The device that was to reach the words is gone: the host writes them. */
+static void chunk_force(dv_staging *st, dv_stage_chunk *c)
+{
+    word_store(c->dev_word, c->gen);
+    word_store(c->host_word, c->gen);
+    c->need_dev = c->need_host = c->gen;
+    c->need_gen = atomic_load_explicit(&st->abort_gen, memory_order_acquire);
+}
+
+/* Wait until c's last use is done (or its context is gone). */
+static void chunk_idle(dv_staging *st, dv_stage_chunk *c)
+{
+    backoff b = {0};
+    while (!reached(word_load(c->dev_word), c->need_dev) ||
+           !reached(word_load(c->host_word), c->need_host)) {
+        if (c->need_gen != atomic_load_explicit(&st->abort_gen, memory_order_acquire)) {
+            chunk_force(st, c);
+            return;
+        }
+        backoff_wait(&b);
+    }
+}
+
+/* Take up to want chunks, at least one: waiting for it when may_wait
+ * (DV_EAGAIN otherwise), giving up when the actor stops or is lost. */
+static int chunks_take(dv_staging *st, uint32_t want, bool may_wait, const char *op,
+                       dv_stage_chunk **out, uint32_t *got)
+{
+    dv_actor *a = st->a;
+    uint32_t n = 0;
+    bool waited = false;
+    pthread_mutex_lock(&st->mu);
+    while (st->head == NULL) {
+        int state = atomic_load(&a->state);
+        if (!may_wait || state == DV_ACTOR_STOPPING || state == DV_ACTOR_STOPPED ||
+            state == DV_ACTOR_LOST) {
+            pthread_mutex_unlock(&st->mu);
+            if (state == DV_ACTOR_LOST)
+                return dv__lost_answer(a);
+            if (state == DV_ACTOR_STOPPING || state == DV_ACTOR_STOPPED)
+                return dv__fail(DV_ESHUTDOWN, op, "%s: device %d's actor is shutting down", op,
+                                a->device);
+            return dv__fail(DV_EAGAIN, op,
+                            "%s: every staging chunk is in use (on an actor's thread, which must "
+                            "not wait for one)",
+                            op);
+        }
+        if (!waited) {
+            waited = true;
+            atomic_fetch_add_explicit(&a->st_staging_waits, 1, memory_order_relaxed);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 10000000; /* 10 ms: then look at the actor's state again */
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&st->cv, &st->mu, &until);
+    }
+    while (st->head != NULL && n < want) {
+        out[n++] = st->head;
+        st->head = st->head->next;
+    }
+    if (st->head == NULL)
+        st->tail = NULL;
+    pthread_mutex_unlock(&st->mu);
+    for (uint32_t i = 0; i < n; i++)
+        chunk_idle(st, out[i]);
+    *got = n;
+    return DV_OK;
+}
+
+static void chunks_give(dv_staging *st, dv_stage_chunk **c, uint32_t n)
+{
+    pthread_mutex_lock(&st->mu);
+    for (uint32_t i = 0; i < n; i++) {
+        c[i]->next = NULL;
+        if (st->tail != NULL)
+            st->tail->next = c[i];
+        else
+            st->head = c[i];
+        st->tail = c[i];
+    }
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ------------------------------------------------------------------------
+ * The pump: the host's side of one copy
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Done with the chunks: say for each what must be reached before it is
+ * idle, and give them back.
+ *   forced   the context is gone: nothing more will happen, the host
+ *            writes both words;
+ *   refused  the actor enqueued only the first `started` sub-copies (with
+ *            their writes for the first `written`): the host words those
+ *            wait for are written now, so that the stream goes on;
+ *   ok       every step is enqueued and the host's are done.
+ */
+static void pump_finish(dv_stage_job *j, int how)
+{
+    dv_staging *st = j->st;
+    for (uint32_t c = 0; c < j->k; c++) {
+        dv_stage_chunk *ch = j->chunk[c];
+        if (how == FINISH_FORCED) {
+            chunk_force(st, ch);
+            continue;
+        }
+        uint32_t started = how == FINISH_OK ? j->nsub : j->started;
+        uint32_t written = how == FINISH_OK ? j->nsub : j->written;
+        uint32_t ls = last_on(j, c, started), lw = last_on(j, c, written);
+        if (ls != UINT32_MAX && !reached(word_load(ch->host_word), gen_of(j, ls)))
+            word_store(ch->host_word, gen_of(j, ls));
+        if (lw != UINT32_MAX) {
+            ch->need_dev = gen_of(j, lw);
+            ch->need_gen = j->abort_gen;
+        }
+        ch->need_host = word_load(ch->host_word);
+    }
+    chunks_give(st, j->chunk, j->k);
+    j->pumped = true;
+}
+
+/* One step at most. */
+static int pump(dv_stage_job *j)
+{
+    dv_staging *st = j->st;
+    if (j->pumped)
+        return PUMP_DONE;
+    int state = atomic_load_explicit(&j->state, memory_order_acquire);
+    if (state != DV_STAGE_POSTED &&
+        j->abort_gen != atomic_load_explicit(&st->abort_gen, memory_order_acquire)) {
+        pump_finish(j, FINISH_FORCED);
+        return PUMP_DONE;
+    }
+    if (state == DV_STAGE_REFUSED) {
+        pump_finish(j, FINISH_REFUSED);
+        return PUMP_DONE;
+    }
+    if (j->next_sub == j->nsub) {
+        if (state == DV_STAGE_POSTED)
+            return PUMP_IDLE; /* the chunks' fate is the actor's to say */
+        pump_finish(j, FINISH_OK);
+        return PUMP_DONE;
+    }
+    uint32_t i = j->next_sub;
+    dv_stage_chunk *ch = j->chunk[i % j->k];
+    uint64_t off = (uint64_t)i * st->chunk_bytes, len = sub_len(j, i);
+    if (j->dir == DV_MSG_HTOD) {
+        if (i >= j->k && (state == DV_STAGE_POSTED ||
+                          !reached(word_load(ch->dev_word), gen_of(j, i - j->k))))
+            return PUMP_IDLE;
+        memcpy(ch->mem, j->host + off, len);
+        /* Full fence: large memcpys use streaming stores, which a release
+         * store alone does not order before the word. */
+        atomic_thread_fence(memory_order_seq_cst);
+    } else {
+        if (state != DV_STAGE_ENQUEUED || !reached(word_load(ch->dev_word), gen_of(j, i)))
+            return PUMP_IDLE;
+        memcpy(j->host + off, ch->mem, len);
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    word_store(ch->host_word, gen_of(j, i));
+    j->next_sub++;
+    return PUMP_PROGRESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Copy threads (the _async copies)
+ * ------------------------------------------------------------------------ */
+
+/* The pump is done and the actor answered: the caller's future gets the
+ * answer; the job is freed.  false: not yet. */
+static bool job_settle(dv_stage_job *j)
+{
+    if (!j->ordered_sent && dv_future_reached(&j->inner, DV_ORDERED)) {
+        j->ordered_sent = true;
+        dv__future_ordered(j->user);
+    }
+    if (!j->pumped || !dv_future_done(&j->inner))
+        return false;
+    dv__future_forward(j->user, &j->inner);
+    free(j);
+    return true;
+}
+
+static void *worker_main(void *arg)
+{
+    dv_stage_worker *w = arg;
+    dv_stage_job *mine = NULL;
+    backoff b = {0};
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (w->incoming == NULL && mine == NULL && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        while (w->incoming != NULL) {
+            dv_stage_job *j = w->incoming;
+            w->incoming = j->next;
+            j->next = mine;
+            mine = j;
+        }
+        bool stop = w->stop;
+        pthread_mutex_unlock(&w->mu);
+        if (mine == NULL && stop)
+            break;
+        bool progress = false;
+        for (dv_stage_job **pp = &mine; *pp != NULL;) {
+            dv_stage_job *j = *pp, *next = j->next;
+            if (pump(j) == PUMP_PROGRESS)
+                progress = true;
+            if (job_settle(j)) { /* j is freed */
+                *pp = next;
+                atomic_fetch_sub_explicit(&w->njobs, 1, memory_order_relaxed);
+                progress = true;
+            } else {
+                pp = &j->next;
+            }
+        }
+        if (progress)
+            b.n = 0;
+        else
+            backoff_wait(&b);
+    }
+    return NULL;
+}
+
+static int workers_start(dv_staging *st)
+{
+    dv_actor *a = st->a;
+    uint32_t n = a->cfg.copy_threads ? a->cfg.copy_threads : DEFAULT_COPY_THREADS;
+    if (n > MAX_COPY_THREADS)
+        n = MAX_COPY_THREADS;
+    dv_stage_worker *w = calloc(n, sizeof(*w));
+    if (w == NULL)
+        return dv__fail(DV_ENOMEM, "staged copy", "out of host memory for copy threads");
+    uint32_t started = 0;
+    for (; started < n; started++) {
+        w[started].st = st;
+        pthread_mutex_init(&w[started].mu, NULL);
+        pthread_cond_init(&w[started].cv, NULL);
+        if (pthread_create(&w[started].thread, NULL, worker_main, &w[started]) != 0) {
+            pthread_mutex_destroy(&w[started].mu);
+            pthread_cond_destroy(&w[started].cv);
+            break;
+        }
+    }
+    if (started == 0) {
+        free(w);
+        return dv__fail(DV_ENOMEM, "staged copy", "cannot start a copy thread");
+    }
+    st->nworkers = started;
+    /* Release: a poster that sees the workers sees them set up. */
+    __atomic_store_n(&st->workers, w, __ATOMIC_RELEASE);
+    return DV_OK;
+}
+
+static int worker_submit(dv_staging *st, dv_stage_job *j)
+{
+    if (__atomic_load_n(&st->workers, __ATOMIC_ACQUIRE) == NULL) {
+        pthread_mutex_lock(&st->mu);
+        int rc = st->workers == NULL ? workers_start(st) : DV_OK;
+        pthread_mutex_unlock(&st->mu);
+        if (rc != DV_OK)
+            return rc;
+    }
+    /* The least busy of two (the next in turn and the one after). */
+    uint32_t t = atomic_fetch_add_explicit(&st->next_worker, 1, memory_order_relaxed);
+    dv_stage_worker *w = &st->workers[t % st->nworkers];
+    dv_stage_worker *o = &st->workers[(t + 1) % st->nworkers];
+    if (atomic_load_explicit(&o->njobs, memory_order_relaxed) <
+        atomic_load_explicit(&w->njobs, memory_order_relaxed))
+        w = o;
+    atomic_fetch_add_explicit(&w->njobs, 1, memory_order_relaxed);
+    pthread_mutex_lock(&w->mu);
+    j->next = w->incoming;
+    w->incoming = j;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return DV_OK;
+}
+
+void dv__staging_stop(dv_actor *a)
+{
+    dv_staging *st = a->staging;
+    if (st == NULL || st->workers == NULL)
+        return;
+    for (uint32_t i = 0; i < st->nworkers; i++) {
+        pthread_mutex_lock(&st->workers[i].mu);
+        st->workers[i].stop = true;
+        pthread_cond_signal(&st->workers[i].cv);
+        pthread_mutex_unlock(&st->workers[i].mu);
+    }
+    for (uint32_t i = 0; i < st->nworkers; i++) {
+        pthread_join(st->workers[i].thread, NULL);
+        pthread_mutex_destroy(&st->workers[i].mu);
+        pthread_cond_destroy(&st->workers[i].cv);
+    }
+    free(st->workers);
+    st->workers = NULL;
+    st->nworkers = 0;
+}
+
+void dv__staging_free(dv_actor *a)
+{
+    dv_staging *st = a->staging;
+    if (st == NULL)
+        return;
+    dv__staging_stop(a);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st->chunks);
+    free(st);
+    a->staging = NULL; /* the region goes with the host memory (dv__host_fini) */
+}
+
+/* ------------------------------------------------------------------------
+ * The poster's side
+ * ------------------------------------------------------------------------ */
+
+/* The staging in *out, made at the first use (a round trip), or NULL
+ * where it is off.  An error only when making it met a fault of the
+ * context (the copy fails with it, as it would have). */
+static int staging_get(dv_actor *a, dv_staging **out)
+{
+    int s = atomic_load_explicit(&a->staging_state, memory_order_acquire);
+    if (s == DV_STAGING_NONE && dv__serving == NULL) {
+        dv_msg m = {.type = DV_MSG_STAGING_OPEN};
+        dv_future own;
+        dv_error_detail saved = *dv_last_error();
+        int rc = dv__actor_call(a, &m, &own);
+        if (rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST)
+            return rc;
+        *dv__detail() = saved; /* other refusals show in the copy's own post */
+        s = atomic_load_explicit(&a->staging_state, memory_order_acquire);
+    }
+    *out = s == DV_STAGING_READY ? a->staging : NULL;
+    return DV_OK;
+}
+
+int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *host, uint64_t bytes,
+                    dv_stream stream, dv_future *f)
+{
+    const char *op = dv__msg_name(dir);
+    dv_staging *st;
+    int rc = staging_get(a, &st);
+    if (rc != DV_OK)
+        return f != NULL && dv__future_arm(f, op) == DV_OK ? (dv__future_complete(f, rc), rc) : rc;
+    if (st == NULL)
+        return DV_ENOTSUP;
+    bool serving = dv__serving != NULL;
+    dv_stage_job stack_job, *j = f != NULL ? calloc(1, sizeof(*j)) : &stack_job;
+    if (j == NULL)
+        return dv__fail(DV_ENOMEM, op, "%s: out of host memory", op);
+    if (f == NULL)
+        memset(j, 0, sizeof(*j));
+    if (f != NULL && (rc = dv__future_arm(f, op)) != DV_OK) {
+        free(j);
+        return rc;
+    }
+    j->st = st;
+    j->dir = dir;
+    j->host = host;
+    j->bytes = bytes;
+    j->user = f;
+    j->nsub = (uint32_t)((bytes + st->chunk_bytes - 1) / st->chunk_bytes);
+    if ((uint64_t)j->nsub * st->chunk_bytes < bytes) /* more sub-copies than a u32 holds */
+        rc = dv__fail(DV_EINVAL, op, "%s: %llu bytes", op, (unsigned long long)bytes);
+    uint32_t want = j->nsub < DV_STAGE_K ? j->nsub : DV_STAGE_K;
+    if (rc == DV_OK)
+        rc = chunks_take(st, want, !serving, op, j->chunk, &j->k);
+    if (rc != DV_OK) {
+        if (f != NULL) {
+            dv__future_complete(f, rc);
+            free(j);
+        }
+        return rc;
+    }
+    for (uint32_t c = 0; c < j->k; c++) {
+        j->g0[c] = j->chunk[c]->gen;
+        j->chunk[c]->gen += (j->nsub - c + j->k - 1) / j->k;
+    }
+    /* The first sub-copy to the device is filled before the post (the
+     * stream then need not wait for it), except on an actor's thread. */
+    if (dir == DV_MSG_HTOD && !serving) {
+        (void)pump(j);
+        j->prefilled = 1;
+    }
+    dv_future_init(&j->inner, f != NULL ? (f->flags & DV_FUTURE_TRY) : 0);
+    if (serving)
+        j->inner.flags |= DV_FUTURE_TRY; /* a full ring there: DV_EAGAIN, never a wait */
+    dv_msg m = {.type = dir == DV_MSG_HTOD ? DV_MSG_STAGED_HTOD : DV_MSG_STAGED_DTOH,
+                .stream = (uint16_t)stream,
+                .u.staged = {.dev = ref, .offset = off, .job = j}};
+    rc = dv__actor_post(a, &m, &j->inner);
+    if (rc != DV_OK) {
+        /* Nothing was enqueued: the chunks are as they were. */
+        atomic_store_explicit(&j->state, DV_STAGE_REFUSED, memory_order_relaxed);
+        j->abort_gen = atomic_load(&st->abort_gen);
+        pump_finish(j, FINISH_REFUSED);
+        if (f != NULL) {
+            dv__future_forward(f, &j->inner);
+            free(j);
+        }
+        return rc;
+    }
+    if (f != NULL) {
+        if ((rc = worker_submit(st, j)) != DV_OK) {
+            /* No thread to move the data: this one does (the copy is
+             * posted; it must be served). */
+            backoff b = {0};
+            while (!job_settle(j))
+                if (pump(j) == PUMP_IDLE)
+                    backoff_wait(&b);
+        }
+        return DV_OK;
+    }
+    backoff b = {0};
+    for (int r; (r = pump(j)) != PUMP_DONE;) {
+        if (r == PUMP_IDLE)
+            backoff_wait(&b);
+        else
+            b.n = 0;
+    }
+    return dv_future_wait(&j->inner);
+}
+
+/* ------------------------------------------------------------------------
+ * The actor's side
+ * ------------------------------------------------------------------------ */
+
+/* Device addresses of the words in the current context. */
+static int words_locate(dv_actor *a, dv_staging *st)
+{
+    for (uint32_t i = 0; i < st->nchunks; i++) {
+        dv_stage_chunk *c = &st->chunks[i];
+        int rc = dv__drv_host_dptr(a->env.ctx, c->dev_word, &c->dev_word_d);
+        if (rc == DV_OK)
+            rc = dv__drv_host_dptr(a->env.ctx, c->host_word, &c->host_word_d);
+        if (rc != DV_OK)
+            return rc;
+    }
+    return DV_OK;
+}
+
+static int staging_make(dv_actor *a)
+{
+    uint64_t chunk = a->cfg.staging_chunk_bytes ? a->cfg.staging_chunk_bytes : DEFAULT_CHUNK_BYTES;
+    uint64_t total = a->cfg.staging_bytes ? a->cfg.staging_bytes : DEFAULT_STAGING_BYTES;
+    chunk = (chunk + DV_HOST_PAGE - 1) & ~(uint64_t)(DV_HOST_PAGE - 1);
+    uint64_t n = total / chunk;
+    if (chunk < (UINT64_C(64) << 10) || n == 0 || n > 4096)
+        return dv__fail(DV_EINVAL, "staging",
+                        "staging: %llu bytes in chunks of %llu: need 1 to 4096 chunks of at "
+                        "least 64 KiB",
+                        (unsigned long long)total, (unsigned long long)chunk);
+    uint64_t words = (2 * n * WORD_STRIDE * 4 + DV_HOST_PAGE - 1) & ~(uint64_t)(DV_HOST_PAGE - 1);
+    dv_staging *st = calloc(1, sizeof(*st));
+    if (st == NULL || (st->chunks = calloc(n, sizeof(*st->chunks))) == NULL) {
+        free(st);
+        return dv__fail(DV_ENOMEM, "staging", "out of host memory");
+    }
+    int rc = dv__host_region_new(a, n * chunk + words, DV_HR_STAGING, &st->region);
+    if (rc != DV_OK) {
+        free(st->chunks);
+        free(st);
+        return rc;
+    }
+    st->a = a;
+    st->chunk_bytes = chunk;
+    st->nchunks = (uint32_t)n;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    unsigned char *base = (unsigned char *)st->region->start;
+    uint32_t *w = (uint32_t *)(base + n * chunk);
+    for (uint32_t i = 0; i < n; i++) {
+        dv_stage_chunk *c = &st->chunks[i];
+        c->mem = base + (uint64_t)i * chunk;
+        c->dev_word = w + (2 * i) * WORD_STRIDE;
+        c->host_word = w + (2 * i + 1) * WORD_STRIDE;
+        c->next = i + 1 < n ? &st->chunks[i + 1] : NULL;
+    }
+    st->head = &st->chunks[0];
+    st->tail = &st->chunks[n - 1];
+    if ((rc = words_locate(a, st)) != DV_OK) {
+        dv_error_detail saved = *dv_last_error();
+        dv__host_region_release(a, st->region);
+        pthread_mutex_destroy(&st->mu);
+        pthread_cond_destroy(&st->cv);
+        free(st->chunks);
+        free(st);
+        *dv__detail() = saved;
+        return rc;
+    }
+    a->staging = st;
+    return DV_OK;
+}
+
+void dv__handle_staging_open(dv_actor *a, const dv_envelope *e)
+{
+    DV_ASSERT_ACTOR(a);
+    int rc = DV_OK;
+    if (atomic_load_explicit(&a->staging_state, memory_order_relaxed) == DV_STAGING_NONE) {
+        /* Failed, copies with pageable memory go to the driver directly
+         * (direct_copies in the statistics) until a reset tries again. */
+        rc = staging_make(a);
+        /* Release: a poster that sees READY sees the staging made. */
+        atomic_store_explicit(&a->staging_state, rc == DV_OK ? DV_STAGING_READY : DV_STAGING_FAILED,
+                              memory_order_release);
+        if (rc == DV_ECONTEXT_LOST) { /* the context's fault, not the staging's */
+            dv__on_fault(a, rc, 0, e);
+            rc = dv_last_error()->status;
+        } else {
+            rc = DV_OK;
+        }
+    }
+    dv__reply(a, e, rc);
+}
+
+void dv__staging_abort(dv_actor *a)
+{
+    if (a->staging != NULL)
+        atomic_fetch_add_explicit(&a->staging->abort_gen, 1, memory_order_acq_rel);
+}
+
+int dv__staging_repin(dv_actor *a)
+{
+    dv_staging *st = a->staging;
+    if (st == NULL) { /* never made, or failed to be: the next copy tries */
+        atomic_store_explicit(&a->staging_state, DV_STAGING_NONE, memory_order_release);
+        return DV_OK;
+    }
+    int rc = st->region->pinned ? words_locate(a, st) : DV_ENOTSUP;
+    /* Off, posters copy directly from now on; chunks held by copies of
+     * the old context come back through their pumps. */
+    atomic_store_explicit(&a->staging_state, rc == DV_OK ? DV_STAGING_READY : DV_STAGING_FAILED,
+                          memory_order_release);
+    return rc == DV_ECONTEXT_LOST ? rc : DV_OK;
+}
+
+typedef struct staged_call {
+    const dv_ref_slot *slot;
+    dv_stage_job *j;
+    uint64_t offset;
+} staged_call;
+
+static int enqueue_staged(dv_recorder *r, void *arg)
+{
+    staged_call *sc = arg;
+    dv_stage_job *j = sc->j;
+    dv_drv_stream *s = r->a->env.streams[r->stream];
+    uint64_t dev = sc->slot->block.ptr + sc->offset, chunk = j->st->chunk_bytes;
+    int rc = DV_OK;
+    for (uint32_t i = 0; i < j->nsub && rc == DV_OK; i++) {
+        dv_stage_chunk *c = j->chunk[i % j->k];
+        uint64_t off = (uint64_t)i * chunk, len = sub_len(j, i);
+        j->started = i + 1;
+        if (j->dir == DV_MSG_HTOD) {
+            if (i >= j->prefilled)
+                rc = dv__drv_wait_value32(s, c->host_word_d, gen_of(j, i));
+            if (rc == DV_OK)
+                rc = dv__drv_memcpy_htod(s, dev + off, c->mem, len);
+        } else {
+            if (i >= j->k)
+                rc = dv__drv_wait_value32(s, c->host_word_d, gen_of(j, i - j->k));
+            if (rc == DV_OK)
+                rc = dv__drv_memcpy_dtoh(s, c->mem, dev + off, len);
+        }
+        if (rc == DV_OK && (rc = dv__drv_write_value32(s, c->dev_word_d, gen_of(j, i))) == DV_OK)
+            j->written = i + 1;
+    }
+    /* From the device: what follows on the stream comes after the host
+     * has emptied the last chunks. */
+    for (uint32_t c = 0; j->dir == DV_MSG_DTOH && rc == DV_OK && c < j->k; c++)
+        rc = dv__drv_wait_value32(s, j->chunk[c]->host_word_d, gen_of(j, last_on(j, c, j->nsub)));
+    return rc;
+}
+
+void dv__handle_staged(dv_actor *a, const dv_envelope *e)
+{
+    DV_ASSERT_ACTOR(a);
+    const dv_msg_staged *m = &e->m.u.staged;
+    dv_stage_job *j = m->job;
+    bool htod = j->dir == DV_MSG_HTOD;
+    staged_call sc = {.j = j, .offset = m->offset};
+    dv_recorder r;
+    j->abort_gen = atomic_load_explicit(&j->st->abort_gen, memory_order_relaxed);
+    int rc = dv__rec_begin(&r, a, e, htod ? DV_CHK_HTOD : DV_CHK_DTOH, NULL);
+    if (rc == DV_OK && (sc.slot = dv__rec_use(&r, m->dev, m->offset, j->bytes,
+                                              htod ? DV_ACCESS_WRITE : DV_ACCESS_READ)) == NULL)
+        rc = dv_last_error()->status;
+    if (rc == DV_OK) {
+        dv__rec_host(&r, (uintptr_t)j->host, j->bytes, htod ? DV_READ : DV_WRITE);
+        rc = dv__rec_run(&r, enqueue_staged, &sc);
+    }
+    if (rc == DV_OK) {
+        dv__stat_inc(&a->st_copies);
+        dv__stat_inc(&a->st_staged);
+        atomic_store_explicit(&a->st_staged_bytes,
+                              atomic_load_explicit(&a->st_staged_bytes, memory_order_relaxed) +
+                                  j->bytes,
+                              memory_order_relaxed);
+        rc = dv__complete_later(a, r.stream, e, sc.slot->block.tag.name);
+        /* The job is the pump's from here: publish, then touch it no more. */
+        atomic_store_explicit(&j->state, DV_STAGE_ENQUEUED, memory_order_release);
+        if (rc == DV_OK)
+            return;
+        rc = DV_ENOMEM;
+    } else {
+        dv__staged_refuse(j);
+    }
+    dv__reply(a, e, rc);
+}
+
+void dv__staged_refuse(dv_stage_job *j)
+{
+    /* Release: the pump reads started and written after it. */
+    atomic_store_explicit(&j->state, DV_STAGE_REFUSED, memory_order_release);
+}

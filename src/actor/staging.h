@@ -1,0 +1,163 @@
+/*
+ * Staged copies: a copy between a block and pageable host memory that
+ * never keeps the actor busy for its length.
+ *
+ * Design
+ * ------
+ * The real driver makes a copy with pageable memory synchronous for the
+ * thread that enqueues it, and that thread is the actor.  So devactor
+ * moves the bytes itself, through page-locked chunks of a staging region
+ * (host.h), on the thread that asked for the copy (a blocking call) or on
+ * one of the actor's copy threads (an _async call); the actor only
+ * enqueues the device's side.
+ *
+ * A copy of n bytes is cut into sub-copies of one chunk each and holds k
+ * chunks (k <= DV_STAGE_K), used in turn.  Every chunk has two 32-bit
+ * words in page-locked memory, each on a line of its own:
+ *   dev   written by the device (a stream memory write) once a sub-copy's
+ *         DMA with the chunk is done;
+ *   host  written by the host once it filled the chunk (to the device) or
+ *         emptied it (from the device).
+ * Values are generations: the chunk's uses are numbered, a word holds the
+ * latest one, and "reached" is the cyclic compare (int32_t)(w - g) >= 0.
+ *
+ * The whole copy is one message, so it is one operation on its stream,
+ * ordered against every other like any copy.  The actor enqueues all of
+ * its steps at once -- for sub-copy i, with chunk c = i % k and
+ * generation g(i):
+ *
+ *   to the device      wait host[c] >= g(i)      (filled)
+ *                      DMA chunk c -> block
+ *                      write dev[c] = g(i)
+ *   from the device    wait host[c] >= g(i - k)  (emptied, when i >= k)
+ *                      DMA block -> chunk c
+ *                      write dev[c] = g(i)
+ *                      ... and at the end a wait for every chunk's last
+ *                      host word, so that what follows on the stream
+ *                      (its completion, an event, a sync) comes after the
+ *                      host has the data.
+ *
+ * and the host side (the pump) fills chunk c for sub-copy i once dev[c]
+ * says the DMA of sub-copy i - k is done, or empties it once dev[c] says
+ * the DMA of sub-copy i is.  Filling i + 1 overlaps the DMA of i.  The
+ * stream waits only on host words that a pump is sure to write (each
+ * depends on earlier work of the same stream), and a pump never waits for
+ * the actor, so nothing can wait in a circle; a copy thread serves all
+ * its copies in turn and never waits on one.
+ *
+ * The pump, not the actor, completes the caller's future: the actor
+ * answers a future inside the job, and the pump forwards it once it is
+ * done with the caller's buffer.  So a caller told that its copy failed
+ * (refused, or its context lost) can free the buffer at once.
+ *
+ * Chunks come from a FIFO under a mutex; a copy takes one (waiting when
+ * there is none: the poster waits, never the actor) and then as many
+ * more as it can have at once.  A chunk comes back when its copy's pump
+ * is done; the next taker waits until its last DMA (dev) and fill or
+ * drain (host) are reached -- or until the context that was to reach
+ * them is gone (abort_gen moved: the rebuild, LOST, shutdown), when the
+ * words are written by the host instead.
+ */
+#ifndef DV_ACTOR_STAGING_H
+#define DV_ACTOR_STAGING_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "devactor.h"
+
+#define DV_STAGE_K 4 /* chunks one copy holds at most */
+
+struct dv_actor;
+struct dv_envelope;
+struct dv_staging;
+struct dv_host_region;
+
+typedef struct dv_stage_chunk {
+    unsigned char *mem;
+    uint32_t *dev_word, *host_word;   /* host addresses (atomics) */
+    uint64_t dev_word_d, host_word_d; /* their device addresses (the actor's) */
+    /* The holder's. */
+    uint32_t gen;                /* the last generation given out */
+    uint32_t need_dev, need_host; /* reached: the chunk is idle */
+    uint32_t need_gen;           /* staging's abort_gen when they were set */
+    struct dv_stage_chunk *next; /* on the free FIFO */
+} dv_stage_chunk;
+
+enum dv_stage_state { DV_STAGE_POSTED = 0, DV_STAGE_ENQUEUED, DV_STAGE_REFUSED };
+
+typedef struct dv_stage_job {
+    struct dv_staging *st;
+    uint8_t dir; /* DV_MSG_HTOD or DV_MSG_DTOH */
+    unsigned char *host;
+    uint64_t bytes;
+    uint32_t nsub, k, prefilled;
+    uint32_t next_sub; /* the pump's next sub-copy */
+    bool pumped;   /* the pump is done with the caller's buffer and the chunks */
+    dv_stage_chunk *chunk[DV_STAGE_K];
+    uint32_t g0[DV_STAGE_K]; /* each chunk's generation before this copy */
+    /* The actor's, published by state (release). */
+    _Atomic int state;
+    uint32_t started, written; /* sub-copies with any step / with their write enqueued */
+    uint32_t abort_gen;        /* staging's when the actor took the copy */
+    dv_future inner;           /* answered by the actor */
+    dv_future *user;           /* _async: completed from inner by the pump's thread */
+    bool ordered_sent;
+    struct dv_stage_job *next; /* a copy thread's list */
+} dv_stage_job;
+
+typedef struct dv_stage_worker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    dv_stage_job *incoming;
+    bool stop;
+    _Atomic uint32_t njobs;
+    struct dv_staging *st;
+} dv_stage_worker;
+
+typedef struct dv_staging {
+    struct dv_actor *a;
+    struct dv_host_region *region;
+    uint64_t chunk_bytes;
+    uint32_t nchunks;
+    dv_stage_chunk *chunks;
+    pthread_mutex_t mu; /* the FIFO, the workers' start */
+    pthread_cond_t cv;
+    dv_stage_chunk *head, *tail;
+    _Atomic uint32_t abort_gen;
+    dv_stage_worker *workers;
+    uint32_t nworkers;
+    _Atomic uint32_t next_worker;
+} dv_staging;
+
+enum { DV_STAGING_NONE = 0, DV_STAGING_READY, DV_STAGING_FAILED };
+
+/* Client side (client.c): a copy with pageable memory, staged, or
+ * DV_ENOTSUP where staging is unavailable (the caller copies directly). */
+int dv__staged_copy(struct dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *host,
+                    uint64_t bytes, dv_stream stream, dv_future *f);
+
+/* Actor thread. */
+void dv__handle_staged(struct dv_actor *a, const struct dv_envelope *e);
+void dv__handle_staging_open(struct dv_actor *a, const struct dv_envelope *e);
+/* The actor answers the copy's message without enqueuing what was not
+ * enqueued yet (job->started, job->written say what was): before its
+ * future is completed. */
+void dv__staged_refuse(dv_stage_job *j);
+/* The context's work is gone (rebuild, LOST, stop): pumps stop waiting
+ * for the device and write its words themselves. */
+void dv__staging_abort(struct dv_actor *a);
+/* After the regions were pinned in a new context: the words' device
+ * addresses, or the staging is off where its region is not pinned (only
+ * a fault of the context is an error). */
+int dv__staging_repin(struct dv_actor *a);
+
+/* The actor's stop and destroy (its caller's thread, after the actor's
+ * thread ended): join the copy threads; free the staging. */
+void dv__staging_stop(struct dv_actor *a);
+void dv__staging_free(struct dv_actor *a);
+
+#endif /* DV_ACTOR_STAGING_H */
