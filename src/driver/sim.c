@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -613,7 +614,8 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
         /* As the device polls the word: until it reaches the value, the
          * device faults, or the stream is being destroyed. */
         uint32_t *w = op->u.value.word;
-        while ((int32_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - op->u.value.value) < 0) {
+        for (unsigned n = 0;
+             (int32_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - op->u.value.value) < 0; n++) {
             if (sticky_code(dev) != 0)
                 return;
             pthread_mutex_lock(&s->tl->mu);
@@ -621,7 +623,10 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
             pthread_mutex_unlock(&s->tl->mu);
             if (stopping)
                 return;
-            sleep_us(2);
+            if (n < 1000)
+                sched_yield(); /* the host is usually about to store it */
+            else
+                sleep_us(2);
         }
         return;
     }

@@ -215,6 +215,10 @@ static const struct {
     {"dv_sim_call_count", "sim_call_count"},
     {"dv_sim_poison", "sim_poison"},
     {"dv_sim_poison_at", "sim_poison_at"},
+    {"dv_host_alloc", "host_alloc|host alloc"},
+    {"dv_host_free", "host_free|host free"},
+    {"dv_host_register", "host_register|host register"},
+    {"dv_host_unregister", "host_unregister|host unregister"},
 };
 
 /* The words the detail of fn's failure must contain one of (fn without
@@ -769,6 +773,10 @@ enum probe_call {
     P_BLOCK_RESET,
     P_BLOCK_REF_ACCESS_PENDING,
     P_BLOCK_FUTURE_WAIT,
+    P_BLOCK_HOST_ALLOC,
+    P_BLOCK_HOST_FREE,
+    P_BLOCK_HOST_REGISTER,
+    P_BLOCK_HOST_UNREGISTER,
 };
 
 static int inner_rc;
@@ -917,6 +925,20 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
         *dv__detail() = d;
         break;
     }
+    case P_BLOCK_HOST_ALLOC: {
+        void *got = NULL;
+        rc = dv_host_alloc(a, 4096, &got);
+        break;
+    }
+    case P_BLOCK_HOST_FREE:
+        rc = dv_host_free(a, host);
+        break;
+    case P_BLOCK_HOST_REGISTER:
+        rc = dv_host_register(a, host, sizeof(host));
+        break;
+    case P_BLOCK_HOST_UNREGISTER:
+        rc = dv_host_unregister(a, host);
+        break;
     case P_BLOCK_FUTURE_WAIT: /* the sync comes after this task */
         dv_future_init(&task_fut, 0);
         rc = dv_sync_async(a, 1, &task_fut) != DV_OK ? TASK_FAILED : dv_future_wait(&task_fut);
@@ -1047,6 +1069,8 @@ enum fork_call {
     F_EVENT_SYNC,
     F_KGRID_NULL,
     F_KBLOCK_NULL,
+    F_HOST_ALLOC,
+    F_HOST_FREE,
 };
 
 /* The call made in a child after fork() on the parent's actor. */
@@ -1093,6 +1117,16 @@ static int after_fork(enum fork_call which)
             break;
         case F_KBLOCK_NULL:
             (void)dv_sim_kblock(NULL);
+            break;
+        case F_HOST_ALLOC: {
+            void *got;
+            rc = dv_host_alloc(A, 4096, &got);
+            words = "host_alloc|host alloc";
+            break;
+        }
+        case F_HOST_FREE:
+            rc = dv_host_free(A, host);
+            words = "host_free|host free";
             break;
         }
         _exit(child_code(rc, words));
@@ -2085,6 +2119,69 @@ static void table_sim(void)
         after_fork(F_KBLOCK_NULL));
 }
 
+/* Page-locked host memory: A's pool buffer, B's, a freed one of A's, a
+ * range of the caller's registered with A. */
+static void *hbuf_a, *hbuf_b, *hbuf_freed;
+static unsigned char hreg[3 * 4096];
+
+static void table_host(void)
+{
+    static bool made;
+    if (A != NULL && B != NULL && !made) { /* not while counting the rows */
+        made = true;
+        if (dv_host_alloc(A, 8192, &hbuf_a) != DV_OK || dv_host_alloc(B, 8192, &hbuf_b) != DV_OK ||
+            dv_host_alloc(A, 8192, &hbuf_freed) != DV_OK || dv_host_free(A, hbuf_freed) != DV_OK ||
+            dv_host_register(A, hreg + 4096, 4096) != DV_OK)
+            bail_out("set-up: host memory: %s", dv_last_error()->message);
+    }
+    void *p = NULL;
+    unsigned char *a8 = hbuf_a;
+    ROW("dv_host_alloc", DV_EINVAL, "NULL actor", dv_host_alloc(NULL, 64, &p));
+    ROW("dv_host_alloc", DV_EINVAL, "NULL out", dv_host_alloc(A, 64, NULL));
+    ROW("dv_host_alloc", DV_EINVAL, "0 bytes", dv_host_alloc(A, 0, &p));
+    ROW("dv_host_alloc", DV_EINVAL, "UINT64_MAX bytes", dv_host_alloc(A, UINT64_MAX, &p));
+    VAL("dv_host_alloc", "refused: *out is NULL", p == NULL);
+    ROW("dv_host_alloc", DV_ESHUTDOWN, "after shutdown", dv_host_alloc(SD, 64, &p));
+    ROW("dv_host_alloc", DV_EDEADLK, "inside a task on its own actor",
+        in_task(P_BLOCK_HOST_ALLOC));
+    ROW("dv_host_alloc", DV_EFORKED, "in a child after fork()", after_fork(F_HOST_ALLOC));
+    ROW("dv_host_free", DV_EINVAL, "NULL actor", dv_host_free(NULL, hbuf_a));
+    ROW("dv_host_free", DV_EINVAL, "NULL pointer", dv_host_free(A, NULL));
+    ROW("dv_host_free", DV_EINVAL, "a pointer never allocated (static memory)",
+        dv_host_free(A, host));
+    ROW("dv_host_free", DV_EINVAL, "a pointer inside a buffer",
+        dv_host_free(A, a8 != NULL ? a8 + 16 : host));
+    ROW("dv_host_free", DV_EINVAL, "another actor's buffer (B's)", dv_host_free(A, hbuf_b));
+    ROW("dv_host_free", DV_EINVAL, "a buffer freed already", dv_host_free(A, hbuf_freed));
+    ROW("dv_host_free", DV_EINVAL, "a registered range, not a buffer",
+        dv_host_free(A, hreg + 4096));
+    ROW("dv_host_free", DV_ESHUTDOWN, "after shutdown", dv_host_free(SD, hbuf_a));
+    ROW("dv_host_free", DV_EDEADLK, "inside a task on its own actor", in_task(P_BLOCK_HOST_FREE));
+    ROW("dv_host_free", DV_EFORKED, "in a child after fork()", after_fork(F_HOST_FREE));
+    ROW("dv_host_register", DV_EINVAL, "NULL actor", dv_host_register(NULL, hreg, 4096));
+    ROW("dv_host_register", DV_EINVAL, "NULL pointer", dv_host_register(A, NULL, 4096));
+    ROW("dv_host_register", DV_EINVAL, "0 bytes", dv_host_register(A, hreg, 0));
+    ROW("dv_host_register", DV_EINVAL, "UINT64_MAX bytes (the range wraps)",
+        dv_host_register(A, hreg, UINT64_MAX));
+    ROW("dv_host_register", DV_EINVAL, "a range overlapping a registered one",
+        dv_host_register(A, hreg, 2 * 4096));
+    ROW("dv_host_register", DV_EINVAL, "a buffer of the actor's pool",
+        dv_host_register(A, hbuf_a != NULL ? hbuf_a : hreg + 4096, 4096));
+    ROW("dv_host_register", DV_ESHUTDOWN, "after shutdown", dv_host_register(SD, hreg, 4096));
+    ROW("dv_host_register", DV_EDEADLK, "inside a task on its own actor",
+        in_task(P_BLOCK_HOST_REGISTER));
+    ROW("dv_host_unregister", DV_EINVAL, "NULL actor", dv_host_unregister(NULL, hreg + 4096));
+    ROW("dv_host_unregister", DV_EINVAL, "NULL pointer", dv_host_unregister(A, NULL));
+    ROW("dv_host_unregister", DV_EINVAL, "a range never registered",
+        dv_host_unregister(A, hreg));
+    ROW("dv_host_unregister", DV_EINVAL, "an address inside a registered range",
+        dv_host_unregister(A, hreg + 4096 + 8));
+    ROW("dv_host_unregister", DV_EINVAL, "a buffer of the pool", dv_host_unregister(A, hbuf_a));
+    ROW("dv_host_unregister", DV_ESHUTDOWN, "after shutdown", dv_host_unregister(SD, hreg));
+    ROW("dv_host_unregister", DV_EDEADLK, "inside a task on its own actor",
+        in_task(P_BLOCK_HOST_UNREGISTER));
+}
+
 static void tables(void)
 {
     table_errors();
@@ -2097,6 +2194,7 @@ static void tables(void)
     table_tasks();
     table_events();
     table_sim();
+    table_host();
 }
 
 /* ------------------------------------------------------------------------

@@ -1,0 +1,369 @@
+/*
+ * Page-locked host memory: dv_host_alloc / dv_host_free and
+ * dv_host_register / dv_host_unregister (on the sim; on cuda with
+ * HOSTMEM_ON_CUDA, skipped where no device answers).
+ *   - sizes and classes: aligned, writable, distinct, counted;
+ *   - copies with such memory are asynchronous and never staged;
+ *   - a freed buffer is not handed out again while a copy uses it;
+ *   - the host budget: refused with requested and remaining, room made
+ *     by freeing; staging that does not fit leaves pageable copies to the
+ *     driver, right all the same;
+ *   - registered ranges: overlaps refused, dv_host_unregister returns
+ *     only after the copies that used the range;
+ *   - buffers survive dv_actor_reset and are pinned again;
+ *   - bad pointers (NULL, inside a buffer, freed, another actor's);
+ *   - with the checker, a free racing with a copy is reported.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devactor.h"
+#include "tap.h"
+
+#ifndef HOSTMEM_ON_CUDA
+#define HOSTMEM_ON_CUDA 0
+#endif
+
+#define MiB (UINT64_C(1) << 20)
+
+static dv_kernel *spin;
+
+static dv_actor *make(uint64_t host_budget, bool check)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.backend = HOSTMEM_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+    cfg.streams = 3;
+    cfg.host_budget_bytes = host_budget;
+    cfg.check_order = check;
+    cfg.sim_memory_bytes = 256 * MiB;
+    int rc = dv_actor_create(&cfg, &a);
+    if (HOSTMEM_ON_CUDA && rc == DV_ENODEVICE)
+        skip_all("%s", dv_last_error()->message);
+    if (rc != DV_OK)
+        bail_out("no actor: %s", dv_last_error()->message);
+    if (dv_kernel_get(a, NULL, 0, "spin", &spin) != DV_OK)
+        bail_out("no spin kernel: %s", dv_last_error()->message);
+    return a;
+}
+
+static dv_actor_stats stats(dv_actor *a)
+{
+    dv_actor_stats st;
+    if (dv_actor_stats_get(a, &st) != DV_OK)
+        bail_out("stats: %s", dv_last_error()->message);
+    return st;
+}
+
+/* Hold stream s for ns on the device (the future says when it is done). */
+static void hold(dv_actor *a, dv_stream s, uint64_t ns, dv_future *f)
+{
+    static dv_arg arg[1];
+    arg[0] = dv_arg_u64(ns);
+    dv_future_init(f, 0);
+    if (dv_launch_async(a, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, arg, 1, f) != DV_OK)
+        bail_out("spin: %s", dv_last_error()->message);
+}
+
+static void test_sizes(void)
+{
+    dv_actor *a = make(0, false);
+    static const uint64_t sizes[] = {1, 4096, 5000, 65536, 2 * MiB, 3 * MiB + 7, 64 * MiB};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    void *p[N];
+    bool good = true;
+    for (int i = 0; i < N; i++) {
+        if (dv_host_alloc(a, sizes[i], &p[i]) != DV_OK || ((uintptr_t)p[i] & 4095) != 0) {
+            good = false;
+            p[i] = NULL;
+            continue;
+        }
+        memset(p[i], 0x40 + i, sizes[i]);
+    }
+    ok(good, "seven sizes from 1 B to 64 MiB: page-aligned buffers that take writes");
+    bool apart = true;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < N && p[i] != NULL; k++)
+            if (k != i && p[k] != NULL && (uintptr_t)p[k] >= (uintptr_t)p[i] &&
+                (uintptr_t)p[k] < (uintptr_t)p[i] + sizes[i])
+                apart = false;
+    for (int i = 0; i < N && apart; i++)
+        if (p[i] != NULL && ((unsigned char *)p[i])[sizes[i] - 1] != 0x40 + i)
+            apart = false;
+    ok(apart, "no two overlap, each keeps its bytes");
+    dv_actor_stats st = stats(a);
+    ok(st.host_buffers == N && st.host_bytes >= 70 * MiB && st.host_peak == st.host_bytes &&
+           st.host_reserved >= st.host_bytes,
+       "counted: %llu buffers, %llu bytes (peak %llu), %llu reserved",
+       (unsigned long long)st.host_buffers, (unsigned long long)st.host_bytes,
+       (unsigned long long)st.host_peak, (unsigned long long)st.host_reserved);
+    int freed = 0;
+    for (int i = 0; i < N; i++)
+        freed += p[i] != NULL && dv_host_free(a, p[i]) == DV_OK;
+    st = stats(a);
+    ok(freed == N && st.host_buffers == 0 && st.host_bytes == 0 && st.host_peak >= 70 * MiB,
+       "all freed: 0 buffers, 0 bytes, the peak kept");
+    is_status(dv_host_alloc(a, 0, &p[0]), DV_EINVAL, "zero bytes: DV_EINVAL");
+    ok(p[0] == NULL, "and *out is NULL");
+    is_status(dv_host_alloc(a, UINT64_MAX, &p[0]), DV_EINVAL, "UINT64_MAX bytes: DV_EINVAL");
+    is_status(dv_host_alloc(a, 64, NULL), DV_EINVAL, "NULL out: DV_EINVAL");
+    is_status(dv_host_alloc(NULL, 64, &p[0]), DV_EINVAL, "NULL actor: DV_EINVAL");
+    dv_actor_destroy(a);
+}
+
+static void test_copies(void)
+{
+    dv_actor *a = make(0, false);
+    uint64_t n = 3 * MiB;
+    unsigned char *src = NULL, *dst = NULL;
+    dv_ref r;
+    dv_host_alloc(a, n, (void **)&src);
+    dv_host_alloc(a, n, (void **)&dst);
+    dv_alloc(a, n, 0, "x", &r);
+    for (uint64_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i * 7 + 3);
+    memset(dst, 0, n);
+    dv_actor_stats st0 = stats(a);
+    dv_future f1, f2;
+    dv_future_init(&f1, 0);
+    dv_future_init(&f2, 0);
+    is_status(dv_copy_htod_async(a, r, 0, src, n, 1, &f1), DV_OK, "to the device from a buffer");
+    is_status(dv_copy_dtoh_async(a, dst, r, 0, n, 2, &f2), DV_OK, "and back into another");
+    is_status(dv_future_wait(&f2), DV_OK, "done");
+    dv_future_wait(&f1);
+    ok(memcmp(src, dst, n) == 0, "the bytes arrived");
+    dv_actor_stats st = stats(a);
+    ok(st.staged_copies == st0.staged_copies && st.direct_copies == st0.direct_copies,
+       "neither copy was staged nor done by the driver on the actor's thread");
+    dv_ref_release(r);
+    dv_host_free(a, src);
+    dv_host_free(a, dst);
+    dv_actor_destroy(a);
+}
+
+/* One buffer of each kind: a small one (a slab's) and a large one. */
+static void reuse_after_copies(uint64_t n)
+{
+    dv_actor *a = make(0, false);
+    void *p = NULL, *q = NULL, *again = NULL;
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    dv_memset(a, r, 0, 5, n, 0);
+    dv_host_alloc(a, n, &p);
+    /* Its copy waits behind 100 ms of the device's time. */
+    dv_future h, c;
+    hold(a, 0, 100000000, &h);
+    dv_future_init(&c, 0);
+    dv_copy_dtoh_async(a, p, r, 0, n, 0, &c);
+    dv_future_wait_ordered(&c);
+    is_status(dv_host_free(a, p), DV_OK, "%llu bytes: a buffer freed while a copy into it is in "
+              "flight", (unsigned long long)n);
+    dv_host_alloc(a, n, &q);
+    ok(q != p && !dv_future_done(&c), "the next buffer of its size is another one (%p, %p)", p, q);
+    is_status(dv_future_wait(&c), DV_OK, "the copy finishes");
+    dv_future_wait(&h);
+    dv_host_free(a, q);
+    /* Both copies done: one of the two comes back (the pool's own
+     * choice), and nothing new was mapped for it. */
+    uint64_t reserved = stats(a).host_reserved;
+    dv_host_alloc(a, n, &again);
+    ok((again == p || again == q) && stats(a).host_reserved == reserved,
+       "after the copies a freed buffer is handed out again");
+    dv_host_free(a, again);
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+}
+
+static void test_reuse_after_copies(void)
+{
+    reuse_after_copies(2 * MiB); /* a class of its own: one per slab */
+    reuse_after_copies(3 * MiB); /* large */
+}
+
+static void test_budget(void)
+{
+    dv_actor *a = make(8 * MiB, false);
+    void *p1 = NULL, *p2 = NULL, *p3 = NULL;
+    is_status(dv_host_alloc(a, 4 * MiB, &p1), DV_OK, "budget 8 MiB: 4 MiB");
+    is_status(dv_host_alloc(a, 4 * MiB, &p2), DV_OK, "another 4 MiB");
+    is_status(dv_host_alloc(a, 2 * MiB, &p3), DV_EOUT_OF_BUDGET, "2 MiB more: DV_EOUT_OF_BUDGET");
+    const dv_error_detail *d = dv_last_error();
+    ok(d->requested == 2 * MiB && d->remaining == 0, "the detail: %llu requested, %llu left (%s)",
+       (unsigned long long)d->requested, (unsigned long long)d->remaining, d->message);
+    dv_host_free(a, p2);
+    is_status(dv_host_alloc(a, 2 * MiB, &p3), DV_OK, "after a free (its 4 MiB cached, then given "
+                                                     "back): 2 MiB fit");
+    /* Pageable copies: the 64 MiB staging does not fit, the driver copies. */
+    uint64_t n = 1 * MiB;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    for (uint64_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i ^ (i >> 8));
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    int rc = dv_copy_htod(a, r, 0, src, n, 0);
+    if (rc == DV_OK)
+        rc = dv_copy_dtoh(a, dst, r, 0, n, 0);
+    dv_actor_stats st = stats(a);
+    ok(rc == DV_OK && memcmp(src, dst, n) == 0 && st.direct_copies == 2 && st.staged_copies == 0,
+       "no room for the staging: pageable copies go to the driver, and are right (%s; %llu "
+       "direct)",
+       dv_err_name(rc), (unsigned long long)st.direct_copies);
+    dv_ref_release(r);
+    free(src);
+    free(dst);
+    dv_host_free(a, p1);
+    dv_host_free(a, p3);
+    dv_actor_destroy(a);
+}
+
+static void test_register(void)
+{
+    dv_actor *a = make(0, false);
+    uint64_t n = 2 * MiB;
+    unsigned char *mem = aligned_alloc(4096, n), *other = aligned_alloc(4096, n);
+    is_status(dv_host_register(a, mem, n), DV_OK, "register 2 MiB of the caller's");
+    dv_actor_stats st = stats(a);
+    ok(st.host_registered == n, "counted as registered (%llu)",
+       (unsigned long long)st.host_registered);
+    is_status(dv_host_register(a, mem + 4096, 4096), DV_EINVAL, "a range inside it: DV_EINVAL");
+    is_status(dv_host_register(a, mem - 4096 + n, 8192), DV_EINVAL,
+              "a range across its end: DV_EINVAL");
+    void *pool = NULL;
+    dv_host_alloc(a, 4096, &pool);
+    is_status(dv_host_register(a, pool, 4096), DV_EINVAL, "a buffer of the pool: DV_EINVAL");
+    is_status(dv_host_register(a, other, 0), DV_EINVAL, "zero bytes: DV_EINVAL");
+    is_status(dv_host_unregister(a, mem + 4096), DV_EINVAL, "unregister inside the range: "
+                                                            "DV_EINVAL");
+    is_status(dv_host_unregister(a, other), DV_EINVAL, "unregister a range never registered: "
+                                                       "DV_EINVAL");
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    dv_memset(a, r, 0, 9, n, 0);
+    dv_actor_stats st0 = stats(a);
+    dv_future h, c;
+    hold(a, 1, 100000000, &h);
+    dv_future_init(&c, 0);
+    memset(mem, 0, n);
+    dv_copy_dtoh_async(a, mem, r, 0, n, 1, &c);
+    dv_future_wait_ordered(&c);
+    is_status(dv_host_unregister(a, mem), DV_OK, "unregister while a copy into it waits on the "
+                                                 "device");
+    ok(dv_future_done(&c) && mem[0] == 9 && mem[n - 1] == 9,
+       "returned only after the copy finished, its bytes there");
+    dv_future_wait(&h);
+    st = stats(a);
+    ok(st.staged_copies == st0.staged_copies && st.host_registered == 0,
+       "the copy was not staged; nothing registered any more");
+    is_status(dv_host_unregister(a, mem), DV_EINVAL, "unregister twice: DV_EINVAL");
+    is_status(dv_host_register(a, mem, n), DV_OK, "the range may be registered again");
+    is_status(dv_host_unregister(a, mem), DV_OK, "and unregistered");
+    dv_host_free(a, pool);
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+    free(mem);
+    free(other);
+}
+
+static void test_reset(void)
+{
+    dv_actor *a = make(0, false);
+    uint64_t n = MiB;
+    unsigned char *p = NULL;
+    dv_host_alloc(a, n, (void **)&p);
+    memset(p, 0x5a, n);
+    is_status(dv_actor_reset(a), DV_OK, "reset");
+    ok(p[0] == 0x5a && p[n - 1] == 0x5a, "the buffer kept its bytes");
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    dv_actor_stats st0 = stats(a);
+    int rc = dv_copy_htod(a, r, 0, p, n, 0);
+    memset(p, 0, n);
+    if (rc == DV_OK)
+        rc = dv_copy_dtoh(a, p, r, 0, n, 1);
+    dv_actor_stats st = stats(a);
+    ok(rc == DV_OK && p[7] == 0x5a && st.staged_copies == st0.staged_copies &&
+           st.direct_copies == st0.direct_copies,
+       "copies through it after the reset: page-locked again, right (%s)", dv_err_name(rc));
+    is_status(dv_host_free(a, p), DV_OK, "freed after the reset");
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+}
+
+static void test_bad_pointers(void)
+{
+    dv_actor *a = make(0, false), *b = make(0, false);
+    unsigned char *p = NULL, *q = NULL;
+    dv_host_alloc(a, 8192, (void **)&p);
+    dv_host_alloc(b, 8192, (void **)&q);
+    is_status(dv_host_free(a, NULL), DV_EINVAL, "free NULL: DV_EINVAL");
+    is_status(dv_host_free(NULL, p), DV_EINVAL, "free on a NULL actor: DV_EINVAL");
+    is_status(dv_host_free(a, p + 16), DV_EINVAL, "free inside a buffer: DV_EINVAL");
+    is_status(dv_host_free(a, q), DV_EINVAL, "free another actor's buffer: DV_EINVAL");
+    int stack;
+    is_status(dv_host_free(a, &stack), DV_EINVAL, "free a stack address: DV_EINVAL");
+    is_status(dv_host_free(a, p), DV_OK, "free it");
+    is_status(dv_host_free(a, p), DV_EINVAL, "free it twice: DV_EINVAL");
+    ok(stats(a).host_buffers == 0 && stats(b).host_buffers == 1, "nothing else changed");
+    dv_host_free(b, q);
+    dv_actor_destroy(a);
+    dv_actor_destroy(b);
+    a = make(0, false);
+    dv_host_alloc(a, 4096, (void **)&p);
+    dv_actor_shutdown(a);
+    is_status(dv_host_free(a, p), DV_ESHUTDOWN, "free after shutdown: DV_ESHUTDOWN");
+    is_status(dv_host_alloc(a, 4096, (void **)&p), DV_ESHUTDOWN,
+              "alloc after shutdown: DV_ESHUTDOWN");
+    dv_actor_destroy(a); /* frees what was left */
+}
+
+static void test_checker(void)
+{
+    dv_actor *a = make(0, true);
+    uint64_t n = 64 * 1024;
+    void *p = NULL;
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    dv_memset(a, r, 0, 1, n, 0);
+    dv_host_alloc(a, n, &p);
+    dv_future h, c;
+    hold(a, 0, 50000000, &h);
+    dv_future_init(&c, 0);
+    dv_copy_dtoh_async(a, p, r, 0, n, 0, &c);
+    dv_future_wait_ordered(&c);
+    uint64_t pieces = stats(a).check_pieces;
+    is_status(dv_host_free(a, p), DV_OK, "checker on: a free while a copy into the buffer is in "
+                                         "flight, never waited for, is made");
+    dv_actor_stats st = stats(a);
+    ok(st.hazards == 1, "and reported as a hazard (%llu)", (unsigned long long)st.hazards);
+    dv_error_detail last;
+    dv_actor_last_hazard(a, &last);
+    diag("%s", last.message);
+    ok(st.check_pieces < pieces, "the buffer's history went with it (%llu pieces, then %llu)",
+       (unsigned long long)pieces, (unsigned long long)st.check_pieces);
+    dv_future_wait(&c);
+    dv_future_wait(&h);
+    dv_host_alloc(a, n, &p);
+    dv_future_init(&c, 0);
+    dv_copy_dtoh_async(a, p, r, 0, n, 1, &c);
+    dv_future_wait(&c);
+    is_status(dv_host_free(a, p), DV_OK, "a free after waiting for the copy");
+    ok(stats(a).hazards == 1, "is not a hazard");
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+}
+
+int main(void)
+{
+    plan(61);
+    test_sizes();
+    test_copies();
+    test_reuse_after_copies();
+    test_budget();
+    test_register();
+    test_reset();
+    test_bad_pointers();
+    test_checker();
+    return tap_done();
+}

@@ -1,0 +1,412 @@
+/*
+ * Copies with pageable host memory, staged (on the sim; on cuda with
+ * STAGING_ON_CUDA, skipped where no device answers).  The actors here
+ * have small chunks (64 KiB) and few of them, so that every copy is cut
+ * into many steps and chunks are used again and again.
+ *   - sizes from 1 byte to 12 MiB + 13, blocking and _async, to the device
+ *     and back, with offsets: every byte right, every copy staged;
+ *   - eight threads on a staging of two chunks: posters wait for room
+ *     (counted), nothing is lost or wrong;
+ *   - the actor is not held up: a copy waiting behind 400 ms of device
+ *     work leaves the actor free to answer another stream's memset; with
+ *     the staging off (it did not fit the host budget) the same memset
+ *     waits for the copy, as the driver makes pageable copies synchronous;
+ *   - refusals before anything is enqueued (a stale handle, a range past
+ *     the block) leave the chunks free;
+ *   - faults: the context lost while copies wait on the device (blocking
+ *     and _async): each answers DV_ECONTEXT_LOST, none hangs, and the next
+ *     copies are right; a driver error at a stream memory operation;
+ *     the actor destroyed with _async copies in flight;
+ *   - inside a task: the blocking form answers DV_EDEADLK, the _async form
+ *     runs (or answers DV_EAGAIN when no chunk is free).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devactor.h"
+#include "devactor_sim.h"
+#include "tap.h"
+
+#ifndef STAGING_ON_CUDA
+#define STAGING_ON_CUDA 0
+#endif
+
+#define KiB (UINT64_C(1) << 10)
+#define MiB (UINT64_C(1) << 20)
+
+static dv_kernel *spin;
+
+static dv_actor *make_with(uint64_t staging, uint64_t chunk, uint64_t host_budget)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.backend = STAGING_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+    cfg.streams = 3;
+    cfg.staging_bytes = staging;
+    cfg.staging_chunk_bytes = chunk;
+    cfg.host_budget_bytes = host_budget;
+    cfg.sim_memory_bytes = 256 * MiB;
+    cfg.sim_delay_max_us = 20;
+    int rc = dv_actor_create(&cfg, &a);
+    if (STAGING_ON_CUDA && rc == DV_ENODEVICE)
+        skip_all("%s", dv_last_error()->message);
+    if (rc != DV_OK)
+        bail_out("no actor: %s", dv_last_error()->message);
+    if (dv_kernel_get(a, NULL, 0, "spin", &spin) != DV_OK)
+        bail_out("no spin kernel: %s", dv_last_error()->message);
+    return a;
+}
+
+static dv_actor *make(void)
+{
+    return make_with(256 * KiB, 64 * KiB, 0); /* four chunks of 64 KiB */
+}
+
+static dv_actor_stats stats(dv_actor *a)
+{
+    dv_actor_stats st;
+    if (dv_actor_stats_get(a, &st) != DV_OK)
+        bail_out("stats: %s", dv_last_error()->message);
+    return st;
+}
+
+static void hold(dv_actor *a, dv_stream s, uint64_t ns, dv_future *f)
+{
+    static dv_arg arg[1];
+    arg[0] = dv_arg_u64(ns);
+    dv_future_init(f, 0);
+    if (dv_launch_async(a, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, arg, 1, f) != DV_OK)
+        bail_out("spin: %s", dv_last_error()->message);
+}
+
+static void pattern(unsigned char *p, uint64_t n, unsigned seed)
+{
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = (unsigned char)((i * 131 + seed * 17) >> 3);
+}
+
+/* Round trip of n bytes at offset off of a block, blocking or _async. */
+static bool round_trip(dv_actor *a, uint64_t n, uint64_t off, bool async, unsigned seed)
+{
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    dv_ref r;
+    bool good = src != NULL && dst != NULL && dv_alloc(a, n + off, 0, "x", &r) == DV_OK;
+    if (good) {
+        pattern(src, n, seed);
+        memset(dst, 0xee, n);
+        if (async) {
+            dv_future f1, f2;
+            dv_future_init(&f1, 0);
+            dv_future_init(&f2, 0);
+            good = dv_copy_htod_async(a, r, off, src, n, 1, &f1) == DV_OK &&
+                   dv_copy_dtoh_async(a, dst, r, off, n, 2, &f2) == DV_OK &&
+                   dv_future_wait(&f1) == DV_OK && dv_future_wait(&f2) == DV_OK;
+        } else {
+            good = dv_copy_htod(a, r, off, src, n, 1) == DV_OK &&
+                   dv_copy_dtoh(a, dst, r, off, n, 2) == DV_OK;
+        }
+        good = good && memcmp(src, dst, n) == 0;
+        dv_ref_release(r);
+    }
+    free(src);
+    free(dst);
+    return good;
+}
+
+static void test_sizes(void)
+{
+    dv_actor *a = make();
+    static const uint64_t sizes[] = {1, 4095, 64 * KiB, 64 * KiB + 1, 256 * KiB,
+                                     1 * MiB + 3, 12 * MiB + 13};
+    int n = (int)(sizeof(sizes) / sizeof(sizes[0])), good = 0;
+    uint64_t copies = 0;
+    for (int i = 0; i < n; i++)
+        for (int async = 0; async < 2; async++) {
+            good += round_trip(a, sizes[i], (uint64_t)i * 8, async, (unsigned)i);
+            copies += 2;
+        }
+    is_int(good, 2 * n, "%d sizes from 1 B to 12 MiB, blocking and _async, there and back: "
+                        "every byte right", n);
+    dv_actor_stats st = stats(a);
+    ok(st.staged_copies == copies && st.direct_copies == 0 && st.staged_bytes > 26 * MiB,
+       "every copy staged (%llu of %llu, %llu bytes), none left to the driver",
+       (unsigned long long)st.staged_copies, (unsigned long long)copies,
+       (unsigned long long)st.staged_bytes);
+    ok(st.host_reserved == 256 * KiB + 4 * KiB && st.host_bytes == 0,
+       "the staging holds its chunks and their words (%llu bytes reserved)",
+       (unsigned long long)st.host_reserved);
+    dv_actor_destroy(a);
+}
+
+typedef struct thread_arg {
+    dv_actor *a;
+    int id, good, rounds;
+} thread_arg;
+
+static void *copier(void *p)
+{
+    thread_arg *t = p;
+    for (int i = 0; i < t->rounds; i++)
+        t->good += round_trip(t->a, 300 * KiB + (uint64_t)t->id * 1000 + (uint64_t)i, 0, i & 1,
+                              (unsigned)(t->id * 100 + i));
+    return NULL;
+}
+
+static void test_backpressure(void)
+{
+    dv_actor *a = make_with(128 * KiB, 64 * KiB, 0); /* two chunks */
+    enum { T = 8, ROUNDS = 12 };
+    thread_arg args[T];
+    pthread_t th[T];
+    for (int i = 0; i < T; i++) {
+        args[i] = (thread_arg){a, i, 0, ROUNDS};
+        pthread_create(&th[i], NULL, copier, &args[i]);
+    }
+    int good = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        good += args[i].good;
+    }
+    is_int(good, T * ROUNDS, "eight threads through two chunks: %d round trips right", good);
+    dv_actor_stats st = stats(a);
+    ok(st.staging_waits > 0 && st.direct_copies == 0,
+       "posters waited for room %llu times; nothing went around the staging",
+       (unsigned long long)st.staging_waits);
+    dv_actor_destroy(a);
+}
+
+/* A copy from the device waits behind 400 ms of work on stream 1; a
+ * memset on stream 0 is posted after it.  Was the memset answered while
+ * the copy still waited? */
+static bool memset_overtakes(dv_actor *a)
+{
+    uint64_t n = 256 * KiB;
+    unsigned char *dst = malloc(n);
+    dv_ref r, m;
+    dv_alloc(a, n, 1, "src", &r);
+    dv_alloc(a, 4096, 0, "m", &m);
+    dv_memset(a, r, 0, 3, n, 1);
+    dv_memset(a, m, 0, 0, 4096, 0);
+    dv_future h, c, s;
+    hold(a, 1, 400000000, &h);
+    dv_future_init(&c, 0);
+    dv_future_init(&s, 0);
+    dv_copy_dtoh_async(a, dst, r, 0, n, 1, &c);
+    dv_memset_async(a, m, 0, 1, 4096, 0, &s);
+    dv_future_wait(&s);
+    bool overtook = !dv_future_done(&c);
+    int rc = dv_future_wait(&c);
+    dv_future_wait(&h);
+    overtook = overtook && rc == DV_OK && dst[0] == 3 && dst[n - 1] == 3;
+    dv_ref_release(r);
+    dv_ref_release(m);
+    free(dst);
+    return overtook;
+}
+
+static void test_actor_free(void)
+{
+    dv_actor *a = make();
+    ok(memset_overtakes(a), "a staged copy waiting on the device does not hold up the actor: "
+                            "another stream's memset is answered first");
+    dv_actor_destroy(a);
+    /* The control: no room for the staging, the driver copies pageable
+     * memory synchronously on the actor's thread. */
+    a = make_with(256 * KiB, 64 * KiB, 64 * KiB);
+    ok(!memset_overtakes(a) && stats(a).direct_copies == 1,
+       "control, staging off: the same memset waits for the copy (the driver's copy holds the "
+       "actor)");
+    dv_actor_destroy(a);
+}
+
+static void test_refusals(void)
+{
+    dv_actor *a = make();
+    unsigned char buf[1024];
+    dv_ref r, gone;
+    dv_alloc(a, 4096, 0, "x", &r);
+    dv_alloc(a, 4096, 0, "gone", &gone);
+    dv_ref_release(gone);
+    is_status(dv_copy_htod(a, gone, 0, buf, sizeof buf, 0), DV_ESTALE,
+              "a released handle: DV_ESTALE");
+    is_status(dv_copy_dtoh(a, buf, r, 4000, sizeof buf, 0), DV_EINVAL,
+              "a range past the block: DV_EINVAL");
+    dv_future f;
+    dv_future_init(&f, 0);
+    is_status(dv_copy_dtoh_async(a, buf, r, 4000, sizeof buf, 0, &f), DV_OK,
+              "the same, _async: posted");
+    is_status(dv_future_wait(&f), DV_EINVAL, "its future answers DV_EINVAL");
+    /* Every chunk came back: a copy needing all four runs. */
+    ok(round_trip(a, 1 * MiB, 0, false, 1), "then a copy through every chunk is right");
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+}
+
+typedef struct lost_arg {
+    dv_actor *a;
+    dv_ref r;
+    unsigned char *buf;
+    uint64_t n;
+    int rc;
+} lost_arg;
+
+static void *blocking_read(void *p)
+{
+    lost_arg *l = p;
+    l->rc = dv_copy_dtoh(l->a, l->buf, l->r, 0, l->n, 1);
+    return NULL;
+}
+
+static void test_lost_mid_copy(void)
+{
+    if (STAGING_ON_CUDA) {
+        skip("the sim's recoverable poison: a context lost mid-copy");
+        skip("the sim's recoverable poison: a context lost mid-copy");
+        skip("the sim's recoverable poison: a context lost mid-copy");
+        skip("the sim's recoverable poison: a context lost mid-copy");
+        return;
+    }
+    dv_actor *a = make();
+    uint64_t n = 2 * MiB;
+    unsigned char *b1 = malloc(n), *b2 = malloc(n);
+    dv_ref r;
+    dv_alloc(a, n, 1, "x", &r);
+    dv_memset(a, r, 0, 4, n, 1);
+    dv_future h, c;
+    hold(a, 1, 300000000, &h);
+    dv_future_init(&c, 0);
+    dv_copy_dtoh_async(a, b1, r, 0, n, 1, &c);
+    lost_arg l = {a, r, b2, n, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, blocking_read, &l);
+    dv_future_wait_ordered(&c);
+    is_status(dv_sim_poison(a, DV_SIM_POISON_RECOVERABLE), DV_OK,
+              "the context poisoned while two copies wait behind a kernel");
+    int rc = dv_future_wait(&c);
+    pthread_join(t, NULL);
+    ok((rc == DV_ECONTEXT_LOST || rc == DV_ESTALE) &&
+           (l.rc == DV_ECONTEXT_LOST || l.rc == DV_ESTALE),
+       "both are told (_async %s, blocking %s), neither hangs", dv_err_name(rc),
+       dv_err_name(l.rc));
+    dv_future_wait(&h);
+    ok(round_trip(a, 1 * MiB + 5, 3, false, 2) && round_trip(a, 1 * MiB + 5, 3, true, 3),
+       "after the rebuild, staged copies through every chunk are right");
+    dv_actor_stats st = stats(a);
+    ok(st.bytes_outstanding == 0 && st.refs_alive == 0 && st.host_bytes == 0,
+       "nothing held (%llu bytes, %llu handles)", (unsigned long long)st.bytes_outstanding,
+       (unsigned long long)st.refs_alive);
+    free(b1);
+    free(b2);
+    dv_actor_destroy(a);
+}
+
+static void test_driver_error(void)
+{
+    if (STAGING_ON_CUDA) {
+        skip("the sim's injected driver errors");
+        skip("the sim's injected driver errors");
+        return;
+    }
+    dv_actor *a = make();
+    ok(round_trip(a, 100 * KiB, 0, false, 4), "the staging made");
+    /* The third stream memory operation of the next copy fails. */
+    dv_sim_inject(a, "wait_value32", 2, 999);
+    uint64_t n = 1 * MiB;
+    unsigned char *src = malloc(n);
+    pattern(src, n, 5);
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    int rc = dv_copy_htod(a, r, 0, src, n, 0);
+    ok(rc == DV_EDRIVER && round_trip(a, 1 * MiB, 0, true, 6),
+       "a driver error in the middle of enqueuing a copy fails it (%s); the next are right",
+       dv_err_name(rc));
+    dv_ref_release(r);
+    free(src);
+    dv_actor_destroy(a);
+}
+
+static void test_destroy_in_flight(void)
+{
+    dv_actor *a = make();
+    enum { N = 6 };
+    uint64_t n = 512 * KiB;
+    unsigned char *buf[N];
+    dv_future f[N], h;
+    dv_ref r;
+    dv_alloc(a, n, 1, "x", &r);
+    dv_memset(a, r, 0, 8, n, 1);
+    hold(a, 1, 100000000, &h);
+    for (int i = 0; i < N; i++) {
+        buf[i] = malloc(n);
+        dv_future_init(&f[i], 0);
+        dv_copy_dtoh_async(a, buf[i], r, 0, n, 1, &f[i]);
+    }
+    dv_ref_release(r);
+    is_status(dv_actor_destroy(a), DV_OK, "destroyed with six copies in flight");
+    int done = 0, right = 0;
+    for (int i = 0; i < N; i++) {
+        done += dv_future_done(&f[i]);
+        right += f[i].status == DV_OK && buf[i][0] == 8 && buf[i][n - 1] == 8;
+        free(buf[i]);
+    }
+    ok(done == N && right == N, "every future answered (%d), the copies finished first (%d)",
+       done, right);
+}
+
+typedef struct task_arg {
+    dv_ref r;
+    unsigned char *host;
+    uint64_t n;
+    int blocking, async;
+    dv_future *f;
+} task_arg;
+
+static int task_copies(const dv_task_ctx *ctx, void *user)
+{
+    task_arg *t = user;
+    t->blocking = dv_copy_dtoh(ctx->actor, t->host, t->r, 0, t->n, 2);
+    t->async = dv_copy_dtoh_async(ctx->actor, t->host, t->r, 0, t->n, 2, t->f);
+    return DV_OK;
+}
+
+static void test_in_task(void)
+{
+    dv_actor *a = make();
+    uint64_t n = 300 * KiB;
+    unsigned char *host = malloc(n);
+    dv_ref r;
+    dv_alloc(a, n, 0, "x", &r);
+    dv_memset(a, r, 0, 6, n, 0);
+    dv_sync(a, 0);
+    dv_future f;
+    dv_future_init(&f, 0);
+    task_arg t = {r, host, n, 0, 0, &f};
+    dv_arg args[] = {dv_arg_ref(r, DV_READ, 0)};
+    is_status(dv_task(a, task_copies, &t, 0, args, 1), DV_OK, "a task that copies");
+    is_status(t.blocking, DV_EDEADLK, "the blocking form inside it: DV_EDEADLK");
+    int rc = t.async == DV_OK ? dv_future_wait(&f) : t.async;
+    ok((t.async == DV_OK && rc == DV_OK && host[0] == 6 && host[n - 1] == 6) ||
+           t.async == DV_EAGAIN,
+       "the _async form: posted and right, or DV_EAGAIN (%s, %s)", dv_err_name(t.async),
+       dv_err_name(rc));
+    dv_ref_release(r);
+    free(host);
+    dv_actor_destroy(a);
+}
+
+int main(void)
+{
+    plan(23);
+    test_sizes();
+    test_backpressure();
+    test_actor_free();
+    test_refusals();
+    test_lost_mid_copy();
+    test_driver_error();
+    test_destroy_in_flight();
+    test_in_task();
+    return tap_done();
+}
