@@ -24,6 +24,14 @@
  *           tracked handles, on one stream and alternating between two
  *           (every launch then waits on the other stream), beside a raw
  *           cuLaunchKernel loop; clients post with futures, a window of 64
+ *   copy    host<->device bandwidth at 4 KiB .. 256 MiB through the actor
+ *           from dv_host_alloc, registered and pageable (staged) memory,
+ *           beside the driver's own copies from page-locked memory (4 in
+ *           flight, as the actor's) and from pageable memory (one at a
+ *           time, each with a stream sync, as a blocking caller); a 4 KiB
+ *           copy's round trip; the actor thread's CPU time during one 1 GiB
+ *           pageable copy each way; 16 clients on 16 streams at once beside
+ *           16 threads calling the driver on streams of their own
  *
  * Latencies are taken over batches of BATCH pairs (one clock read per
  * batch, so the clock's own cost is spread thin); median and p99 are over
@@ -1048,11 +1056,361 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
     dv__drv_module_unload(mod);
 }
 
+/* ------------------------------------------------------------------------
+ * Copies: host<->device bandwidth through the actor, beside the driver
+ * ------------------------------------------------------------------------ */
+
+#define COPY_ROUNDS  3
+#define COPY_WINDOW  4 /* page-locked copies in flight at once, raw and actor */
+#define COPY_CLIENTS 16
+#define COPY_MANY    (UINT64_C(64) << 20)
+
+enum { ROW_RAW_PINNED, ROW_PINNED, ROW_REGISTERED, ROW_RAW_PAGEABLE, ROW_PAGEABLE, COPY_ROWS };
+
+static uint64_t copy_staging_bytes; /* --staging: 0, the default */
+
+static void *map_bytes(uint64_t n)
+{
+    void *p = aligned_alloc(4096, (n + 4095) & ~(uint64_t)4095);
+    if (p != NULL)
+        memset(p, 0x5c, n); /* touched: no first-touch faults in the timing */
+    return p;
+}
+
+/* The driver's own copies on stream s: n of them per sync when window > 1
+ * (page-locked memory, truly asynchronous), else one copy and a sync (as
+ * a blocking caller makes them).  Bytes per second over `seconds`. */
+static double raw_copies(dv_drv_stream *s, bool htod, void *host, dv_dptr dev, uint64_t bytes,
+                         int window, double seconds)
+{
+    uint64_t t0 = now_ns(), done = 0, until = t0 + (uint64_t)(seconds * 1e9);
+    do {
+        for (int i = 0; i < window; i++) {
+            int rc = htod ? dv__drv_memcpy_htod(s, dev, host, bytes)
+                          : dv__drv_memcpy_dtoh(s, host, dev, bytes);
+            if (rc != DV_OK)
+                return -1;
+        }
+        if (dv__drv_stream_sync(s) != DV_OK)
+            return -1;
+        done += (uint64_t)window * bytes;
+    } while (now_ns() < until);
+    return (double)done / ((double)(now_ns() - t0) * 1e-9);
+}
+
+/* The same through the actor: window copies posted with futures and
+ * waited for together, or blocking copies one after another. */
+static double actor_copies(dv_actor *a, dv_ref r, dv_stream s, bool htod, void *host,
+                           uint64_t bytes, int window, double seconds)
+{
+    dv_future f[COPY_WINDOW];
+    uint64_t t0 = now_ns(), done = 0, until = t0 + (uint64_t)(seconds * 1e9);
+    do {
+        if (window == 1) {
+            int rc = htod ? dv_copy_htod(a, r, 0, host, bytes, s)
+                          : dv_copy_dtoh(a, host, r, 0, bytes, s);
+            if (rc != DV_OK)
+                return -1;
+        } else {
+            for (int i = 0; i < window; i++) {
+                dv_future_init(&f[i], 0);
+                int rc = htod ? dv_copy_htod_async(a, r, 0, host, bytes, s, &f[i])
+                              : dv_copy_dtoh_async(a, host, r, 0, bytes, s, &f[i]);
+                if (rc != DV_OK)
+                    return -1;
+            }
+            for (int i = 0; i < window; i++)
+                if (dv_future_wait(&f[i]) != DV_OK)
+                    return -1;
+        }
+        done += (uint64_t)window * bytes;
+    } while (now_ns() < until);
+    return (double)done / ((double)(now_ns() - t0) * 1e-9);
+}
+
+typedef struct copy_rig {
+    dv_res_env *env;
+    dv_actor *a;
+    dv_ref ref;   /* the device side, through the actor */
+    dv_dptr raw;  /* the device side of the driver's copies */
+    void *raw_pinned, *pinned, *registered, *pageable;
+    uint64_t cap;
+} copy_rig;
+
+static double copy_row(copy_rig *g, int row, bool htod, uint64_t bytes, double seconds)
+{
+    dv_drv_stream *s = g->env->streams[0];
+    switch (row) {
+    case ROW_RAW_PINNED:
+        return raw_copies(s, htod, g->raw_pinned, g->raw, bytes, COPY_WINDOW, seconds);
+    case ROW_PINNED:
+        return actor_copies(g->a, g->ref, 0, htod, g->pinned, bytes, COPY_WINDOW, seconds);
+    case ROW_REGISTERED:
+        return actor_copies(g->a, g->ref, 0, htod, g->registered, bytes, COPY_WINDOW, seconds);
+    case ROW_RAW_PAGEABLE:
+        return raw_copies(s, htod, g->pageable, g->raw, bytes, 1, seconds);
+    default:
+        return actor_copies(g->a, g->ref, 0, htod, g->pageable, bytes, 1, seconds);
+    }
+}
+
+/* Round trips of a 4 KiB copy into page-locked memory, ns: the driver's
+ * copy and stream sync, and a blocking dv_copy_dtoh. */
+static void copy_small_rtt(copy_rig *g, double *raw, double *actor)
+{
+    enum { N = 4000 };
+    uint64_t *lr = malloc(N * sizeof(*lr)), *la = malloc(N * sizeof(*la));
+    dv_drv_stream *s = g->env->streams[0];
+    for (int i = 0; i < N + 200; i++) {
+        uint64_t t0 = now_ns();
+        (void)dv__drv_memcpy_dtoh(s, g->raw_pinned, g->raw, 4096);
+        (void)dv__drv_stream_sync(s);
+        uint64_t t1 = now_ns();
+        (void)dv_copy_dtoh(g->a, g->pinned, g->ref, 0, 4096, 0);
+        uint64_t t2 = now_ns();
+        if (i >= 200) {
+            lr[i - 200] = t1 - t0;
+            la[i - 200] = t2 - t1;
+        }
+    }
+    *raw = percentile(lr, N, 0.5);
+    *actor = percentile(la, N, 0.5);
+    free(lr);
+    free(la);
+}
+
+/* Many clients at once: each its own stream, block and buffers. */
+typedef struct copy_client {
+    copy_rig *g;
+    dv_drv_stream *s; /* the driver's copies */
+    dv_stream stream; /* the actor's */
+    dv_ref ref;
+    dv_dptr raw;
+    void *pageable, *pinned, *raw_pinned;
+    bool actor, pin, htod;
+    double seconds, rate;
+    pthread_barrier_t *go;
+} copy_client;
+
+static void *copy_client_main(void *arg)
+{
+    copy_client *c = arg;
+    pthread_barrier_wait(c->go);
+    if (c->actor)
+        c->rate = actor_copies(c->g->a, c->ref, c->stream, c->htod,
+                               c->pin ? c->pinned : c->pageable, COPY_MANY, 1, c->seconds);
+    else
+        c->rate = raw_copies(c->s, c->htod, c->pin ? c->raw_pinned : c->pageable, c->raw,
+                             COPY_MANY, 1, c->seconds);
+    return NULL;
+}
+
+/* Aggregate bytes per second of COPY_CLIENTS threads: the actor's copies
+ * or the driver's, with page-locked or pageable memory. */
+static double copy_many(copy_client *cl, bool actor, bool pin, bool htod, double seconds)
+{
+    pthread_t th[COPY_CLIENTS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, COPY_CLIENTS);
+    for (int i = 0; i < COPY_CLIENTS; i++) {
+        cl[i].actor = actor;
+        cl[i].pin = pin;
+        cl[i].htod = htod;
+        cl[i].seconds = seconds;
+        cl[i].go = &go;
+        pthread_create(&th[i], NULL, copy_client_main, &cl[i]);
+    }
+    double sum = 0;
+    for (int i = 0; i < COPY_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        sum += cl[i].rate > 0 ? cl[i].rate : 0;
+    }
+    pthread_barrier_destroy(&go);
+    return sum;
+}
+
+static void bench_copies(dv_driver *drv, dv_res_env *env, int device, double seconds)
+{
+    static const uint64_t sizes[] = {4096, 65536, UINT64_C(1) << 20, UINT64_C(16) << 20,
+                                     UINT64_C(256) << 20};
+    enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+    const uint64_t cap = sizes[NS - 1], big = UINT64_C(1) << 30;
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.device = device;
+    cfg.streams = COPY_CLIENTS;
+    cfg.staging_bytes = copy_staging_bytes;
+    copy_rig g = {.env = env, .cap = cap};
+    dv__device_share(true); /* beside the driver's own context use here */
+    int rc = dv_actor_create(&cfg, &g.a);
+    dv__device_share(false);
+    if (rc != DV_OK) {
+        fprintf(stderr, "dv-bench: copy: %s\n", dv_last_error()->message);
+        return;
+    }
+    g.pageable = map_bytes(big);
+    g.registered = map_bytes(cap);
+    g.raw_pinned = map_bytes(cap);
+    if (g.pageable == NULL || g.registered == NULL || g.raw_pinned == NULL ||
+        dv_host_alloc(g.a, cap, &g.pinned) != DV_OK ||
+        dv_host_register(g.a, g.registered, cap) != DV_OK ||
+        dv__drv_host_register(env->ctx, g.raw_pinned, cap) != DV_OK ||
+        dv_alloc(g.a, big, 0, "copy", &g.ref) != DV_OK ||
+        dv__drv_mem_alloc(env->ctx, big, &g.raw) != DV_OK) {
+        fprintf(stderr, "dv-bench: copy: set-up: %s\n", dv_last_error()->message);
+        dv_actor_destroy(g.a);
+        return;
+    }
+    memset(g.pinned, 0x3a, cap);
+    static const char *const names[COPY_ROWS] = {"driver, page-locked", "actor, dv_host_alloc",
+                                                 "actor, registered", "driver, pageable",
+                                                 "actor, pageable (staged)"};
+    if (csv)
+        printf("section,direction,bytes,raw_pinned,actor_pinned,actor_registered,raw_pageable,"
+               "actor_pageable,pinned_ratio,registered_ratio,pageable_ratio\n");
+    else
+        printf("\ncopy: one client, GB/s (medians of %d alternating rounds; page-locked copies %d "
+               "in flight, pageable ones one at a time, blocking)\n"
+               "  %-5s %10s %9s %9s %9s %9s %9s %8s %8s %8s\n",
+               COPY_ROUNDS, COPY_WINDOW, "dir", "bytes", "drv pin", "host_al", "regist",
+               "drv page", "staged", "h/drv", "r/drv", "s/drv");
+    for (int d = 0; d < 2; d++) {
+        bool htod = d == 0;
+        for (int k = 0; k < NS; k++) {
+            double v[COPY_ROWS][COPY_ROUNDS], m[COPY_ROWS];
+            double each = seconds / 2;
+            for (int row = 0; row < COPY_ROWS; row++) /* warm: staging, pools, pages */
+                (void)copy_row(&g, row, htod, sizes[k], 0.01);
+            for (int r = 0; r < COPY_ROUNDS; r++)
+                for (int row = 0; row < COPY_ROWS; row++)
+                    v[row][r] = copy_row(&g, row, htod, sizes[k], each) * 1e-9;
+            for (int row = 0; row < COPY_ROWS; row++)
+                m[row] = median_of(v[row], COPY_ROUNDS);
+            if (csv)
+                printf("copy,%s,%llu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+                       htod ? "htod" : "dtoh", (unsigned long long)sizes[k], m[0], m[1], m[2], m[3],
+                       m[4], m[1] / m[0], m[2] / m[0], m[4] / m[3]);
+            else
+                printf("  %-5s %10llu %9.2f %9.2f %9.2f %9.2f %9.2f %8.3f %8.3f %8.3f\n",
+                       htod ? "htod" : "dtoh", (unsigned long long)sizes[k], m[0], m[1], m[2],
+                       m[3], m[4], m[1] / m[0], m[2] / m[0], m[4] / m[3]);
+        }
+    }
+    if (!csv)
+        printf("  (rows: %s; %s; %s; %s; %s)\n", names[0], names[1], names[2], names[3], names[4]);
+
+    double rraw, ract;
+    copy_small_rtt(&g, &rraw, &ract);
+    if (csv)
+        printf("copy,rtt 4096 page-locked dtoh,4096,%.1f,%.1f,,,,%.3f,,\n", rraw, ract,
+               ract / rraw);
+    else
+        printf("\ncopy: a 4 KiB copy into page-locked memory, round trip, ns (median)\n"
+               "  driver copy + stream sync %10.1f\n  dv_copy_dtoh (blocking)   %10.1f   ratio "
+               "%.3f\n",
+               rraw, ract, ract / rraw);
+
+    /* The actor's thread during one 1 GiB pageable copy each way. */
+    for (int d = 0; d < 2; d++) {
+        dv_actor_stats s0, s1;
+        dv_actor_stats_get(g.a, &s0);
+        uint64_t t0 = now_ns();
+        rc = d == 0 ? dv_copy_htod(g.a, g.ref, 0, g.pageable, big, 0)
+                    : dv_copy_dtoh(g.a, g.pageable, g.ref, 0, big, 0);
+        uint64_t wall = now_ns() - t0;
+        dv_actor_stats_get(g.a, &s1);
+        uint64_t t1 = now_ns();
+        int rrc = d == 0 ? dv__drv_memcpy_htod(env->streams[0], g.raw, g.pageable, big)
+                         : dv__drv_memcpy_dtoh(env->streams[0], g.pageable, g.raw, big);
+        if (rrc == DV_OK)
+            rrc = dv__drv_stream_sync(env->streams[0]);
+        uint64_t rwall = now_ns() - t1;
+        double busy = (double)(s1.actor_cpu_ns - s0.actor_cpu_ns) / (double)wall;
+        double gbs = (double)big / (double)wall, rgbs = (double)big / (double)rwall;
+        if (csv)
+            printf("copy,1 GiB pageable %s,%llu,%.3f,,,,%.3f,actor_busy=%.4f,,%.3f\n",
+                   d == 0 ? "htod" : "dtoh", (unsigned long long)big, rrc == DV_OK ? rgbs : 0.0,
+                   rc == DV_OK ? gbs : 0.0, busy, gbs / rgbs);
+        else
+            printf("%s  1 GiB pageable %s: %.2f GB/s (driver %.2f, ratio %.3f), the actor's "
+                   "thread busy %.2f %% of it%s\n",
+                   d == 0 ? "\ncopy: one large copy\n" : "", d == 0 ? "htod" : "dtoh",
+                   gbs, rgbs, gbs / rgbs, 100 * busy, rc == DV_OK && rrc == DV_OK ? "" : " (FAILED)");
+    }
+
+    /* COPY_CLIENTS clients at once, each its own stream and buffers. */
+    copy_client cl[COPY_CLIENTS];
+    memset(cl, 0, sizeof(cl));
+    bool ready = true;
+    for (int i = 0; i < COPY_CLIENTS && ready; i++) {
+        cl[i].g = &g;
+        cl[i].stream = (dv_stream)i;
+        ready = dv__drv_stream_create(env->ctx, &cl[i].s) == DV_OK &&
+                dv_alloc(g.a, COPY_MANY, (dv_stream)i, "client", &cl[i].ref) == DV_OK &&
+                dv__drv_mem_alloc(env->ctx, COPY_MANY, &cl[i].raw) == DV_OK &&
+                (cl[i].pageable = map_bytes(COPY_MANY)) != NULL &&
+                dv_host_alloc(g.a, COPY_MANY, &cl[i].pinned) == DV_OK &&
+                (cl[i].raw_pinned = map_bytes(COPY_MANY)) != NULL &&
+                dv__drv_host_register(env->ctx, cl[i].raw_pinned, COPY_MANY) == DV_OK;
+    }
+    if (!ready) {
+        fprintf(stderr, "dv-bench: copy: clients: %s\n", dv_last_error()->message);
+    } else {
+        if (!csv)
+            printf("\ncopy: %d clients at once, each its own stream, 64 MiB copies one after "
+                   "another, aggregate GB/s\n  %-5s %-12s %10s %10s %8s\n",
+                   COPY_CLIENTS, "dir", "memory", "driver", "actor", "ratio");
+        for (int d = 0; d < 2; d++) {
+            for (int pin = 0; pin < 2; pin++) {
+                double raw = copy_many(cl, false, pin, d == 0, seconds * 2) * 1e-9;
+                double act = copy_many(cl, true, pin, d == 0, seconds * 2) * 1e-9;
+                if (csv)
+                    printf("copy,%d clients %s %s,%llu,%.3f,%.3f,,,,%.3f,,\n", COPY_CLIENTS,
+                           d == 0 ? "htod" : "dtoh", pin ? "page-locked" : "pageable",
+                           (unsigned long long)COPY_MANY, raw, act, act / raw);
+                else
+                    printf("  %-5s %-12s %10.2f %10.2f %8.3f\n", d == 0 ? "htod" : "dtoh",
+                           pin ? "page-locked" : "pageable", raw, act, act / raw);
+            }
+        }
+    }
+    dv_actor_stats st;
+    dv_actor_stats_get(g.a, &st);
+    if (!csv)
+        printf("  (staging: %llu copies, %llu bytes, %llu waits for room; %llu pageable copies "
+               "done by the driver on the actor's thread)\n",
+               (unsigned long long)st.staged_copies, (unsigned long long)st.staged_bytes,
+               (unsigned long long)st.staging_waits, (unsigned long long)st.direct_copies);
+    for (int i = 0; i < COPY_CLIENTS; i++) {
+        if (cl[i].s != NULL)
+            dv__drv_stream_destroy(cl[i].s);
+        if (cl[i].raw != 0)
+            dv__drv_mem_free(env->ctx, cl[i].raw);
+        if (cl[i].raw_pinned != NULL)
+            dv__drv_host_unregister(env->ctx, cl[i].raw_pinned);
+        free(cl[i].raw_pinned);
+        free(cl[i].pageable);
+        if (cl[i].pinned != NULL)
+            dv_host_free(g.a, cl[i].pinned);
+        if (cl[i].ref.bits != 0)
+            dv_ref_release(cl[i].ref);
+    }
+    dv__drv_host_unregister(env->ctx, g.raw_pinned);
+    dv__drv_mem_free(env->ctx, g.raw);
+    dv_ref_release(g.ref);
+    dv_actor_destroy(g.a);
+    free(g.pageable);
+    free(g.registered);
+    free(g.raw_pinned);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
-                 "                [--section alloc|random|actor|launch|all]\n"
-                 "                [--seconds S] [--max-size BYTES] [--peer LIB] [--csv]\n"
+                 "                [--section alloc|random|actor|launch|copy|all]\n"
+                 "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
+                 "                [--csv]\n"
                  "\n"
                  "Measures devactor against direct driver calls in the same run:\n"
                  "  alloc   allocate+free pair latency of every resource and stack at\n"
@@ -1067,11 +1425,18 @@ static void usage(FILE *out)
                  "          driver's stream-ordered pair (and the peer's) directly\n"
                  "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles,\n"
                  "          one stream and two alternating, beside a raw launch loop\n"
+                 "  copy    host<->device GB/s at 4 KiB..256 MiB through the actor from\n"
+                 "          dv_host_alloc, registered and pageable memory, beside the\n"
+                 "          driver's copies from page-locked and pageable memory; a 4 KiB\n"
+                 "          copy's round trip; the actor thread's busy share of a 1 GiB\n"
+                 "          pageable copy; 16 clients at once beside 16 threads calling\n"
+                 "          the driver\n"
                  "\n"
                  "  --seconds S    time per measurement (default 0.3)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"
                  "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
                  "                 caching allocator; also DV_BENCH_PEER\n"
+                 "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
                  "  --csv          machine-readable rows instead of tables\n"
                  "Exit status: 0, or 2 on a usage or device error.\n");
 }
@@ -1085,6 +1450,7 @@ int main(int argc, char **argv)
                                          {"max-size", required_argument, NULL, 'm'},
                                          {"csv", no_argument, NULL, 'c'},
                                          {"peer", required_argument, NULL, 'p'},
+                                         {"staging", required_argument, NULL, 'g'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     dv_driver_config cfg;
@@ -1098,7 +1464,7 @@ int main(int argc, char **argv)
     /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
      * (its memory is mapped lazily, so untouched bytes cost nothing). */
     cfg.sim.memory_bytes = UINT64_C(8) << 30;
-    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:ch", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:ch", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
             cfg.backend = strcmp(optarg, "cuda") == 0  ? DV_BACKEND_CUDA
@@ -1122,6 +1488,9 @@ int main(int argc, char **argv)
             break;
         case 'p':
             peer_path = optarg;
+            break;
+        case 'g':
+            copy_staging_bytes = strtoull(optarg, NULL, 0);
             break;
         case 'h':
             usage(stdout);
@@ -1159,6 +1528,8 @@ int main(int argc, char **argv)
         bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds, peer_path);
     if (strcmp(section, "all") == 0 || strcmp(section, "launch") == 0)
         bench_launches(drv, &env, device);
+    if (strcmp(section, "all") == 0 || strcmp(section, "copy") == 0)
+        bench_copies(drv, &env, device, seconds);
     dv__res_env_fini(&env);
     dv__driver_close(drv);
     return 0;

@@ -57,7 +57,10 @@
  *
  * Nothing is allocated in the hot loop: each thread has one 16 MiB host
  * buffer pair, its block table, its task slots and its latency histograms
- * from the start.
+ * from the start.  Every third thread's buffers are pageable (its copies
+ * are staged), every third's come from dv_host_alloc, and the rest are
+ * its own memory registered with dv_host_register; the report gives the
+ * copies' bandwidth for each.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -426,6 +429,7 @@ typedef struct worker {
     pthread_t thread;
     uint64_t rng;
     uint8_t *wbuf, *rbuf; /* MAX_BLOCK each: what we write, what we read */
+    int host_kind;        /* HOST_PAGEABLE, HOST_ALLOCATED or HOST_REGISTERED */
     block *blocks;
     uint32_t nlive;
     uint64_t next_block;
@@ -452,7 +456,14 @@ typedef struct worker {
     uint64_t rewrites_for_segments;
     uint64_t adds_without_inputs; /* no u32-constant inputs: a fill instead */
     uint64_t tasks_without_slot;  /* every task slot in flight: a copy_dtod instead */
+    uint64_t copied_bytes, copy_ns; /* host<->device copies that succeeded, time in them */
+    dv_order_token handover;        /* what it waited for, for the thread that joins it */
 } worker;
+
+/* Where a thread's host buffers come from: every third thread each. */
+enum { HOST_PAGEABLE, HOST_ALLOCATED, HOST_REGISTERED, HOST_KINDS };
+static const char *const host_kind_names[HOST_KINDS] = {"pageable (staged)", "dv_host_alloc",
+                                                        "dv_host_register"};
 
 /* cuMemcpyDtoDAsync_v2, for tasks on cuda (loaded at start). */
 typedef int (*cu_memcpy_dtod_async_fn)(uint64_t dst, uint64_t src, size_t bytes, void *stream);
@@ -684,11 +695,14 @@ static int verify(worker *w, uint32_t i, uint64_t off, uint64_t len)
     block *b = &w->blocks[i];
     dv_stream s = pick_stream(w);
     int rc;
+    uint64_t t0 = now_ns();
     TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, w->rbuf, b->ref, off, len, s));
     if (rc != DV_OK) {
         after_failure(w, i, rc, false);
         return rc;
     }
+    w->copy_ns += now_ns() - t0;
+    w->copied_bytes += len;
     remember(b, (note){.kind = OP_DTOH, .stream = s, .off = off, .len = len});
     if (!b->known)
         return DV_OK;
@@ -878,11 +892,14 @@ static void do_write(worker *w, uint32_t i, bool whole)
     pattern_fill(w->wbuf, ins.serial, ins.pos, len);
     dv_stream s = pick_other_stream(w, b->last_stream);
     int rc;
+    uint64_t t0 = now_ns();
     TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, b->ref, off, w->wbuf, len, s));
     if (rc != DV_OK) {
         after_failure(w, i, rc, true);
         return;
     }
+    w->copy_ns += now_ns() - t0;
+    w->copied_bytes += len;
     if (len == b->size) {
         b->segs[0] = ins;
         b->nsegs = 1;
@@ -1430,6 +1447,9 @@ static void *worker_main(void *arg)
         int rc;
         TIMED(w, OP_SYNC, rc, dv_sync(run.actor, s));
     }
+    /* Its host buffers go back on the main thread, after the join: what
+     * this thread waited for goes along (the checker cannot see a join). */
+    (void)dv_order_export(run.actor, &w->handover);
     return NULL;
 }
 
@@ -1456,6 +1476,9 @@ static void usage(FILE *out)
             "their accesses through handles, so the library's fences keep data right.\n"
             "The budget is below what the working sets want, so allocations are\n"
             "refused (DV_EOUT_OF_BUDGET): the thread releases a block and goes on.\n"
+            "A third of the threads copy with pageable host buffers (staged), a third\n"
+            "with dv_host_alloc buffers, a third with their own registered with\n"
+            "dv_host_register; the report gives each kind's copy bandwidth.\n"
             "The first line names the backend and device; a progress line goes to\n"
             "stderr (every second on a terminal, else every 5 s); the report goes to\n"
             "stdout.\n"
@@ -1918,13 +1941,25 @@ int main(int argc, char **argv)
         worker *w = &ws[i];
         w->index = i;
         w->rng = mix64(o->seed + (uint64_t)(i + 1) * UINT64_C(0xD1B54A32D192ED03));
-        w->wbuf = malloc(MAX_BLOCK);
-        w->rbuf = malloc(MAX_BLOCK);
+        w->host_kind = i % HOST_KINDS;
+        if (w->host_kind == HOST_ALLOCATED) {
+            if (dv_host_alloc(run.actor, MAX_BLOCK, (void **)&w->wbuf) != DV_OK ||
+                dv_host_alloc(run.actor, MAX_BLOCK, (void **)&w->rbuf) != DV_OK)
+                w->wbuf = w->rbuf = NULL;
+        } else {
+            w->wbuf = malloc(MAX_BLOCK);
+            w->rbuf = malloc(MAX_BLOCK);
+            if (w->host_kind == HOST_REGISTERED && w->wbuf != NULL && w->rbuf != NULL &&
+                (dv_host_register(run.actor, w->wbuf, MAX_BLOCK) != DV_OK ||
+                 dv_host_register(run.actor, w->rbuf, MAX_BLOCK) != DV_OK))
+                w->wbuf = w->rbuf = NULL;
+        }
         w->blocks = calloc(run.max_live, sizeof(block));
         for (unsigned k = 0; k < TASK_SLOTS; k++)
             atomic_init(&w->slots[k].busy, false);
         if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL) {
-            fprintf(stderr, "dv-stress: out of host memory for thread %d's buffers\n", i);
+            fprintf(stderr, "dv-stress: no %s buffers for thread %d: %s\n",
+                    host_kind_names[w->host_kind], i, dv_last_error()->message);
             dv_actor_destroy(run.actor);
             dv__driver_close(drv);
             return 2;
@@ -1977,8 +2012,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "\n");
 
     /* Every thread released everything and synced its streams; one more
-     * sync on every stream from here, then the actor's accounting. */
+     * sync on every stream from here, then the actor's accounting (its
+     * host memory given back first). */
     int end_errors = 0;
+    for (int i = 0; i < o->threads; i++) {
+        worker *w = &ws[i];
+        (void)dv_order_adopt(run.actor, &w->handover);
+        for (int k = 0; k < 2; k++) {
+            uint8_t *buf = k == 0 ? w->wbuf : w->rbuf;
+            int hrc = DV_OK;
+            if (buf != NULL && w->host_kind == HOST_ALLOCATED)
+                hrc = dv_host_free(run.actor, buf);
+            else if (buf != NULL && w->host_kind == HOST_REGISTERED)
+                hrc = dv_host_unregister(run.actor, buf);
+            if (hrc != DV_OK) {
+                fprintf(stderr, "dv-stress: thread %d's %s buffer: %s\n", i,
+                        host_kind_names[w->host_kind], dv_last_error()->message);
+                end_errors++;
+            }
+        }
+        if (w->host_kind == HOST_ALLOCATED)
+            w->wbuf = w->rbuf = NULL; /* the actor's memory, given back */
+    }
     for (dv_stream s = 0; s < run.streams; s++) {
         int src = dv_sync(run.actor, s);
         if (src == DV_ECONTEXT_LOST && o->faults) /* a poison noticed only now */
@@ -2034,6 +2089,20 @@ int main(int argc, char **argv)
            seconds, calls, (double)calls / seconds,
            human_bytes((double)all.bytes_verified, b1, sizeof(b1)),
            human_bytes((double)all.bytes_summed, b2, sizeof(b2)));
+    uint64_t kind_bytes[HOST_KINDS] = {0}, kind_ns[HOST_KINDS] = {0}, moved = 0;
+    for (int i = 0; i < o->threads; i++) {
+        kind_bytes[ws[i].host_kind] += ws[i].copied_bytes;
+        kind_ns[ws[i].host_kind] += ws[i].copy_ns;
+        moved += ws[i].copied_bytes;
+    }
+    printf("copies: %s between host and device (%s/s over the run); in the copy calls, by host "
+           "memory:",
+           human_bytes((double)moved, b1, sizeof(b1)),
+           human_bytes((double)moved / seconds, b2, sizeof(b2)));
+    for (int k = 0; k < HOST_KINDS; k++)
+        printf("%s %s %.2f GB/s", k ? "," : "", host_kind_names[k],
+               kind_ns[k] ? (double)kind_bytes[k] / (double)kind_ns[k] : 0.0);
+    printf("\n");
     printf("\n  %-12s %12s %10s %12s %12s %12s\n", "operation", "calls", "failed", "p50", "p99",
            "max");
     for (int k = 0; k < OP_KINDS; k++) {
@@ -2087,10 +2156,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < run.nmismatch; i++)
         printf("  %s\n", run.mismatch[i]);
 
-    bool leak = st.bytes_outstanding != 0 || st.refs_alive != 0;
-    printf("\nend: bytes outstanding %" PRIu64 ", refs alive %" PRIu64
+    bool leak = st.bytes_outstanding != 0 || st.refs_alive != 0 || st.host_bytes != 0 ||
+                st.host_registered != 0;
+    printf("\nend: bytes outstanding %" PRIu64 ", refs alive %" PRIu64 ", host bytes %" PRIu64
+           ", registered %" PRIu64
            " (after every thread released everything and a sync on every stream)%s\n",
-           st.bytes_outstanding, st.refs_alive, leak ? ": LEAK" : "");
+           st.bytes_outstanding, st.refs_alive, st.host_bytes, st.host_registered,
+           leak ? ": LEAK" : "");
+    printf("staging: %" PRIu64 " copies staged (%s), %" PRIu64 " waits for room, %" PRIu64
+           " copies done by the driver on the actor's thread\n",
+           st.staged_copies, human_bytes((double)st.staged_bytes, b1, sizeof(b1)),
+           st.staging_waits, st.direct_copies);
     printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
            " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " launches, %" PRIu64
            " tasks, %" PRIu64 " syncs, %" PRIu64 " failures, %u client rings\n",
@@ -2098,6 +2174,11 @@ int main(int argc, char **argv)
            st.tasks, st.syncs, st.failures, st.client_rings);
     printf("stream-order checker: %s, %" PRIu64 " hazards%s", checker, st.hazards,
            st.hazards != 0 ? ": FAIL" : "");
+    if (st.hazards != 0) {
+        dv_error_detail last;
+        if (dv_actor_last_hazard(run.actor, &last) == DV_OK)
+            printf(" (the latest: %s)", last.message);
+    }
     if (st.check_bytes != 0)
         printf("; holds %" PRIu64 " pieces in %" PRIu64 " bytes at the end, at most %" PRIu64
                " pieces in %" PRIu64 " bytes at a progress line",
