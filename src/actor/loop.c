@@ -4,6 +4,7 @@
  * for the device, and park when there is nothing to do.
  */
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include "actor/actor.h"
 
@@ -12,13 +13,26 @@
 /* Idle parks are bounded: the loop looks again at least this often even
  * if a wake-up were lost. */
 #define PARK_IDLE_NS 100000000u /* 100 ms */
-#define PARK_POLL_NS 20000u     /* 20 us: the device is working for someone */
-#define PARK_SLOW_NS 200000u    /* 200 us: ... and has been for a while */
+/* The device is working for someone: after a few yields the actor parks
+ * PARK_POLL_NS, twice as long every POLL_STEP parks, up to PARK_SLOW_NS.
+ * Short work is seen done within microseconds; work that takes long is
+ * looked at a few thousand times a second, so the actor's thread is not
+ * kept busy by waiting (a 100 ms copy costs it a few hundred looks). */
+#define PARK_POLL_NS 5000u   /* 5 us */
+#define PARK_SLOW_NS 200000u /* 200 us */
+#define POLL_YIELDS  64
+#define POLL_STEP    32
 /* An idle actor looks again this many times (a pause between: on recent
  * x86 one pause is ~140 cycles) before it sleeps: tens of microseconds,
  * so that a client's next request in a back-and-forth finds it awake,
  * soon, and needs no futex wake-up. */
 #define IDLE_LOOKS 512
+
+static uint32_t poll_park_ns(unsigned idle)
+{
+    unsigned doublings = (idle - POLL_YIELDS) / POLL_STEP;
+    return doublings >= 6 ? PARK_SLOW_NS : PARK_POLL_NS << doublings;
+}
 
 void *dv__actor_main(void *arg)
 {
@@ -26,6 +40,9 @@ void *dv__actor_main(void *arg)
     const dv_envelope *batch;
     unsigned idle = 0, looks = 0;
 
+    /* Parks are microseconds: without this the kernel's default timer
+     * slack (50 us) would stretch every one. */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     dv__res_env_adopt(&a->env);
     for (;;) {
         /* Read before the take: every post came before the close, so a
@@ -70,10 +87,10 @@ void *dv__actor_main(void *arg)
             /* The device is working for someone: poll, a little less
              * eagerly the longer it takes. */
             idle++;
-            if (idle < 64)
+            if (idle < POLL_YIELDS)
                 sched_yield();
             else
-                dv__inbox_park(a->inbox, idle < 1024 ? PARK_POLL_NS : PARK_SLOW_NS);
+                dv__inbox_park(a->inbox, poll_park_ns(idle));
         } else if (looks < IDLE_LOOKS) {
             looks++;
             __builtin_ia32_pause();

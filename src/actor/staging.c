@@ -15,7 +15,7 @@
 
 #define DEFAULT_STAGING_BYTES (UINT64_C(64) << 20)
 #define DEFAULT_CHUNK_BYTES   (UINT64_C(4) << 20)
-#define DEFAULT_COPY_THREADS  2u
+#define DEFAULT_COPY_THREADS  4u
 #define MAX_COPY_THREADS      64u
 #define WORD_STRIDE           16u /* u32 words: one 64-byte line each */
 
@@ -186,7 +186,7 @@ static void chunks_give(dv_staging *st, dv_stage_chunk **c, uint32_t n)
  *            wait for are written now, so that the stream goes on;
  *   ok       every step is enqueued and the host's are done.
  */
-static void pump_finish(dv_stage_job *j, int how)
+static void chunks_release(dv_stage_job *j, int how)
 {
     dv_staging *st = j->st;
     for (uint32_t c = 0; c < j->k; c++) {
@@ -207,7 +207,40 @@ static void pump_finish(dv_stage_job *j, int how)
         ch->need_host = word_load(ch->host_word);
     }
     chunks_give(st, j->chunk, j->k);
-    j->pumped = true;
+}
+
+static void help_unlist(dv_stage_job *j)
+{
+    dv_staging *st = j->st;
+    pthread_mutex_lock(&st->mu);
+    if (j->helped) {
+        if (j->help_prev != NULL)
+            j->help_prev->help_next = j->help_next;
+        else
+            st->help = j->help_next;
+        if (j->help_next != NULL)
+            j->help_next->help_prev = j->help_prev;
+        j->helped = false;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* One thread finishes: no more steps start, the ones under way end, then
+ * the chunks go back. */
+static void pump_finish(dv_stage_job *j, int how)
+{
+    bool no = false;
+    if (!atomic_compare_exchange_strong(&j->finishing, &no, true))
+        return; /* another thread does */
+    atomic_store(&j->stop, true);
+    /* Seq-cst against the stepper's increment and its load of stop: a
+     * step either sees stop or is counted here. */
+    backoff b = {0};
+    while (atomic_load(&j->active) != 0)
+        backoff_wait(&b);
+    help_unlist(j);
+    chunks_release(j, how);
+    atomic_store_explicit(&j->pumped, true, memory_order_release);
 }
 
 /*
@@ -226,11 +259,26 @@ static void data_copy(void *dst, const void *src, uint64_t len)
     atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* One step at most. */
+/* May sub-copy i's step start (the chunk ready for it)? */
+static bool step_ready(const dv_stage_job *j, uint32_t i, int state)
+{
+    const dv_stage_chunk *ch = j->chunk[i % j->k];
+    if (j->dir == DV_MSG_HTOD) /* the chunk's previous transfer is done */
+        return i < j->k ||
+               (state != DV_STAGE_POSTED && reached(word_load(ch->dev_word), gen_of(j, i - j->k)));
+    /* from the device: this sub-copy's transfer is done */
+    return state == DV_STAGE_ENQUEUED && reached(word_load(ch->dev_word), gen_of(j, i));
+}
+
+/*
+ * One step of j at most, on any thread.  Step i+k uses the chunk of step
+ * i only once the device is done with it, which it is only after step i's
+ * word: steps of one chunk never overlap, steps of different chunks do.
+ */
 static int pump(dv_stage_job *j)
 {
     dv_staging *st = j->st;
-    if (j->pumped)
+    if (atomic_load_explicit(&j->pumped, memory_order_acquire))
         return PUMP_DONE;
     int state = atomic_load_explicit(&j->state, memory_order_acquire);
     if (state != DV_STAGE_POSTED &&
@@ -242,28 +290,91 @@ static int pump(dv_stage_job *j)
         pump_finish(j, FINISH_REFUSED);
         return PUMP_DONE;
     }
-    if (j->next_sub == j->nsub) {
-        if (state == DV_STAGE_POSTED)
-            return PUMP_IDLE; /* the chunks' fate is the actor's to say */
+    uint32_t i = atomic_load(&j->claim);
+    if (i == j->nsub) {
+        /* The chunks' fate is the actor's to say; steps may be ending. */
+        if (state == DV_STAGE_POSTED || atomic_load(&j->done) != j->nsub)
+            return PUMP_IDLE;
         pump_finish(j, FINISH_OK);
         return PUMP_DONE;
     }
-    uint32_t i = j->next_sub;
+    if (!step_ready(j, i, state))
+        return PUMP_IDLE;
+    atomic_fetch_add(&j->active, 1);
+    if (atomic_load(&j->stop) || !atomic_compare_exchange_strong(&j->claim, &i, i + 1)) {
+        atomic_fetch_sub(&j->active, 1);
+        return PUMP_PROGRESS; /* another thread took it: look again */
+    }
     dv_stage_chunk *ch = j->chunk[i % j->k];
     uint64_t off = (uint64_t)i * st->chunk_bytes, len = sub_len(j, i);
-    if (j->dir == DV_MSG_HTOD) {
-        if (i >= j->k && (state == DV_STAGE_POSTED ||
-                          !reached(word_load(ch->dev_word), gen_of(j, i - j->k))))
-            return PUMP_IDLE;
+    if (j->dir == DV_MSG_HTOD)
         data_copy(ch->mem, j->host + off, len);
-    } else {
-        if (state != DV_STAGE_ENQUEUED || !reached(word_load(ch->dev_word), gen_of(j, i)))
-            return PUMP_IDLE;
+    else
         data_copy(j->host + off, ch->mem, len);
-    }
     word_store(ch->host_word, gen_of(j, i));
-    j->next_sub++;
+    atomic_fetch_add(&j->done, 1);
+    atomic_fetch_sub(&j->active, 1);
     return PUMP_PROGRESS;
+}
+
+/* A copy of several chunks is listed for idle copy threads to help. */
+static void help_list(dv_stage_job *j)
+{
+    dv_staging *st = j->st;
+    if (j->k < 2 || __atomic_load_n(&st->workers, __ATOMIC_ACQUIRE) == NULL)
+        return;
+    pthread_mutex_lock(&st->mu);
+    if (!atomic_load(&j->finishing)) {
+        j->helped = true;
+        j->help_prev = NULL;
+        j->help_next = st->help;
+        if (st->help != NULL)
+            st->help->help_prev = j;
+        st->help = j;
+    }
+    pthread_mutex_unlock(&st->mu);
+    for (uint32_t i = 0; i < st->nworkers; i++) {
+        pthread_mutex_lock(&st->workers[i].mu);
+        pthread_cond_signal(&st->workers[i].cv);
+        pthread_mutex_unlock(&st->workers[i].mu);
+    }
+}
+
+/* The pump is done: wait until no copy thread still helps with j (it is
+ * off the list, so none starts). */
+static void helpers_gone(dv_stage_job *j)
+{
+    backoff b = {0};
+    for (;;) {
+        pthread_mutex_lock(&j->st->mu);
+        uint32_t n = j->helpers;
+        pthread_mutex_unlock(&j->st->mu);
+        if (n == 0)
+            return;
+        backoff_wait(&b);
+    }
+}
+
+/* An idle copy thread does steps of a copy on the help list: true when
+ * it did any. */
+static bool help_one(dv_staging *st)
+{
+    pthread_mutex_lock(&st->mu);
+    dv_stage_job *j = st->help;
+    while (j != NULL && atomic_load(&j->claim) == j->nsub)
+        j = j->help_next;
+    if (j != NULL)
+        j->helpers++;
+    pthread_mutex_unlock(&st->mu);
+    if (j == NULL)
+        return false;
+    bool any = false;
+    for (int r; (r = pump(j)) == PUMP_PROGRESS;)
+        any = true;
+    pthread_mutex_lock(&st->mu);
+    j->helpers--;
+    pthread_mutex_unlock(&st->mu);
+    return any;
 }
 
 /* ------------------------------------------------------------------------
@@ -278,8 +389,9 @@ static bool job_settle(dv_stage_job *j)
         j->ordered_sent = true;
         dv__future_ordered(j->user);
     }
-    if (!j->pumped || !dv_future_done(&j->inner))
+    if (!atomic_load_explicit(&j->pumped, memory_order_acquire) || !dv_future_done(&j->inner))
         return false;
+    helpers_gone(j);
     dv__future_forward(j->user, &j->inner);
     free(j);
     return true;
@@ -293,8 +405,13 @@ static void *worker_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        while (w->incoming == NULL && mine == NULL && !w->stop)
-            pthread_cond_wait(&w->cv, &w->mu);
+        while (w->incoming == NULL && mine == NULL && !w->stop) {
+            pthread_mutex_unlock(&w->mu);
+            bool helped = help_one(w->st);
+            pthread_mutex_lock(&w->mu);
+            if (!helped && w->incoming == NULL && !w->stop)
+                pthread_cond_wait(&w->cv, &w->mu);
+        }
         while (w->incoming != NULL) {
             dv_stage_job *j = w->incoming;
             w->incoming = j->next;
@@ -318,6 +435,8 @@ static void *worker_main(void *arg)
                 pp = &j->next;
             }
         }
+        if (!progress)
+            progress = help_one(w->st);
         if (progress)
             b.n = 0;
         else
@@ -373,6 +492,7 @@ static int worker_submit(dv_staging *st, dv_stage_job *j)
         atomic_load_explicit(&w->njobs, memory_order_relaxed))
         w = o;
     atomic_fetch_add_explicit(&w->njobs, 1, memory_order_relaxed);
+    help_list(j); /* before the owner has it: it may settle and free it */
     pthread_mutex_lock(&w->mu);
     j->next = w->incoming;
     w->incoming = j;
@@ -496,8 +616,8 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
     rc = dv__actor_post(a, &m, &j->inner);
     if (rc != DV_OK) {
         /* Nothing was enqueued: the chunks are as they were. */
-        atomic_store_explicit(&j->state, DV_STAGE_REFUSED, memory_order_relaxed);
         j->abort_gen = atomic_load(&st->abort_gen);
+        atomic_store_explicit(&j->state, DV_STAGE_REFUSED, memory_order_relaxed);
         pump_finish(j, FINISH_REFUSED);
         if (f != NULL) {
             dv__future_forward(f, &j->inner);
@@ -516,6 +636,7 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         }
         return DV_OK;
     }
+    help_list(j);
     backoff b = {0};
     for (int r; (r = pump(j)) != PUMP_DONE;) {
         if (r == PUMP_IDLE)
@@ -523,6 +644,7 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         else
             b.n = 0;
     }
+    helpers_gone(j);
     return dv_future_wait(&j->inner);
 }
 

@@ -94,8 +94,17 @@ typedef struct dv_stage_job {
     unsigned char *host;
     uint64_t bytes;
     uint32_t nsub, k, prefilled;
-    uint32_t next_sub; /* the pump's next sub-copy */
-    bool pumped;   /* the pump is done with the caller's buffer and the chunks */
+    /* The host's side: any thread may do a step (its owner, a copy thread
+     * helping), one at a time per sub-copy (claim), several at once. */
+    _Atomic uint32_t claim;   /* the next sub-copy to do */
+    _Atomic uint32_t done;    /* steps done */
+    _Atomic uint32_t active;  /* threads in a step */
+    _Atomic bool stop;        /* finishing: no more steps */
+    _Atomic bool finishing;   /* one thread finishes */
+    _Atomic bool pumped;      /* done with the caller's buffer and the chunks */
+    uint32_t helpers;         /* copy threads helping now (staging's mu) */
+    bool helped;              /* on the staging's list of copies to help (mu) */
+    struct dv_stage_job *help_prev, *help_next;
     dv_stage_chunk *chunk[DV_STAGE_K];
     uint32_t g0[DV_STAGE_K]; /* each chunk's generation before this copy */
     /* The actor's, published by state (release). */
@@ -131,6 +140,7 @@ typedef struct dv_staging {
     dv_stage_worker *workers;
     uint32_t nworkers;
     _Atomic uint32_t next_worker;
+    dv_stage_job *help; /* copies of more than one chunk, to help (mu) */
 } dv_staging;
 
 enum { DV_STAGING_NONE = 0, DV_STAGING_READY, DV_STAGING_FAILED };

@@ -29,12 +29,12 @@
 
 static dv_kernel *spin;
 
-static dv_actor *make(uint64_t host_budget, bool check)
+static dv_actor *make_on(dv_backend backend, uint64_t host_budget, bool check)
 {
     dv_actor_config cfg;
     dv_actor *a = NULL;
     dv_actor_config_init(&cfg);
-    cfg.backend = HOSTMEM_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+    cfg.backend = backend;
     cfg.streams = 3;
     cfg.host_budget_bytes = host_budget;
     cfg.check_order = check;
@@ -47,6 +47,11 @@ static dv_actor *make(uint64_t host_budget, bool check)
     if (dv_kernel_get(a, NULL, 0, "spin", &spin) != DV_OK)
         bail_out("no spin kernel: %s", dv_last_error()->message);
     return a;
+}
+
+static dv_actor *make(uint64_t host_budget, bool check)
+{
+    return make_on(HOSTMEM_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM, host_budget, check);
 }
 
 static dv_actor_stats stats(dv_actor *a)
@@ -293,7 +298,8 @@ static void test_reset(void)
 
 static void test_bad_pointers(void)
 {
-    dv_actor *a = make(0, false), *b = make(0, false);
+    /* b on a device of its own (one actor owns a device). */
+    dv_actor *a = make(0, false), *b = make_on(DV_BACKEND_SIM, 0, false);
     unsigned char *p = NULL, *q = NULL;
     dv_host_alloc(a, 8192, (void **)&p);
     dv_host_alloc(b, 8192, (void **)&q);
