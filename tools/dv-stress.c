@@ -1968,6 +1968,8 @@ int main(int argc, char **argv)
 
     uint64_t t0 = now_ns();
     int started = 0;
+    dv_actor_stats st0 = {0};
+    (void)dv_actor_stats_get(run.actor, &st0);
     for (; started < o->threads; started++) {
         if (pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]) != 0) {
             fprintf(stderr, "dv-stress: cannot start thread %d\n", started);
@@ -2167,6 +2169,8 @@ int main(int argc, char **argv)
            " copies done by the driver on the actor's thread\n",
            st.staged_copies, human_bytes((double)st.staged_bytes, b1, sizeof(b1)),
            st.staging_waits, st.direct_copies);
+    printf("actor thread: busy %.1f %% of the run (its CPU time)\n",
+           100.0 * (double)(st.actor_cpu_ns - st0.actor_cpu_ns) / (seconds * 1e9));
     printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
            " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " launches, %" PRIu64
            " tasks, %" PRIu64 " syncs, %" PRIu64 " failures, %u client rings\n",

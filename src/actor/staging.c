@@ -317,14 +317,21 @@ static int pump(dv_stage_job *j)
     return PUMP_PROGRESS;
 }
 
-/* A copy of several chunks is listed for idle copy threads to help. */
+static int workers_start(dv_staging *st);
+
+/* A copy of several chunks is listed for idle copy threads to help (they
+ * are started at the first such copy). */
 static void help_list(dv_stage_job *j)
 {
     dv_staging *st = j->st;
-    if (j->k < 2 || __atomic_load_n(&st->workers, __ATOMIC_ACQUIRE) == NULL)
+    if (j->k < 2)
         return;
     pthread_mutex_lock(&st->mu);
-    if (!atomic_load(&j->finishing)) {
+    if (st->workers == NULL && workers_start(st) != DV_OK) {
+        pthread_mutex_unlock(&st->mu); /* no help: the owner does every step */
+        return;
+    }
+    if (!j->helped && !atomic_load(&j->finishing)) {
         j->helped = true;
         j->help_prev = NULL;
         j->help_next = st->help;
@@ -601,11 +608,17 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         j->g0[c] = j->chunk[c]->gen;
         j->chunk[c]->gen += (j->nsub - c + j->k - 1) / j->k;
     }
-    /* The first sub-copy to the device is filled before the post (the
-     * stream then need not wait for it), except on an actor's thread. */
+    /* To the device: every chunk is filled once before the post, copy
+     * threads helping, so that the stream waits for no fill in a copy of
+     * up to k chunks (and for the later fills of a longer one only); not
+     * on an actor's thread (a copy thread fills them there). */
     if (dir == DV_MSG_HTOD && !serving) {
-        (void)pump(j);
-        j->prefilled = 1;
+        help_list(j);
+        backoff b = {0};
+        while (atomic_load(&j->done) < j->k)
+            if (pump(j) == PUMP_IDLE)
+                backoff_wait(&b);
+        j->prefilled = j->k;
     }
     dv_future_init(&j->inner, f != NULL ? (f->flags & DV_FUTURE_TRY) : 0);
     if (serving)
@@ -619,6 +632,7 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         j->abort_gen = atomic_load(&st->abort_gen);
         atomic_store_explicit(&j->state, DV_STAGE_REFUSED, memory_order_relaxed);
         pump_finish(j, FINISH_REFUSED);
+        helpers_gone(j);
         if (f != NULL) {
             dv__future_forward(f, &j->inner);
             free(j);
@@ -636,7 +650,8 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         }
         return DV_OK;
     }
-    help_list(j);
+    if (dir == DV_MSG_DTOH)
+        help_list(j);
     backoff b = {0};
     for (int r; (r = pump(j)) != PUMP_DONE;) {
         if (r == PUMP_IDLE)
