@@ -1970,6 +1970,8 @@ int main(int argc, char **argv)
     int started = 0;
     dv_actor_stats st0 = {0};
     (void)dv_actor_stats_get(run.actor, &st0);
+    uint64_t calls0[DV_CALL__COUNT];
+    dv__driver_call_counts(drv, calls0);
     for (; started < o->threads; started++) {
         if (pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]) != 0) {
             fprintf(stderr, "dv-stress: cannot start thread %d\n", started);
@@ -2171,6 +2173,28 @@ int main(int argc, char **argv)
            st.staging_waits, st.direct_copies);
     printf("actor thread: busy %.1f %% of the run (its CPU time)\n",
            100.0 * (double)(st.actor_cpu_ns - st0.actor_cpu_ns) / (seconds * 1e9));
+    /* What the run cost the driver, the most frequent calls first. */
+    uint64_t calls1[DV_CALL__COUNT], ncalls = 0;
+    dv__driver_call_counts(drv, calls1);
+    int order[DV_CALL__COUNT];
+    for (int c = 0; c < DV_CALL__COUNT; c++) {
+        calls1[c] -= calls0[c];
+        ncalls += calls1[c];
+        order[c] = c;
+    }
+    for (int x = 1; x < DV_CALL__COUNT; x++) /* insertion sort, descending */
+        for (int y = x; y > 0 && calls1[order[y]] > calls1[order[y - 1]]; y--) {
+            int t = order[y];
+            order[y] = order[y - 1];
+            order[y - 1] = t;
+        }
+    double msgs = (double)(st.messages - st0.messages);
+    printf("driver: %" PRIu64 " calls (%.2f per message):", ncalls,
+           msgs > 0 ? (double)ncalls / msgs : 0.0);
+    for (int x = 0; x < 8 && calls1[order[x]] > 0; x++)
+        printf("%s %s %.2f", x ? "," : "", dv__drv_call_name((dv_drv_call)order[x]),
+               msgs > 0 ? (double)calls1[order[x]] / msgs : 0.0);
+    printf("\n");
     printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
            " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " launches, %" PRIu64
            " tasks, %" PRIu64 " syncs, %" PRIu64 " failures, %u client rings\n",

@@ -5,6 +5,7 @@
  */
 #include <sched.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 #include "actor/actor.h"
 
@@ -22,6 +23,12 @@
 #define PARK_SLOW_NS 200000u /* 200 us */
 #define POLL_YIELDS  64
 #define POLL_STEP    32
+/* The device is asked at most this often while the actor spins (each
+ * look is a query per stream that waits: a look per spin would cost more
+ * than the messages themselves), and at most every POLL_BUSY_NS while
+ * messages keep coming (the work it waits for then takes longer). */
+#define POLL_GAP_NS  5000u
+#define POLL_BUSY_NS 20000u
 /* An idle actor looks again this many times (a pause between: on recent
  * x86 one pause is ~140 cycles) before it sleeps: tens of microseconds,
  * so that a client's next request in a back-and-forth finds it awake,
@@ -30,8 +37,17 @@
 
 static uint32_t poll_park_ns(unsigned idle)
 {
+    if (idle < POLL_YIELDS)
+        return POLL_GAP_NS;
     unsigned doublings = (idle - POLL_YIELDS) / POLL_STEP;
     return doublings >= 6 ? PARK_SLOW_NS : PARK_POLL_NS << doublings;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void *dv__actor_main(void *arg)
@@ -39,6 +55,7 @@ void *dv__actor_main(void *arg)
     dv_actor *a = arg;
     const dv_envelope *batch;
     unsigned idle = 0, looks = 0;
+    uint64_t last_poll = 0;
 
     /* Parks are microseconds: without this the kernel's default timer
      * slack (50 us) would stretch every one. */
@@ -66,12 +83,14 @@ void *dv__actor_main(void *arg)
             looks = 0;
         }
         if (a->npending > 0) {
+            uint64_t now = now_ns();
             if (lost) {
                 dv_error_detail d;
                 dv__lost_detail(a, &d);
                 dv__fail_pending(a, DV_EDEVICE_LOST, &d);
-            } else {
+            } else if (now - last_poll >= (n > 0 ? POLL_BUSY_NS : poll_park_ns(idle))) {
                 dv__poll_completions(a);
+                last_poll = now;
             }
         }
         if (a->host_jobs != NULL)

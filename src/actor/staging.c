@@ -362,9 +362,12 @@ static void helpers_gone(dv_stage_job *j)
     }
 }
 
-/* An idle copy thread does steps of a copy on the help list: true when
- * it did any. */
-static bool help_one(dv_staging *st)
+enum { HELP_NONE, HELP_WAIT, HELP_DID };
+
+/* An idle copy thread does steps of a copy on the help list: HELP_DID
+ * when it did any, HELP_WAIT when a listed copy has steps left that are
+ * not ready yet (look again soon), HELP_NONE when there is none. */
+static int help_one(dv_staging *st)
 {
     pthread_mutex_lock(&st->mu);
     dv_stage_job *j = st->help;
@@ -374,14 +377,14 @@ static bool help_one(dv_staging *st)
         j->helpers++;
     pthread_mutex_unlock(&st->mu);
     if (j == NULL)
-        return false;
+        return HELP_NONE;
     bool any = false;
     for (int r; (r = pump(j)) == PUMP_PROGRESS;)
         any = true;
     pthread_mutex_lock(&st->mu);
     j->helpers--;
     pthread_mutex_unlock(&st->mu);
-    return any;
+    return any ? HELP_DID : HELP_WAIT;
 }
 
 /* ------------------------------------------------------------------------
@@ -414,9 +417,13 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&w->mu);
         while (w->incoming == NULL && mine == NULL && !w->stop) {
             pthread_mutex_unlock(&w->mu);
-            bool helped = help_one(w->st);
+            int h = help_one(w->st);
+            if (h == HELP_WAIT)
+                backoff_wait(&b);
+            else if (h == HELP_DID)
+                b.n = 0;
             pthread_mutex_lock(&w->mu);
-            if (!helped && w->incoming == NULL && !w->stop)
+            if (h == HELP_NONE && w->incoming == NULL && !w->stop)
                 pthread_cond_wait(&w->cv, &w->mu);
         }
         while (w->incoming != NULL) {
@@ -443,7 +450,7 @@ static void *worker_main(void *arg)
             }
         }
         if (!progress)
-            progress = help_one(w->st);
+            progress = help_one(w->st) == HELP_DID;
         if (progress)
             b.n = 0;
         else

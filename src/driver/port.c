@@ -164,8 +164,9 @@ static const char *kind_name(int kind)
 #define OPS(obj) (OBJ(obj)->drv->ops)
 
 /* Map a backend's raw code: 0 stays 0, else detail and status. */
-static int drv_result(const dv_driver *drv, dv_drv_call call, int code)
+static int drv_result(dv_driver *drv, dv_drv_call call, int code)
 {
+    atomic_fetch_add_explicit(&drv->calls[call], 1, memory_order_relaxed);
     if (code == DV_CU_SUCCESS)
         return DV_OK;
     return dv__fail_driver(drv, call_names[call], code);
@@ -493,6 +494,12 @@ void dv__drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer)
 {
     if (obj_alive(ctx, DV_DRV_CTX))
         OBJ(ctx)->shadow = (void *)observer;
+}
+
+void dv__driver_call_counts(const dv_driver *drv, uint64_t out[DV_CALL__COUNT])
+{
+    for (int c = 0; c < DV_CALL__COUNT; c++)
+        out[c] = atomic_load_explicit(&drv->calls[c], memory_order_relaxed);
 }
 
 void dv__driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits)

@@ -373,6 +373,8 @@ typedef struct dv_drv_observer {
 } dv_drv_observer;
 /* Set (or, with NULL, clear) the observer of ctx; it must outlive its use. */
 void dv__drv_ctx_set_observer(dv_drv_ctx *ctx, const dv_drv_observer *observer);
+/* Calls made through the port so far, by kind (DV_CALL__COUNT of them). */
+void dv__driver_call_counts(const dv_driver *drv, uint64_t out[DV_CALL__COUNT]);
 /* Event records and stream waits made through the port so far. */
 void dv__driver_order_counts(const dv_driver *drv, uint64_t *records, uint64_t *waits);
 /* The observer's slot in an event or stream object. */
@@ -562,6 +564,9 @@ struct dv_driver {
     dv_drv_obj live_head;
     /* Ordering calls made through the port (tests check batching). */
     _Atomic uint64_t event_records, stream_waits;
+    /* Every call made through the port, by kind (what a workload costs
+     * the driver: dv-stress reports it). */
+    _Atomic uint64_t calls[DV_CALL__COUNT];
 };
 
 extern const dv_driver_ops dv__sim_ops;
