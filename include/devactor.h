@@ -302,11 +302,12 @@ typedef struct dv_actor_config {
                         * every actor by the environment, DV_CHECK_ORDER=1) */
     /* Host memory (dv_host_alloc, staging of pageable copies). */
     uint64_t host_budget_bytes;   /* page-locked bytes the actor may hold, 0: no limit */
-    uint64_t staging_bytes;       /* staging for pageable copies (default 64 MiB); made
-                                   * at the first such copy */
-    uint64_t staging_chunk_bytes; /* one step of a staged copy (default 4 MiB) */
+    uint64_t staging_bytes;       /* staging for pageable copies (default 128 MiB);
+                                   * made at the first such copy */
+    uint64_t staging_chunk_bytes; /* one step of a staged copy (default 8 MiB) */
     uint32_t copy_threads;        /* threads that move the data of _async pageable
-                                   * copies (default 2), started at the first one */
+                                   * copies and help the larger ones (default 4),
+                                   * started at the first that needs them */
     /* The simulated device (when the sim backend runs). */
     int sim_devices;           /* 0: 1 */
     uint64_t sim_memory_bytes; /* 0: 1 GiB */

@@ -13,8 +13,8 @@
 #include "actor/recorder.h"
 #include "base/tsan.h"
 
-#define DEFAULT_STAGING_BYTES (UINT64_C(64) << 20)
-#define DEFAULT_CHUNK_BYTES   (UINT64_C(4) << 20)
+#define DEFAULT_STAGING_BYTES (UINT64_C(128) << 20)
+#define DEFAULT_CHUNK_BYTES   (UINT64_C(8) << 20)
 #define DEFAULT_COPY_THREADS  4u
 #define MAX_COPY_THREADS      64u
 #define WORD_STRIDE           16u /* u32 words: one 64-byte line each */
@@ -789,35 +789,54 @@ typedef struct staged_call {
     uint64_t offset;
 } staged_call;
 
+/* The stream's wait before sub-copy i's transfer, if it has one: to the
+ * device, its fill (unless filled before the post); from the device, the
+ * emptying of the chunk's previous use. */
+static bool wait_before(const dv_stage_job *j, uint32_t i, dv_drv_value_op *op)
+{
+    const dv_stage_chunk *c = j->chunk[i % j->k];
+    if (j->dir == DV_MSG_HTOD ? i < j->prefilled : i < j->k)
+        return false;
+    *op = (dv_drv_value_op){c->host_word_d, gen_of(j, j->dir == DV_MSG_HTOD ? i : i - j->k), true};
+    return true;
+}
+
+/*
+ * Two calls per sub-copy: its transfer, then one batch of the word that
+ * says it is done and the wait before the next one (and, after the last
+ * transfer from the device, the waits for every chunk's emptying).
+ * started and written say how far it got, for a refusal part way.
+ */
 static int enqueue_staged(dv_recorder *r, void *arg)
 {
     staged_call *sc = arg;
     dv_stage_job *j = sc->j;
     dv_drv_stream *s = r->a->env.streams[r->stream];
     uint64_t dev = sc->slot->block.ptr + sc->offset, chunk = j->st->chunk_bytes;
+    dv_drv_value_op ops[1 + DV_STAGE_K];
     int rc = DV_OK;
+    j->started = 1;
+    if (wait_before(j, 0, &ops[0]))
+        rc = dv__drv_value_ops(s, ops, 1);
     for (uint32_t i = 0; i < j->nsub && rc == DV_OK; i++) {
         dv_stage_chunk *c = j->chunk[i % j->k];
         uint64_t off = (uint64_t)i * chunk, len = sub_len(j, i);
-        j->started = i + 1;
-        if (j->dir == DV_MSG_HTOD) {
-            if (i >= j->prefilled)
-                rc = dv__drv_wait_value32(s, c->host_word_d, gen_of(j, i));
-            if (rc == DV_OK)
-                rc = dv__drv_memcpy_htod(s, dev + off, c->mem, len);
-        } else {
-            if (i >= j->k)
-                rc = dv__drv_wait_value32(s, c->host_word_d, gen_of(j, i - j->k));
-            if (rc == DV_OK)
-                rc = dv__drv_memcpy_dtoh(s, c->mem, dev + off, len);
-        }
-        if (rc == DV_OK && (rc = dv__drv_write_value32(s, c->dev_word_d, gen_of(j, i))) == DV_OK)
+        rc = j->dir == DV_MSG_HTOD ? dv__drv_memcpy_htod(s, dev + off, c->mem, len)
+                                   : dv__drv_memcpy_dtoh(s, c->mem, dev + off, len);
+        if (rc != DV_OK)
+            break;
+        unsigned n = 0;
+        ops[n++] = (dv_drv_value_op){c->dev_word_d, gen_of(j, i), false};
+        bool next = i + 1 < j->nsub && wait_before(j, i + 1, &ops[n]);
+        n += next;
+        for (uint32_t k = 0; j->dir == DV_MSG_DTOH && i + 1 == j->nsub && k < j->k; k++)
+            ops[n++] = (dv_drv_value_op){j->chunk[k]->host_word_d,
+                                         gen_of(j, last_on(j, k, j->nsub)), true};
+        if ((rc = dv__drv_value_ops(s, ops, n)) == DV_OK) {
             j->written = i + 1;
+            j->started = i + 1 < j->nsub ? i + 2 : j->nsub;
+        }
     }
-    /* From the device: what follows on the stream comes after the host
-     * has emptied the last chunks. */
-    for (uint32_t c = 0; j->dir == DV_MSG_DTOH && rc == DV_OK && c < j->k; c++)
-        rc = dv__drv_wait_value32(s, j->chunk[c]->host_word_d, gen_of(j, last_on(j, c, j->nsub)));
     return rc;
 }
 

@@ -99,8 +99,7 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuMemHostRegister)                                                                           \
     X(cuMemHostUnregister)                                                                         \
     X(cuMemHostGetDevicePointer)                                                                   \
-    X(cuStreamWriteValue32)                                                                        \
-    X(cuStreamWaitValue32)                                                                         \
+    X(cuStreamBatchMemOp)                                                                          \
     X(cuStreamBeginCapture)                                                                        \
     X(cuStreamEndCapture)                                                                          \
     X(cuStreamGetCaptureInfo)                                                                      \
@@ -981,22 +980,28 @@ static int cu_host_dptr(dv_drv_obj *ctx, void *p, dv_dptr *out)
     return (int)rc;
 }
 
-/* The default write orders the store after every earlier write of the
- * stream (a copy's data lands before the word that says it did). */
-static int cu_write_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
+/* A write orders its store after every earlier write of the stream (a
+ * copy's data lands before the word that says it did). */
+static int cu_value_ops(dv_drv_obj *stream, const dv_drv_value_op *ops, unsigned n)
 {
     struct cu_stream *s = (struct cu_stream *)stream;
+    CUstreamBatchMemOpParams p[DV_DRV_MAX_VALUE_OPS];
+    memset(p, 0, n * sizeof(p[0]));
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].wait) {
+            p[i].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+            p[i].waitValue.address = (CUdeviceptr)ops[i].addr;
+            p[i].waitValue.value = ops[i].value;
+            p[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        } else {
+            p[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+            p[i].writeValue.address = (CUdeviceptr)ops[i].addr;
+            p[i].writeValue.value = ops[i].value;
+            p[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        }
+    }
     CU_TRY(cu_enter(stream));
-    return (int)cu_api_of(stream)->cuStreamWriteValue32(s->s, (CUdeviceptr)addr, value,
-                                                        CU_STREAM_WRITE_VALUE_DEFAULT);
-}
-
-static int cu_wait_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
-{
-    struct cu_stream *s = (struct cu_stream *)stream;
-    CU_TRY(cu_enter(stream));
-    return (int)cu_api_of(stream)->cuStreamWaitValue32(s->s, (CUdeviceptr)addr, value,
-                                                       CU_STREAM_WAIT_VALUE_GEQ);
+    return (int)cu_api_of(stream)->cuStreamBatchMemOp(s->s, n, p, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -1268,8 +1273,7 @@ const dv_driver_ops dv__cuda_ops = {
     .host_register = cu_host_register,
     .host_unregister = cu_host_unregister,
     .host_dptr = cu_host_dptr,
-    .write_value32 = cu_write_value32,
-    .wait_value32 = cu_wait_value32,
+    .value_ops = cu_value_ops,
     .native_stream = cu_native_stream,
     .make_current = cu_make_current,
     .capture_begin = cu_capture_begin,

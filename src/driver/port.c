@@ -929,24 +929,19 @@ int dv__drv_host_dptr(dv_drv_ctx *ctx, void *p, dv_dptr *out)
     return drv_result(OBJ(ctx)->drv, DV_CALL_HOST_DPTR, OPS(ctx)->host_dptr(OBJ(ctx), p, out));
 }
 
-int dv__drv_write_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value)
+int dv__drv_value_ops(dv_drv_stream *stream, const dv_drv_value_op *ops, unsigned n)
 {
-    CHECK_OBJ(stream, DV_DRV_STREAM, "write_value32");
-    CHECK_PTR(addr, "addr", "write_value32");
-    if (addr % 4 != 0)
-        return dv__fail(DV_EINVAL, "write_value32", "write_value32: address not 4-aligned");
-    return drv_result(OBJ(stream)->drv, DV_CALL_WRITE_VALUE,
-                      OPS(stream)->write_value32(OBJ(stream), addr, value));
-}
-
-int dv__drv_wait_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value)
-{
-    CHECK_OBJ(stream, DV_DRV_STREAM, "wait_value32");
-    CHECK_PTR(addr, "addr", "wait_value32");
-    if (addr % 4 != 0)
-        return dv__fail(DV_EINVAL, "wait_value32", "wait_value32: address not 4-aligned");
-    return drv_result(OBJ(stream)->drv, DV_CALL_WAIT_VALUE,
-                      OPS(stream)->wait_value32(OBJ(stream), addr, value));
+    CHECK_OBJ(stream, DV_DRV_STREAM, "batch_mem_op");
+    CHECK_PTR(ops, "ops", "batch_mem_op");
+    if (n == 0 || n > DV_DRV_MAX_VALUE_OPS)
+        return dv__fail(DV_EINVAL, "batch_mem_op", "batch_mem_op: %u operations (1..%d)", n,
+                        DV_DRV_MAX_VALUE_OPS);
+    for (unsigned i = 0; i < n; i++)
+        if (ops[i].addr == 0 || ops[i].addr % 4 != 0)
+            return dv__fail(DV_EINVAL, "batch_mem_op",
+                            "batch_mem_op: operation %u's address is NULL or not 4-aligned", i);
+    return drv_result(OBJ(stream)->drv, DV_CALL_VALUE_OPS,
+                      OPS(stream)->value_ops(OBJ(stream), ops, n));
 }
 
 int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)

@@ -162,8 +162,7 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(HOST_REGISTER, "host_register")                                                              \
     X(HOST_UNREGISTER, "host_unregister")                                                          \
     X(HOST_DPTR, "host_device_pointer")                                                            \
-    X(WRITE_VALUE, "write_value32")                                                                \
-    X(WAIT_VALUE, "wait_value32")
+    X(VALUE_OPS, "batch_mem_op")
 
 typedef enum dv_drv_call {
 #define DV__DRV_CALL_ENUM(id, name) DV_CALL_##id,
@@ -293,15 +292,21 @@ int dv__drv_host_unregister(dv_drv_ctx *ctx, void *p);
 int dv__drv_host_dptr(dv_drv_ctx *ctx, void *p, dv_dptr *out);
 
 /*
- * Stream memory operations on a 32-bit word (registered host memory or
- * device memory, by its device address).  write: once the stream gets
- * here, after everything before it on the stream is visible, store value.
- * wait: later work on the stream waits until (int32_t)(*addr - value) >= 0
+ * Stream memory operations on 32-bit words (registered host memory or
+ * device memory, by device address), n of them in order as one call
+ * (cuStreamBatchMemOp).  A write, once the stream gets there and
+ * everything before it on the stream is visible, stores value; a wait
+ * makes later work on the stream wait until (int32_t)(*addr - value) >= 0
  * (a cyclic greater-or-equal), however long that takes: the host thread
  * that is to store the word must not itself wait for this stream.
  */
-int dv__drv_write_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value);
-int dv__drv_wait_value32(dv_drv_stream *stream, dv_dptr addr, uint32_t value);
+#define DV_DRV_MAX_VALUE_OPS 16
+typedef struct dv_drv_value_op {
+    dv_dptr addr;
+    uint32_t value;
+    bool wait; /* else a write */
+} dv_drv_value_op;
+int dv__drv_value_ops(dv_drv_stream *stream, const dv_drv_value_op *ops, unsigned n);
 
 /* The backend's own handle of a stream (a CUstream), NULL on the sim or
  * for a dead handle; for library calls (cuBLAS, cuFFT, NCCL) in tasks. */
@@ -531,8 +536,7 @@ typedef struct dv_driver_ops {
     int (*host_register)(dv_drv_obj *ctx, void *p, uint64_t bytes);
     int (*host_unregister)(dv_drv_obj *ctx, void *p);
     int (*host_dptr)(dv_drv_obj *ctx, void *p, dv_dptr *out);
-    int (*write_value32)(dv_drv_obj *stream, dv_dptr addr, uint32_t value);
-    int (*wait_value32)(dv_drv_obj *stream, dv_dptr addr, uint32_t value);
+    int (*value_ops)(dv_drv_obj *stream, const dv_drv_value_op *ops, unsigned n);
     /* For library calls made on the owning thread (tasks): the backend's
      * own stream handle (CUstream; NULL on the sim), and making a context
      * current on the calling thread (a no-op on the sim). */

@@ -1598,29 +1598,27 @@ static int sim_host_dptr(dv_drv_obj *ctx, void *p, dv_dptr *out)
     return DV_CU_SUCCESS;
 }
 
-static int value_op(struct sim_stream *s, enum op_kind kind, dv_dptr addr, uint32_t value)
+/* Every word checked before any op is enqueued: a refused batch leaves
+ * nothing behind. */
+static int sim_value_ops(dv_drv_obj *stream, const dv_drv_value_op *ops, unsigned n)
 {
-    uint32_t *w = value_word(s->dev, addr);
-    if (w == NULL)
-        return DV_CU_INVALID_VALUE;
-    struct sim_op *op = op_new(kind);
-    if (op == NULL)
-        return DV_CU_OUT_OF_MEMORY;
-    op->u.value.word = w;
-    op->u.value.value = value;
-    return enqueue(s, op);
-}
-
-static int sim_write_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
-{
-    SIM_ENTER(STREAM(stream)->dev, DV_CALL_WRITE_VALUE);
-    return value_op(STREAM(stream), OP_WRITE_VALUE, addr, value);
-}
-
-static int sim_wait_value32(dv_drv_obj *stream, dv_dptr addr, uint32_t value)
-{
-    SIM_ENTER(STREAM(stream)->dev, DV_CALL_WAIT_VALUE);
-    return value_op(STREAM(stream), OP_WAIT_VALUE, addr, value);
+    struct sim_stream *s = STREAM(stream);
+    struct sim_op *op[DV_DRV_MAX_VALUE_OPS];
+    SIM_ENTER(s->dev, DV_CALL_VALUE_OPS);
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t *w = value_word(s->dev, ops[i].addr);
+        op[i] = w != NULL ? op_new(ops[i].wait ? OP_WAIT_VALUE : OP_WRITE_VALUE) : NULL;
+        if (op[i] == NULL) {
+            for (unsigned k = 0; k <= i; k++)
+                free(op[k]);
+            return w == NULL ? DV_CU_INVALID_VALUE : DV_CU_OUT_OF_MEMORY;
+        }
+        op[i]->u.value.word = w;
+        op[i]->u.value.value = ops[i].value;
+    }
+    for (unsigned i = 0; i < n; i++)
+        (void)enqueue(s, op[i]);
+    return DV_CU_SUCCESS;
 }
 
 static int sim_host_fn(dv_drv_obj *stream, dv_host_fn fn, void *arg)
@@ -1855,8 +1853,7 @@ const dv_driver_ops dv__sim_ops = {
     .host_register = sim_host_register,
     .host_unregister = sim_host_unregister,
     .host_dptr = sim_host_dptr,
-    .write_value32 = sim_write_value32,
-    .wait_value32 = sim_wait_value32,
+    .value_ops = sim_value_ops,
     .native_stream = NULL,
     .make_current = NULL,
     .error_name = NULL,

@@ -312,8 +312,8 @@ static void test_driver_error(void)
     }
     dv_actor *a = make();
     ok(round_trip(a, 100 * KiB, 0, false, 4), "the staging made");
-    /* The third stream memory operation of the next copy fails. */
-    dv_sim_inject(a, "wait_value32", 2, 999);
+    /* The second batch of stream memory operations of the next copy fails. */
+    dv_sim_inject(a, "batch_mem_op", 2, 999);
     uint64_t n = 1 * MiB;
     unsigned char *src = malloc(n);
     pattern(src, n, 5);

@@ -8,12 +8,15 @@
 #define DV_TESTS_PORT_CONFORMANCE_H
 
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "driver/port.h"
 #include "support/data.h"
 #include "tap.h"
 
-#define PORT_CONFORMANCE_TESTS 132
+#define PORT_CONFORMANCE_TESTS 146
 #define MIB                    (UINT64_C(1) << 20)
 
 static bool all_u8(const uint8_t *p, uint64_t n, uint8_t v)
@@ -329,6 +332,51 @@ static void port_conformance(dv_driver *drv)
         skip("memcpy_peer: one device");
         skip("peer copy data: one device");
         skip("memcpy_peer(0 bytes): one device");
+    }
+
+    /* -- page-locked host memory and stream memory operations ------------- */
+    {
+        const uint64_t pin_bytes = 2 * MIB;
+        uint8_t *pin = aligned_alloc(4096, pin_bytes);
+        uint32_t *words = (uint32_t *)(pin + pin_bytes - 4096); /* 2 words at the end */
+        dv_dptr wd = 0;
+        memset(pin, 0, pin_bytes);
+        is_status(dv__drv_host_register(ctx, pin, pin_bytes), DV_OK, "host_register 2 MiB");
+        is_status(dv__drv_host_register(ctx, pin + 4096, 4096), DV_EINVAL,
+                  "host_register over a registered range is EINVAL");
+        is_status(dv__drv_host_register(ctx, NULL, 4096), DV_EINVAL, "host_register(NULL)");
+        is_status(dv__drv_host_dptr(ctx, words, &wd), DV_OK, "host_dptr of a registered word");
+        /* a waits until the host stores the word, then copies; b writes a
+         * word after its copy lands. */
+        dv_drv_value_op wait = {wd, 5, true}, write = {wd + 4, 9, false};
+        dv__drv_memset_d32(b, x, 0x11, n);
+        dv__drv_stream_sync(b);
+        is_status(dv__drv_value_ops(a, &wait, 1), DV_OK, "value_ops: a waits for word >= 5");
+        dv__drv_memcpy_dtoh(a, pin, x, 4096);
+        bool early = false;
+        for (int k = 0; k < 20; k++) { /* 20 ms: a must still be waiting */
+            struct timespec t = {0, 1000000};
+            nanosleep(&t, NULL);
+            early |= pin[0] == 0x11;
+        }
+        __atomic_store_n(&words[0], 5u, __ATOMIC_RELEASE);
+        dv__drv_stream_sync(a);
+        ok(!early && pin[0] == 0x11, "the copy behind the wait ran only after the host's store");
+        dv__drv_memcpy_dtoh(b, pin + 4096, x, 4096);
+        is_status(dv__drv_value_ops(b, &write, 1), DV_OK, "value_ops: b writes 9 after a copy");
+        dv__drv_stream_sync(b);
+        ok(__atomic_load_n(&words[1], __ATOMIC_ACQUIRE) == 9 && pin[4096] == 0x11,
+           "the word holds 9 and the copy before it landed");
+        dv_drv_value_op bad = {wd + 2, 1, false}, many[DV_DRV_MAX_VALUE_OPS + 1];
+        is_status(dv__drv_value_ops(a, &bad, 1), DV_EINVAL, "value_ops: unaligned word is EINVAL");
+        is_status(dv__drv_value_ops(a, many, 0), DV_EINVAL, "value_ops: none is EINVAL");
+        is_status(dv__drv_value_ops(a, many, DV_DRV_MAX_VALUE_OPS + 1), DV_EINVAL,
+                  "value_ops: too many is EINVAL");
+        is_status(dv__drv_host_unregister(ctx, pin + 4096), DV_EINVAL,
+                  "host_unregister inside the range is EINVAL");
+        is_status(dv__drv_host_unregister(ctx, pin), DV_OK, "host_unregister");
+        is_status(dv__drv_host_unregister(ctx, pin), DV_EINVAL, "host_unregister twice is EINVAL");
+        free(pin);
     }
 
     /* -- reset of a healthy context --------------------------------------- */
