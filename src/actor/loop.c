@@ -17,12 +17,13 @@
 /* The device is working for someone: after a few yields the actor parks
  * PARK_POLL_NS, twice as long every POLL_STEP parks, up to PARK_SLOW_NS.
  * Short work is seen done within microseconds; work that takes long is
- * looked at a few thousand times a second, so the actor's thread is not
- * kept busy by waiting (a 100 ms copy costs it a few hundred looks). */
+ * seen done at most about a fifth of its time late, and the actor's
+ * thread is not kept busy by waiting (a 100 ms copy costs it about 150
+ * looks). */
 #define PARK_POLL_NS 5000u   /* 5 us */
-#define PARK_SLOW_NS 200000u /* 200 us */
+#define PARK_SLOW_NS 1000000u /* 1 ms */
 #define POLL_YIELDS  64
-#define POLL_STEP    32
+#define POLL_STEP    8
 /* The device is asked at most this often while the actor spins (each
  * look is a query per stream that waits: a look per spin would cost more
  * than the messages themselves), and at most every POLL_BUSY_NS while
@@ -40,7 +41,7 @@ static uint32_t poll_park_ns(unsigned idle)
     if (idle < POLL_YIELDS)
         return POLL_GAP_NS;
     unsigned doublings = (idle - POLL_YIELDS) / POLL_STEP;
-    return doublings >= 6 ? PARK_SLOW_NS : PARK_POLL_NS << doublings;
+    return doublings >= 8 ? PARK_SLOW_NS : PARK_POLL_NS << doublings;
 }
 
 static uint64_t now_ns(void)

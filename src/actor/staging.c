@@ -615,17 +615,22 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         j->g0[c] = j->chunk[c]->gen;
         j->chunk[c]->gen += (j->nsub - c + j->k - 1) / j->k;
     }
-    /* To the device: every chunk is filled once before the post, copy
-     * threads helping, so that the stream waits for no fill in a copy of
-     * up to k chunks (and for the later fills of a longer one only); not
-     * on an actor's thread (a copy thread fills them there). */
+    /* To the device: the first step is filled before the post, copy
+     * threads filling the next ones meanwhile; the stream waits for no
+     * step filled by the post (a copy of one step never waits), and the
+     * transfer of each other step starts once it is filled.  Not on an
+     * actor's thread (a copy thread fills them all there). */
     if (dir == DV_MSG_HTOD && !serving) {
         help_list(j);
         backoff b = {0};
-        while (atomic_load(&j->done) < j->k)
+        while (!reached(word_load(j->chunk[0]->host_word), gen_of(j, 0)))
             if (pump(j) == PUMP_IDLE)
                 backoff_wait(&b);
-        j->prefilled = j->k;
+        /* The steps done by now, from the first on (each is done once its
+         * chunk's word has its generation). */
+        while (j->prefilled < j->k &&
+               reached(word_load(j->chunk[j->prefilled]->host_word), gen_of(j, j->prefilled)))
+            j->prefilled++;
     }
     dv_future_init(&j->inner, f != NULL ? (f->flags & DV_FUTURE_TRY) : 0);
     if (serving)
