@@ -15,11 +15,13 @@
  * if a wake-up were lost. */
 #define PARK_IDLE_NS 100000000u /* 100 ms */
 /* The device is working for someone: after a few yields the actor parks
- * PARK_POLL_NS, twice as long every POLL_STEP parks, up to PARK_SLOW_NS.
- * Short work is seen done within microseconds; work that takes long is
+ * PARK_POLL_NS, twice as long every POLL_STEP parks, up to PARK_SLOW_NS,
+ * and back to PARK_POLL_NS whenever a look finds something finished.
+ * Short work is seen done within microseconds, work finishing piece by
+ * piece (a batch of copies) soon after each piece; one long operation is
  * seen done at most about a fifth of its time late, and the actor's
- * thread is not kept busy by waiting (a 100 ms copy costs it about 150
- * looks). */
+ * thread is not kept busy by waiting for it (a 100 ms copy costs it about
+ * 150 looks). */
 #define PARK_POLL_NS 5000u   /* 5 us */
 #define PARK_SLOW_NS 1000000u /* 1 ms */
 #define POLL_YIELDS  64
@@ -90,8 +92,13 @@ void *dv__actor_main(void *arg)
                 dv__lost_detail(a, &d);
                 dv__fail_pending(a, DV_EDEVICE_LOST, &d);
             } else if (now - last_poll >= (n > 0 ? POLL_BUSY_NS : poll_park_ns(idle))) {
+                uint64_t before = a->npending;
                 dv__poll_completions(a);
                 last_poll = now;
+                /* Work finishing one piece after another (a batch of
+                 * copies): the rest is near, look often again. */
+                if (a->npending < before && idle > POLL_YIELDS)
+                    idle = POLL_YIELDS;
             }
         }
         if (a->host_jobs != NULL)
