@@ -23,13 +23,16 @@
  *
  * The whole copy is one message, so it is one operation on its stream,
  * ordered against every other like any copy.  The actor enqueues all of
- * its steps at once -- for sub-copy i, with chunk c = i % k and
- * generation g(i):
+ * its steps at once, two driver calls per sub-copy i (chunk c = i % k,
+ * generation g(i)): the transfer, then one batch of stream memory
+ * operations (cuStreamBatchMemOp) with the word that says it is done and
+ * the wait before the next transfer:
  *
- *   to the device      wait host[c] >= g(i)      (filled)
+ *   to the device      [wait host[c] >= g(i)]    (filled; not for the
+ *                                                 steps filled by the post)
  *                      DMA chunk c -> block
  *                      write dev[c] = g(i)
- *   from the device    wait host[c] >= g(i - k)  (emptied, when i >= k)
+ *   from the device    [wait host[c] >= g(i - k)] (emptied, when i >= k)
  *                      DMA block -> chunk c
  *                      write dev[c] = g(i)
  *                      ... and at the end a wait for every chunk's last
@@ -37,13 +40,19 @@
  *                      (its completion, an event, a sync) comes after the
  *                      host has the data.
  *
- * and the host side (the pump) fills chunk c for sub-copy i once dev[c]
- * says the DMA of sub-copy i - k is done, or empties it once dev[c] says
- * the DMA of sub-copy i is.  Filling i + 1 overlaps the DMA of i.  The
- * stream waits only on host words that a pump is sure to write (each
- * depends on earlier work of the same stream), and a pump never waits for
- * the actor, so nothing can wait in a circle; a copy thread serves all
- * its copies in turn and never waits on one.
+ * The host side (the pump) fills chunk c for sub-copy i once dev[c] says
+ * the DMA of sub-copy i - k is done, or empties it once dev[c] says the
+ * DMA of sub-copy i is.  Any thread may do a step: a sub-copy is claimed
+ * with an atomic counter, so the thread that asked for the copy and idle
+ * copy threads fill or empty different chunks at once (one thread's
+ * memcpy is slower than the link).  Steps of one chunk never overlap:
+ * step i + k starts only once the device is done with step i, which it
+ * is only after step i's word.  A copy to the device is posted once its
+ * first step is filled, the next being filled meanwhile.  The stream
+ * waits only on host words that a pump is sure to write (each depends on
+ * earlier work of the same stream), and a pump never waits for the
+ * actor, so nothing can wait in a circle; a copy thread serves all its
+ * copies in turn and never waits on one.
  *
  * The pump, not the actor, completes the caller's future: the actor
  * answers a future inside the job, and the pump forwards it once it is
