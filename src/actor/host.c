@@ -145,6 +145,23 @@ static void unpin(dv_actor *a, dv_host_region *r)
     r->pinned = false;
 }
 
+/* Pin a region made (its memory mapped, or the caller's) and list it;
+ * on failure it is freed, the failure's detail kept. */
+static int region_add(dv_actor *a, dv_host_region *r)
+{
+    int rc = pin(a, r);
+    if (rc == DV_OK && (rc = table_insert(&a->host, r)) != DV_OK)
+        unpin(a, r);
+    if (rc != DV_OK) {
+        dv_error_detail saved = *dv_last_error();
+        region_free(r);
+        *dv__detail() = saved;
+        return rc;
+    }
+    stat_add(r->kind == DV_HR_USER ? &a->host.registered : &a->host.reserved, (int64_t)r->bytes);
+    return DV_OK;
+}
+
 /* Free cached large buffers and empty slabs: what an allocation over the
  * budget may take instead. */
 static void trim(dv_actor *a)
@@ -210,18 +227,10 @@ int dv__host_region_new(dv_actor *a, uint64_t bytes, uint8_t kind, dv_host_regio
     r->start = (uintptr_t)p;
     r->bytes = bytes;
     r->kind = kind;
-    int rc = pin(a, r);
-    if (rc == DV_OK && (rc = table_insert(h, r)) != DV_OK)
-        unpin(a, r);
-    if (rc != DV_OK) {
-        dv_error_detail saved = *dv_last_error();
-        region_free(r);
-        *dv__detail() = saved;
-        return rc;
-    }
-    stat_add(&h->reserved, (int64_t)bytes);
-    *out = r;
-    return DV_OK;
+    int rc = region_add(a, r);
+    if (rc == DV_OK)
+        *out = r;
+    return rc;
 }
 
 void dv__host_region_release(dv_actor *a, dv_host_region *r)
@@ -533,17 +542,7 @@ static int host_register(dv_actor *a, void *p, uint64_t bytes)
     r->bytes = bytes;
     r->kind = DV_HR_USER;
     r->bufs[0].region = r;
-    int rc = pin(a, r);
-    if (rc == DV_OK && (rc = table_insert(h, r)) != DV_OK)
-        unpin(a, r);
-    if (rc != DV_OK) {
-        dv_error_detail saved = *dv_last_error();
-        region_free(r);
-        *dv__detail() = saved;
-        return rc;
-    }
-    stat_add(&h->registered, (int64_t)bytes);
-    return DV_OK;
+    return region_add(a, r);
 }
 
 /* DV_OK: done now; DV_EAGAIN: answered later, by the sweep. */
