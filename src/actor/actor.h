@@ -266,6 +266,9 @@ int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool register
 /* Post m from the calling thread (any but an actor's own for a wait); f
  * NULL: nobody waits for an answer.  Arms f (dv__future_arm) first. */
 int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f);
+/* The same with f armed already (dv__future_arm) by the caller, a not
+ * NULL. */
+int dv__actor_post_armed(dv_actor *a, dv_msg *m, dv_future *f);
 /* Post m and wait for it to complete (a future on the caller's stack). */
 int dv__actor_call(dv_actor *a, dv_msg *m, dv_future *own);
 

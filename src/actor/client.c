@@ -107,12 +107,19 @@ static int enqueue(dv_actor *a, dv_client *c, dv_msg *m, bool try)
 int dv__actor_post(dv_actor *a, dv_msg *m, dv_future *f)
 {
     const char *op = dv__msg_name(m->type);
-    dv_hazards *hz;
     int rc;
     if (a == NULL)
         return refuse(f, dv__fail(DV_EINVAL, op, "%s: NULL actor", op), op);
     if (f != NULL && (rc = dv__future_arm(f, op)) != DV_OK)
         return rc;
+    return dv__actor_post_armed(a, m, f);
+}
+
+int dv__actor_post_armed(dv_actor *a, dv_msg *m, dv_future *f)
+{
+    const char *op = dv__msg_name(m->type);
+    dv_hazards *hz;
+    int rc;
     if ((rc = post_enter(a, op, &hz)) == DV_OK) {
         dv_client *c = client_of(a);
         m->reply = f;

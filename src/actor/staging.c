@@ -259,13 +259,15 @@ static void data_copy(void *dst, const void *src, uint64_t len)
     atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* May sub-copy i's step start (the chunk ready for it)? */
+/* May sub-copy i's step start?  Only once the actor enqueued the copy
+ * after the post (the gate), and the chunk ready for it. */
 static bool step_ready(const dv_stage_job *j, uint32_t i, int state)
 {
     const dv_stage_chunk *ch = j->chunk[i % j->k];
+    if (state != DV_STAGE_ENQUEUED && atomic_load(&j->gate))
+        return false;
     if (j->dir == DV_MSG_HTOD) /* the chunk's previous transfer is done */
-        return i < j->k ||
-               (state != DV_STAGE_POSTED && reached(word_load(ch->dev_word), gen_of(j, i - j->k)));
+        return i < j->k || reached(word_load(ch->dev_word), gen_of(j, i - j->k));
     /* from the device: this sub-copy's transfer is done */
     return state == DV_STAGE_ENQUEUED && reached(word_load(ch->dev_word), gen_of(j, i));
 }
@@ -300,10 +302,15 @@ static int pump(dv_stage_job *j)
     }
     if (!step_ready(j, i, state))
         return PUMP_IDLE;
+    /* Counted first, then stop and the gate looked at again (seq-cst, as
+     * their writers store them and then wait for active to fall): a step
+     * either sees them or is waited for. */
     atomic_fetch_add(&j->active, 1);
-    if (atomic_load(&j->stop) || !atomic_compare_exchange_strong(&j->claim, &i, i + 1)) {
+    if (atomic_load(&j->stop) ||
+        !step_ready(j, i, atomic_load_explicit(&j->state, memory_order_acquire)) ||
+        !atomic_compare_exchange_strong(&j->claim, &i, i + 1)) {
         atomic_fetch_sub(&j->active, 1);
-        return PUMP_PROGRESS; /* another thread took it: look again */
+        return PUMP_PROGRESS; /* another thread took it, or it may not start: look again */
     }
     dv_stage_chunk *ch = j->chunk[i % j->k];
     uint64_t off = (uint64_t)i * st->chunk_bytes, len = sub_len(j, i);
@@ -391,18 +398,46 @@ static int help_one(dv_staging *st)
  * Copy threads (the _async copies)
  * ------------------------------------------------------------------------ */
 
-/* The pump is done and the actor answered: the caller's future gets the
- * answer; the job is freed.  false: not yet. */
+/* Every copy under way is listed, for the actor to stop at a fault. */
+static void live_add(dv_stage_job *j)
+{
+    dv_staging *st = j->st;
+    pthread_mutex_lock(&st->mu);
+    j->live_prev = NULL;
+    j->live_next = st->live;
+    if (st->live != NULL)
+        st->live->live_prev = j;
+    st->live = j;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void live_remove(dv_stage_job *j)
+{
+    dv_staging *st = j->st;
+    pthread_mutex_lock(&st->mu);
+    if (j->live_prev != NULL)
+        j->live_prev->live_next = j->live_next;
+    else
+        st->live = j->live_next;
+    if (j->live_next != NULL)
+        j->live_next->live_prev = j->live_prev;
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* The host's side of j is over (its future is the actor's to answer):
+ * once no copy thread helps with it any more, it goes. */
+static void job_end(dv_stage_job *j)
+{
+    helpers_gone(j);
+    live_remove(j);
+}
+
+/* An _async copy's thread: done with j when its pump is, then frees it. */
 static bool job_settle(dv_stage_job *j)
 {
-    if (!j->ordered_sent && dv_future_reached(&j->inner, DV_ORDERED)) {
-        j->ordered_sent = true;
-        dv__future_ordered(j->user);
-    }
-    if (!atomic_load_explicit(&j->pumped, memory_order_acquire) || !dv_future_done(&j->inner))
+    if (!atomic_load_explicit(&j->pumped, memory_order_acquire))
         return false;
-    helpers_gone(j);
-    dv__future_forward(j->user, &j->inner);
+    job_end(j);
     free(j);
     return true;
 }
@@ -584,20 +619,27 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
     if (st == NULL)
         return DV_ENOTSUP;
     bool serving = dv__serving != NULL;
+    dv_future own;
+    dv_future *reply = f;
+    if (f == NULL) {
+        dv_future_init(&own, 0);
+        reply = &own;
+    }
+    /* Armed now: a future in flight is refused before anything is taken. */
+    if ((rc = dv__future_arm(reply, op)) != DV_OK)
+        return rc;
     dv_stage_job stack_job, *j = f != NULL ? calloc(1, sizeof(*j)) : &stack_job;
-    if (j == NULL)
-        return dv__fail(DV_ENOMEM, op, "%s: out of host memory", op);
-    if (f == NULL)
-        memset(j, 0, sizeof(*j));
-    if (f != NULL && (rc = dv__future_arm(f, op)) != DV_OK) {
-        free(j);
+    if (j == NULL) {
+        rc = dv__fail(DV_ENOMEM, op, "%s: out of host memory", op);
+        dv__future_complete(reply, rc);
         return rc;
     }
+    if (f == NULL)
+        memset(j, 0, sizeof(*j));
     j->st = st;
     j->dir = dir;
     j->host = host;
     j->bytes = bytes;
-    j->user = f;
     j->nsub = (uint32_t)((bytes + st->chunk_bytes - 1) / st->chunk_bytes);
     if ((uint64_t)j->nsub * st->chunk_bytes < bytes) /* more sub-copies than a u32 holds */
         rc = dv__fail(DV_EINVAL, op, "%s: %llu bytes", op, (unsigned long long)bytes);
@@ -605,57 +647,58 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
     if (rc == DV_OK)
         rc = chunks_take(st, want, !serving, op, j->chunk, &j->k);
     if (rc != DV_OK) {
-        if (f != NULL) {
-            dv__future_complete(f, rc);
+        dv__future_complete(reply, rc);
+        if (f != NULL)
             free(j);
-        }
         return rc;
     }
     for (uint32_t c = 0; c < j->k; c++) {
         j->g0[c] = j->chunk[c]->gen;
         j->chunk[c]->gen += (j->nsub - c + j->k - 1) / j->k;
     }
+    live_add(j);
     /* To the device: the first step is filled before the post, copy
      * threads filling the next ones meanwhile; the stream waits for no
      * step filled by the post (a copy of one step never waits), and the
-     * transfer of each other step starts once it is filled.  Not on an
-     * actor's thread (a copy thread fills them all there). */
-    if (dir == DV_MSG_HTOD && !serving) {
+     * transfer of each other step starts once it is filled.  Only for a
+     * copy the actor will take as far as can be told here (a refused one
+     * reads nothing of the caller's memory), and not on an actor's thread
+     * (a copy thread fills them all there, after). */
+    dv_ref_info info;
+    if (dir == DV_MSG_HTOD && !serving && dv__ref_peek(ref, &info) == DV_OK &&
+        dv__actor_of_ref(ref) == a && off <= info.bytes && bytes <= info.bytes - off) {
         help_list(j);
         backoff b = {0};
         while (!reached(word_load(j->chunk[0]->host_word), gen_of(j, 0)))
             if (pump(j) == PUMP_IDLE)
                 backoff_wait(&b);
-        /* The steps done by now, from the first on (each is done once its
-         * chunk's word has its generation). */
-        while (j->prefilled < j->k &&
-               reached(word_load(j->chunk[j->prefilled]->host_word), gen_of(j, j->prefilled)))
-            j->prefilled++;
     }
-    dv_future_init(&j->inner, f != NULL ? (f->flags & DV_FUTURE_TRY) : 0);
-    if (serving)
-        j->inner.flags |= DV_FUTURE_TRY; /* a full ring there: DV_EAGAIN, never a wait */
+    /* The gate: no step starts from here until the actor enqueued the
+     * copy, and the ones under way end first; then every step claimed is
+     * filled, from the first on. */
+    atomic_store(&j->gate, true);
+    backoff b = {0};
+    while (atomic_load(&j->active) != 0)
+        backoff_wait(&b);
+    j->prefilled = dir == DV_MSG_HTOD ? atomic_load(&j->claim) : 0;
     dv_msg m = {.type = dir == DV_MSG_HTOD ? DV_MSG_STAGED_HTOD : DV_MSG_STAGED_DTOH,
                 .stream = (uint16_t)stream,
                 .u.staged = {.dev = ref, .offset = off, .job = j}};
-    rc = dv__actor_post(a, &m, &j->inner);
+    rc = dv__actor_post_armed(a, &m, reply); /* failed, reply is complete */
     if (rc != DV_OK) {
         /* Nothing was enqueued: the chunks are as they were. */
         j->abort_gen = atomic_load(&st->abort_gen);
         atomic_store_explicit(&j->state, DV_STAGE_REFUSED, memory_order_relaxed);
         pump_finish(j, FINISH_REFUSED);
-        helpers_gone(j);
-        if (f != NULL) {
-            dv__future_forward(f, &j->inner);
+        job_end(j);
+        if (f != NULL)
             free(j);
-        }
         return rc;
     }
     if (f != NULL) {
-        if ((rc = worker_submit(st, j)) != DV_OK) {
+        if (worker_submit(st, j) != DV_OK) {
             /* No thread to move the data: this one does (the copy is
              * posted; it must be served). */
-            backoff b = {0};
             while (!job_settle(j))
                 if (pump(j) == PUMP_IDLE)
                     backoff_wait(&b);
@@ -664,15 +707,15 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
     }
     if (dir == DV_MSG_DTOH)
         help_list(j);
-    backoff b = {0};
+    b.n = 0;
     for (int r; (r = pump(j)) != PUMP_DONE;) {
         if (r == PUMP_IDLE)
             backoff_wait(&b);
         else
             b.n = 0;
     }
-    helpers_gone(j);
-    return dv_future_wait(&j->inner);
+    job_end(j);
+    return dv_future_wait(&own);
 }
 
 /* ------------------------------------------------------------------------
@@ -769,8 +812,25 @@ void dv__handle_staging_open(dv_actor *a, const dv_envelope *e)
 
 void dv__staging_abort(dv_actor *a)
 {
-    if (a->staging != NULL)
-        atomic_fetch_add_explicit(&a->staging->abort_gen, 1, memory_order_acq_rel);
+    dv_staging *st = a->staging;
+    if (st == NULL)
+        return;
+    uint32_t old = atomic_fetch_add_explicit(&st->abort_gen, 1, memory_order_acq_rel);
+    /* The copies the actor took in that context: no step starts any more,
+     * and the ones under way end, before their futures are answered (the
+     * callers may then free their buffers).  Copies not taken yet (posted,
+     * or being filled before the post) go on. */
+    pthread_mutex_lock(&st->mu);
+    for (dv_stage_job *j = st->live; j != NULL; j = j->live_next) {
+        if (atomic_load_explicit(&j->state, memory_order_relaxed) == DV_STAGE_POSTED ||
+            j->abort_gen != old)
+            continue;
+        atomic_store(&j->stop, true);
+        backoff b = {0};
+        while (atomic_load(&j->active) != 0)
+            backoff_wait(&b);
+    }
+    pthread_mutex_unlock(&st->mu);
 }
 
 int dv__staging_repin(dv_actor *a)
@@ -792,6 +852,7 @@ typedef struct staged_call {
     const dv_ref_slot *slot;
     dv_stage_job *j;
     uint64_t offset;
+    bool enqueued; /* every step: the job is the pump's now */
 } staged_call;
 
 /* The stream's wait before sub-copy i's transfer, if it has one: to the
@@ -842,41 +903,60 @@ static int enqueue_staged(dv_recorder *r, void *arg)
             j->started = i + 1 < j->nsub ? i + 2 : j->nsub;
         }
     }
+    /* Published now, not when the handler returns: the recorder may wait
+     * for the stream next (synchronous mode), which waits for the pump,
+     * which moves only once it sees the steps are enqueued. */
+    if (rc == DV_OK) {
+        sc->enqueued = true;
+        atomic_store_explicit(&j->state, DV_STAGE_ENQUEUED, memory_order_release);
+    }
     return rc;
 }
 
+/*
+ * Once the copy's steps are enqueued (the state published by
+ * enqueue_staged) the job is the pump's: the actor reads nothing of it
+ * after that.  Its future is the caller's, answered here when refused,
+ * else when the stream gets past the copy (the host is done by then).
+ */
 void dv__handle_staged(dv_actor *a, const dv_envelope *e)
 {
     DV_ASSERT_ACTOR(a);
     const dv_msg_staged *m = &e->m.u.staged;
     dv_stage_job *j = m->job;
     bool htod = j->dir == DV_MSG_HTOD;
+    uint64_t bytes = j->bytes;
     staged_call sc = {.j = j, .offset = m->offset};
     dv_recorder r;
     j->abort_gen = atomic_load_explicit(&j->st->abort_gen, memory_order_relaxed);
     int rc = dv__rec_begin(&r, a, e, htod ? DV_CHK_HTOD : DV_CHK_DTOH, NULL);
-    if (rc == DV_OK && (sc.slot = dv__rec_use(&r, m->dev, m->offset, j->bytes,
+    if (rc == DV_OK && (sc.slot = dv__rec_use(&r, m->dev, m->offset, bytes,
                                               htod ? DV_ACCESS_WRITE : DV_ACCESS_READ)) == NULL)
         rc = dv_last_error()->status;
+    bool enqueued = false;
     if (rc == DV_OK) {
-        dv__rec_host(&r, (uintptr_t)j->host, j->bytes, htod ? DV_READ : DV_WRITE);
+        dv__rec_host(&r, (uintptr_t)j->host, bytes, htod ? DV_READ : DV_WRITE);
         rc = dv__rec_run(&r, enqueue_staged, &sc);
+        enqueued = sc.enqueued;
     }
+    if (!enqueued) {
+        dv__staged_refuse(j); /* its steps never start: the caller may go */
+        dv__reply(a, e, rc);
+        return;
+    }
+    dv__stat_inc(&a->st_copies);
+    dv__stat_inc(&a->st_staged);
+    atomic_store_explicit(&a->st_staged_bytes,
+                          atomic_load_explicit(&a->st_staged_bytes, memory_order_relaxed) + bytes,
+                          memory_order_relaxed);
+    if (rc == DV_OK && dv__complete_later(a, r.stream, e, sc.slot->block.tag.name) == DV_OK)
+        return;
+    /* Enqueued, then failed (a fault after it, stopped by the rebuild; or
+     * no memory to track its completion: then wait for its stream, the
+     * pumps going on meanwhile, before answering). */
     if (rc == DV_OK) {
-        dv__stat_inc(&a->st_copies);
-        dv__stat_inc(&a->st_staged);
-        atomic_store_explicit(&a->st_staged_bytes,
-                              atomic_load_explicit(&a->st_staged_bytes, memory_order_relaxed) +
-                                  j->bytes,
-                              memory_order_relaxed);
-        rc = dv__complete_later(a, r.stream, e, sc.slot->block.tag.name);
-        /* The job is the pump's from here: publish, then touch it no more. */
-        atomic_store_explicit(&j->state, DV_STAGE_ENQUEUED, memory_order_release);
-        if (rc == DV_OK)
-            return;
-        rc = DV_ENOMEM;
-    } else {
-        dv__staged_refuse(j);
+        (void)dv__drv_stream_sync(a->env.streams[r.stream]);
+        rc = dv__fail(DV_ENOMEM, "staged copy", "out of host memory for a completion");
     }
     dv__reply(a, e, rc);
 }

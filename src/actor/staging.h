@@ -54,10 +54,19 @@
  * actor, so nothing can wait in a circle; a copy thread serves all its
  * copies in turn and never waits on one.
  *
- * The pump, not the actor, completes the caller's future: the actor
- * answers a future inside the job, and the pump forwards it once it is
- * done with the caller's buffer.  So a caller told that its copy failed
- * (refused, or its context lost) can free the buffer at once.
+ * The caller's buffer is touched only while the copy is under way, so
+ * the actor answers the caller's future itself, like any copy's, and a
+ * caller told that its copy failed can free the buffer at once:
+ *   - before the post the poster (and copy threads) fill steps; at the
+ *     post a gate closes and the poster waits for the steps under way, so
+ *     from then on a step starts only once the actor enqueued the copy;
+ *   - refused (nothing, or only part, enqueued), the copy's steps never
+ *     start again: its future is answered at once;
+ *   - done, the device is past every fill (to the device) or past the
+ *     waits for every emptying (from the device): the host is done too;
+ *   - its context gone (a fault, LOST, shutdown), the actor stops every
+ *     copy it had enqueued and waits for the steps under way (at most one
+ *     chunk's memcpy each) before it answers the futures.
  *
  * Chunks come from a FIFO under a mutex; a copy takes one (waiting when
  * there is none: the poster waits, never the actor) and then as many
@@ -108,21 +117,20 @@ typedef struct dv_stage_job {
     _Atomic uint32_t claim;   /* the next sub-copy to do */
     _Atomic uint32_t done;    /* steps done */
     _Atomic uint32_t active;  /* threads in a step */
-    _Atomic bool stop;        /* finishing: no more steps */
+    _Atomic bool stop;        /* finishing, or the context gone: no more steps */
+    _Atomic bool gate;        /* posted: steps wait until the actor enqueued them */
     _Atomic bool finishing;   /* one thread finishes */
     _Atomic bool pumped;      /* done with the caller's buffer and the chunks */
     uint32_t helpers;         /* copy threads helping now (staging's mu) */
     bool helped;              /* on the staging's list of copies to help (mu) */
     struct dv_stage_job *help_prev, *help_next;
+    struct dv_stage_job *live_prev, *live_next; /* every copy under way (mu) */
     dv_stage_chunk *chunk[DV_STAGE_K];
     uint32_t g0[DV_STAGE_K]; /* each chunk's generation before this copy */
     /* The actor's, published by state (release). */
     _Atomic int state;
     uint32_t started, written; /* sub-copies with any step / with their write enqueued */
     uint32_t abort_gen;        /* staging's when the actor took the copy */
-    dv_future inner;           /* answered by the actor */
-    dv_future *user;           /* _async: completed from inner by the pump's thread */
-    bool ordered_sent;
     struct dv_stage_job *next; /* a copy thread's list */
 } dv_stage_job;
 
@@ -150,6 +158,7 @@ typedef struct dv_staging {
     uint32_t nworkers;
     _Atomic uint32_t next_worker;
     dv_stage_job *help; /* copies of more than one chunk, to help (mu) */
+    dv_stage_job *live; /* every copy under way (mu) */
 } dv_staging;
 
 enum { DV_STAGING_NONE = 0, DV_STAGING_READY, DV_STAGING_FAILED };

@@ -291,7 +291,7 @@ static int wait_settled(dv_ref_domain *d, ref_chunk *c, dv_ref ref, const char *
     return rc;
 }
 
-static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, const char *op)
+static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, bool expose, const char *op)
 {
     dv_ref_domain *d = NULL;
     ref_chunk *c = NULL;
@@ -348,7 +348,8 @@ static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, const char *op)
                             (unsigned long long)got.context_generation,
                             (unsigned long long)current);
         got.refcount = WORD_COUNT(again);
-        dv__ref_expose((dv_ref_pub *)p, gen);
+        if (expose)
+            dv__ref_expose((dv_ref_pub *)p, gen);
         if (info != NULL)
             *info = got;
         return DV_OK;
@@ -357,12 +358,20 @@ static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, const char *op)
 
 int dv_ref_access(dv_ref ref, dv_ref_info *info)
 {
-    return access_impl(ref, info, true, "ref_access");
+    return access_impl(ref, info, true, true, "ref_access");
 }
 
 int dv_ref_try_access(dv_ref ref, dv_ref_info *info)
 {
-    return access_impl(ref, info, false, "ref_try_access");
+    return access_impl(ref, info, false, true, "ref_try_access");
+}
+
+int dv__ref_peek(dv_ref ref, dv_ref_info *info)
+{
+    dv_error_detail saved = *dv_last_error();
+    int rc = access_impl(ref, info, false, false, "ref_peek");
+    *dv__detail() = saved;
+    return rc;
 }
 
 /*

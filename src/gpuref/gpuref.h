@@ -160,5 +160,8 @@ void dv__ref_invalidate_all(dv_ref_domain *d, void (*drop)(dv_block *block, void
 uint64_t dv__ref_held(const dv_ref_domain *d);
 /* The count word of ref's slot, or NULL (white-box tests of the limits). */
 _Atomic uint64_t *dv__ref_word(dv_ref ref);
+/* dv_ref_try_access for devactor's own look (any thread): the address is
+ * not counted as handed out, the thread's error detail is left alone. */
+int dv__ref_peek(dv_ref ref, dv_ref_info *info);
 
 #endif /* DV_GPUREF_GPUREF_H */
