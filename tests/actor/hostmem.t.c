@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "devactor.h"
+#include "support/device_time.h"
 #include "tap.h"
 
 #ifndef HOSTMEM_ON_CUDA
@@ -56,20 +57,12 @@ static dv_actor *make(uint64_t host_budget, bool check)
 
 static dv_actor_stats stats(dv_actor *a)
 {
-    dv_actor_stats st;
-    if (dv_actor_stats_get(a, &st) != DV_OK)
-        bail_out("stats: %s", dv_last_error()->message);
-    return st;
+    return stats_of(a);
 }
 
-/* Hold stream s for ns on the device (the future says when it is done). */
 static void hold(dv_actor *a, dv_stream s, uint64_t ns, dv_future *f)
 {
-    static dv_arg arg[1];
-    arg[0] = dv_arg_u64(ns);
-    dv_future_init(f, 0);
-    if (dv_launch_async(a, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, arg, 1, f) != DV_OK)
-        bail_out("spin: %s", dv_last_error()->message);
+    hold_stream(a, spin, s, ns, f);
 }
 
 static void test_sizes(void)

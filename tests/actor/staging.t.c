@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "devactor.h"
+#include "support/device_time.h"
 #include "devactor_sim.h"
 #include "tap.h"
 
@@ -67,19 +68,12 @@ static dv_actor *make(void)
 
 static dv_actor_stats stats(dv_actor *a)
 {
-    dv_actor_stats st;
-    if (dv_actor_stats_get(a, &st) != DV_OK)
-        bail_out("stats: %s", dv_last_error()->message);
-    return st;
+    return stats_of(a);
 }
 
 static void hold(dv_actor *a, dv_stream s, uint64_t ns, dv_future *f)
 {
-    static dv_arg arg[1];
-    arg[0] = dv_arg_u64(ns);
-    dv_future_init(f, 0);
-    if (dv_launch_async(a, spin, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, arg, 1, f) != DV_OK)
-        bail_out("spin: %s", dv_last_error()->message);
+    hold_stream(a, spin, s, ns, f);
 }
 
 static void pattern(unsigned char *p, uint64_t n, unsigned seed)
