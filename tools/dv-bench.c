@@ -1143,7 +1143,6 @@ typedef struct copy_rig {
     dv_ref ref;   /* the device side, through the actor */
     dv_dptr raw;  /* the device side of the driver's copies */
     void *raw_pinned, *pinned, *registered, *pageable;
-    uint64_t cap;
 } copy_rig;
 
 static double copy_row(copy_rig *g, int row, bool htod, uint64_t bytes, double seconds)
@@ -1251,7 +1250,7 @@ static void bench_copies(dv_driver *drv, dv_res_env *env, int device, double sec
     cfg.device = device;
     cfg.streams = COPY_CLIENTS;
     cfg.staging_bytes = copy_staging_bytes;
-    copy_rig g = {.env = env, .cap = cap};
+    copy_rig g = {.env = env};
     dv__device_share(true); /* beside the driver's own context use here */
     int rc = dv_actor_create(&cfg, &g.a);
     dv__device_share(false);

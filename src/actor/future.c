@@ -90,16 +90,6 @@ void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail 
     publish(f, DV__FUTURE_ORDERED | DV__FUTURE_DONE, DV__FUTURE_POSTED);
 }
 
-void dv__future_forward(dv_future *to, const dv_future *from)
-{
-    /* from is complete: its acquire load was the caller's (dv_future_done). */
-    to->status = from->status;
-    to->detail = from->detail;
-    to->value = from->value;
-    memcpy(to->internal, from->internal, sizeof(to->internal));
-    publish(to, DV__FUTURE_ORDERED | DV__FUTURE_DONE, DV__FUTURE_POSTED);
-}
-
 static uint32_t want_of(dv_milestone m)
 {
     return m == DV_ORDERED ? DV__FUTURE_ORDERED : DV__FUTURE_DONE;

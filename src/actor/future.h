@@ -35,9 +35,6 @@ void dv__future_ordered(dv_future *f);
 /* The actor, or a poster whose post failed after arming: complete f
  * with status; a failure copies the calling thread's detail. */
 void dv__future_complete(dv_future *f, int status);
-/* Complete to with the outcome of from, which is complete: its status,
- * detail, value and what a waiter learns (the checker's knowledge). */
-void dv__future_forward(dv_future *to, const dv_future *from);
 /* Complete with a detail given explicitly (fault reports). */
 void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail *detail);
 

@@ -563,20 +563,27 @@ static int host_unregister(dv_actor *a, const dv_envelope *e, void *p)
     return DV_EAGAIN;
 }
 
-void dv__host_stop(dv_actor *a)
+/* Answer the dv_host_unregister calls waiting whose copies finished (all
+ * of them: the device was drained). */
+static void unregisters_answer(dv_actor *a, bool all)
 {
     dv_hostmem *h = &a->host;
     for (size_t i = 0; h->unregistering > 0 && i < h->nregions;) {
         dv_host_region *r = h->regions[i];
-        if (r->unregister == NULL) {
+        if (r->unregister == NULL || (!all && !uses_reached(a, &r->bufs[0]))) {
             i++;
             continue;
         }
         dv_future *f = r->unregister;
         h->unregistering--;
-        dv__host_region_release(a, r);
+        dv__host_region_release(a, r); /* the table moved down: same i */
         dv__future_complete(f, DV_OK);
     }
+}
+
+void dv__host_stop(dv_actor *a)
+{
+    unregisters_answer(a, true);
     dv__host_unpin_all(a);
 }
 
@@ -587,19 +594,7 @@ bool dv__host_has_work(const dv_hostmem *h)
 
 void dv__host_sweep(dv_actor *a)
 {
-    dv_hostmem *h = &a->host;
-    for (size_t i = 0; h->unregistering > 0 && i < h->nregions;) {
-        dv_host_region *r = h->regions[i];
-        if (r->unregister == NULL || !uses_reached(a, &r->bufs[0])) {
-            i++;
-            continue;
-        }
-        dv_future *f = r->unregister;
-        h->unregistering--;
-        dv__host_region_release(a, r); /* the table moved down: same i */
-        if (f != NULL)
-            dv__future_complete(f, DV_OK);
-    }
+    unregisters_answer(a, false);
 }
 
 void dv__handle_hostmem(dv_actor *a, const dv_envelope *e)

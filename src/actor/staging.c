@@ -1,7 +1,6 @@
 /*
  * Staged copies (staging.h has the design).
  */
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,7 +323,7 @@ static int pump(dv_stage_job *j)
     return PUMP_PROGRESS;
 }
 
-static int workers_start(dv_staging *st);
+static int workers_ensure(dv_staging *st);
 
 /* A copy of several chunks is listed for idle copy threads to help (they
  * are started at the first such copy). */
@@ -333,11 +332,9 @@ static void help_list(dv_stage_job *j)
     dv_staging *st = j->st;
     if (j->k < 2)
         return;
+    if (workers_ensure(st) != DV_OK)
+        return; /* no help: the owner does every step */
     pthread_mutex_lock(&st->mu);
-    if (st->workers == NULL && workers_start(st) != DV_OK) {
-        pthread_mutex_unlock(&st->mu); /* no help: the owner does every step */
-        return;
-    }
     if (!j->helped && !atomic_load(&j->finishing)) {
         j->helped = true;
         j->help_prev = NULL;
@@ -524,15 +521,22 @@ static int workers_start(dv_staging *st)
     return DV_OK;
 }
 
+/* The copy threads start at the first copy that wants them. */
+static int workers_ensure(dv_staging *st)
+{
+    if (__atomic_load_n(&st->workers, __ATOMIC_ACQUIRE) != NULL)
+        return DV_OK;
+    pthread_mutex_lock(&st->mu);
+    int rc = st->workers == NULL ? workers_start(st) : DV_OK;
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
 static int worker_submit(dv_staging *st, dv_stage_job *j)
 {
-    if (__atomic_load_n(&st->workers, __ATOMIC_ACQUIRE) == NULL) {
-        pthread_mutex_lock(&st->mu);
-        int rc = st->workers == NULL ? workers_start(st) : DV_OK;
-        pthread_mutex_unlock(&st->mu);
-        if (rc != DV_OK)
-            return rc;
-    }
+    int rc = workers_ensure(st);
+    if (rc != DV_OK)
+        return rc;
     /* The least busy of two (the next in turn and the one after). */
     uint32_t t = atomic_fetch_add_explicit(&st->next_worker, 1, memory_order_relaxed);
     dv_stage_worker *w = &st->workers[t % st->nworkers];
