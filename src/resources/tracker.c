@@ -121,7 +121,8 @@ int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)
 
     if (pos.epoch == 0 || pos.stream == waiter)
         return DV_OK;
-    if (w->waited[pos.stream] >= pos.epoch) {
+    /* Seen done already: everything enqueued from now on comes after it. */
+    if (w->waited[pos.stream] >= pos.epoch || t->st[pos.stream].passed >= pos.epoch) {
         STAT_INC(t, waits_skipped);
         return DV_OK;
     }
@@ -152,17 +153,28 @@ int dv__tracker_flush(dv_tracker *t, dv_stream_id stream)
     return record(t, stream, &slot);
 }
 
+/* The device is past slot's epoch on stream: so it is past every earlier
+ * one, and no later question about them needs the driver. */
+static void note_passed(struct dv__track_stream *s, const struct dv__track_ring_slot *slot)
+{
+    if (slot->epoch > s->passed)
+        s->passed = slot->epoch;
+}
+
 int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
 {
+    struct dv__track_stream *s = &t->st[pos.stream];
     struct dv__track_ring_slot *slot;
     int rc;
 
     *reached = true;
-    if (pos.epoch == 0)
+    if (pos.epoch <= s->passed)
         return DV_OK;
     if ((rc = event_for(t, pos, &slot)) != DV_OK)
         return rc;
-    return dv__drv_event_query(slot->ev, reached);
+    if ((rc = dv__drv_event_query(slot->ev, reached)) == DV_OK && *reached)
+        note_passed(s, slot);
+    return rc;
 }
 
 int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos)
@@ -170,11 +182,13 @@ int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos)
     struct dv__track_ring_slot *slot;
     int rc;
 
-    if (pos.epoch == 0)
+    if (pos.epoch <= t->st[pos.stream].passed)
         return DV_OK;
     if ((rc = event_for(t, pos, &slot)) != DV_OK)
         return rc;
-    return dv__drv_event_sync(slot->ev);
+    if ((rc = dv__drv_event_sync(slot->ev)) == DV_OK)
+        note_passed(&t->st[pos.stream], slot);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------

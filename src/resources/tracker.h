@@ -216,6 +216,7 @@ struct dv__track_ring_slot {
 struct dv__track_stream {
     uint64_t epoch;    /* last epoch marked */
     uint64_t recorded; /* newest epoch an event captured */
+    uint64_t passed;   /* newest epoch the device was seen past (an event done) */
     struct dv__track_ring_slot ring[DV__TRACK_RING];
     uint32_t next; /* slot the next record uses */
     /* waited[s]: the epoch of stream s this stream already waits for. */
