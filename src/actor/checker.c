@@ -295,18 +295,31 @@ static int scratch_push(dv_checker *c, chk_rec *r)
     return DV_OK;
 }
 
+/* Pieces of t overlapping [lo, hi) onto c->scratch, in address order:
+ * one in-order walk of the part of the tree that matters (pieces do not
+ * overlap, so a piece ending at or before lo has only such pieces on its
+ * left, and one starting at or after hi only such on its right). */
+static int collect_range(dv_checker *c, chk_rec *t, uint64_t lo, uint64_t hi)
+{
+    while (t != NULL) {
+        if (t->lo >= hi) {
+            t = t->l;
+        } else if (t->hi <= lo) {
+            t = t->r;
+        } else {
+            if (collect_range(c, t->l, lo, hi) != DV_OK || scratch_push(c, t) != DV_OK)
+                return DV_ENOMEM;
+            t = t->r;
+        }
+    }
+    return DV_OK;
+}
+
 /* Pieces overlapping [lo, hi) into c->scratch, in address order. */
 static int overlapping(dv_checker *c, chk_rec *root, uint64_t lo, uint64_t hi)
 {
     c->nscratch = 0;
-    chk_rec *r = tree_floor(root, lo);
-    if (r == NULL || r->hi <= lo)
-        r = tree_next(root, lo);
-    for (; r != NULL && r->lo < hi; r = tree_next(root, r->lo)) {
-        if (scratch_push(c, r) != DV_OK)
-            return DV_ENOMEM;
-    }
-    return DV_OK;
+    return collect_range(c, root, lo, hi);
 }
 
 static size_t rec_size(const dv_checker *c)
