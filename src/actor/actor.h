@@ -101,6 +101,10 @@ typedef struct dv_pending {
     uint32_t client, seq;
     const char *what; /* tag or kernel name, for fault reports */
     uint64_t chk_seq; /* the checker's number of the stream's work it completes */
+    /* When the device is likely done with it (loop.c's first eager look),
+     * and the transfer span it ends: set at the batch's end, when its
+     * event is recorded (0: no guess). */
+    uint64_t eta, span_start, span_bytes;
 } dv_pending;
 
 /* A launch or task enqueued lately, for naming a fault: nothing waits
@@ -116,6 +120,11 @@ typedef struct dv_pending_fifo {
     dv_pending *items;
     uint32_t head, count, cap;
     bool marked;                 /* gained entries in the current batch */
+    uint32_t unguessed;          /* the newest this many have no eta yet */
+    /* Transfers with page-locked host memory enqueued since the stream
+     * was last seen past all of them (completion.c, "When to look"). */
+    bool span_open;
+    uint64_t span_start, span_bytes, eta;
     dv_recent recent[DV_RECENT]; /* launches and tasks, newest at recent_next - 1 */
     uint32_t recent_next, nrecent;
 } dv_pending_fifo;
@@ -171,6 +180,9 @@ struct dv_actor {
     /* The actor thread's own, from a fresh line. */
     _Alignas(64) dv_pending_fifo pend[DV_MAX_STREAMS];
     uint64_t npending;
+    double link_ns_per_byte;   /* the fastest transfer seen; 0: none yet */
+    uint64_t eta_looked;       /* the latest eta the loop looked eagerly at */
+    atomic_bool look_soon;     /* a copy's host side is done: its end is near */
 
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
@@ -288,6 +300,11 @@ void dv__recent_push(dv_actor *a, dv_stream s, const dv_envelope *e, const char 
 void dv__poll_completions(dv_actor *a);
 /* One event per stream that gained completions this batch. */
 void dv__flush_marks(dv_actor *a);
+/* A transfer of bytes with page-locked host memory went onto stream s. */
+void dv__eta_transfer(dv_actor *a, dv_stream s, uint64_t bytes);
+/* The earliest time a stream's oldest completion is guessed done; 0: no
+ * guess. */
+uint64_t dv__pending_eta(const dv_actor *a);
 /* Fail every pending completion with status and detail. */
 void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail);
 /* Wait for every stream; complete what was pending. */

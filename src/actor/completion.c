@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "actor/actor.h"
+#include "base/futex.h"
 
 void dv__reply(dv_actor *a, const dv_envelope *e, int status)
 {
@@ -74,6 +75,7 @@ int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
         .chk_seq = chk_seq,
     };
     q->count++;
+    q->unguessed++;
     q->marked = true;
     if (chk_seq != 0 && e->m.reply != NULL && a->chk != NULL)
         dv__checker_publish(a->chk, s, chk_seq);
@@ -104,6 +106,8 @@ void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
         }
         q->marked = false;
         q->nrecent = 0;
+        q->unguessed = 0;
+        q->span_open = false;
     }
     a->npending = 0;
 }
@@ -122,6 +126,8 @@ int dv__drain_device(dv_actor *a)
         }
         q->marked = false;
         q->nrecent = 0;
+        q->unguessed = 0;
+        q->span_open = false;
     }
     a->npending = 0;
     return DV_OK;
@@ -197,8 +203,73 @@ int dv__enqueue_failed(dv_actor *a, int rc, dv_stream s, const dv_envelope *e)
     return rc;
 }
 
+/*
+ * When to look
+ * ------------
+ * The actor learns that the device finished something only by asking
+ * (an event query), and asking costs its thread time.  Work of unknown
+ * length is asked about less often the longer it takes (loop.c), which
+ * makes the answer late by a share of the wait.  A transfer with
+ * page-locked host memory has a length the actor can guess: its bytes
+ * over the link's speed.  Each stream keeps a span of such transfers (from
+ * the first enqueued while none was pending to the latest) and the time
+ * the device should be done with them; a completion takes that time when
+ * its batch's event is recorded, and the loop looks eagerly once it comes.
+ * The speed is the fastest ever seen (span bytes over the time from the
+ * span's start to a completion seen at its end), used a little
+ * optimistically: a guess early costs a few looks, never lateness, and
+ * before there is one the actor looks as it would without.
+ */
+#define ETA_OPTIMISM   0.9
+#define ETA_MIN_BYTES  (UINT64_C(1) << 20) /* shorter spans teach nothing */
+
+void dv__eta_transfer(dv_actor *a, dv_stream s, uint64_t bytes)
+{
+    dv_pending_fifo *q = &a->pend[s];
+    if (!q->span_open) {
+        q->span_open = true;
+        q->span_start = dv__now_ns();
+        q->span_bytes = 0;
+    }
+    q->span_bytes += bytes;
+    q->eta = a->link_ns_per_byte > 0
+                 ? q->span_start + (uint64_t)((double)q->span_bytes * a->link_ns_per_byte *
+                                              ETA_OPTIMISM)
+                 : 0;
+}
+
+/* Stream s was seen past p at time now: what it teaches of the link. */
+static void eta_learn(dv_actor *a, dv_pending_fifo *q, const dv_pending *p, uint64_t now)
+{
+    if (p->span_bytes == 0)
+        return;
+    if (p->span_bytes >= ETA_MIN_BYTES && now > p->span_start) {
+        double ns_per_byte = (double)(now - p->span_start) / (double)p->span_bytes;
+        if (a->link_ns_per_byte == 0 || ns_per_byte < a->link_ns_per_byte)
+            a->link_ns_per_byte = ns_per_byte;
+    }
+    /* The span's every transfer done: the next starts a new one. */
+    if (q->span_open && p->span_start == q->span_start && p->span_bytes == q->span_bytes)
+        q->span_open = false;
+}
+
+uint64_t dv__pending_eta(const dv_actor *a)
+{
+    uint64_t eta = 0;
+    for (uint32_t s = 0; s < a->env.nstreams; s++) {
+        const dv_pending_fifo *q = &a->pend[s];
+        if (q->count == 0)
+            continue;
+        uint64_t e = q->items[q->head].eta;
+        if (e != 0 && (eta == 0 || e < eta))
+            eta = e;
+    }
+    return eta;
+}
+
 void dv__poll_completions(dv_actor *a)
 {
+    uint64_t now = dv__now_ns();
     for (uint32_t s = 0; s < a->env.nstreams && a->npending > 0; s++) {
         dv_pending_fifo *q = &a->pend[s];
         while (q->count > 0) {
@@ -215,7 +286,10 @@ void dv__poll_completions(dv_actor *a)
             dv_pending done = *p;
             q->head = (q->head + 1) % q->cap;
             q->count--;
+            if (q->unguessed > q->count)
+                q->unguessed = q->count;
             a->npending--;
+            eta_learn(a, q, &done, now);
             complete_pending(a, s, &done);
         }
     }
@@ -224,9 +298,19 @@ void dv__poll_completions(dv_actor *a)
 void dv__flush_marks(dv_actor *a)
 {
     for (uint32_t s = 0; s < a->env.nstreams; s++) {
-        if (!a->pend[s].marked)
+        dv_pending_fifo *q = &a->pend[s];
+        if (!q->marked)
             continue;
-        a->pend[s].marked = false;
+        q->marked = false;
+        /* The batch's completions end with its event: they take the
+         * stream's guess as it is now. */
+        for (uint32_t i = 0; i < q->unguessed; i++) {
+            dv_pending *p = &q->items[(q->head + q->count - 1 - i) % q->cap];
+            p->eta = q->span_open ? q->eta : 0;
+            p->span_start = q->span_open ? q->span_start : 0;
+            p->span_bytes = q->span_open ? q->span_bytes : 0;
+        }
+        q->unguessed = 0;
         int rc = dv__tracker_flush(a->done, s);
         if (rc != DV_OK) {
             dv__on_fault(a, rc, s, NULL);

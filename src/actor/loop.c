@@ -85,6 +85,12 @@ void *dv__actor_main(void *arg)
             idle = 0;
             looks = 0;
         }
+        /* A copy's host side finished (staging.c): its end is near. */
+        if (atomic_load_explicit(&a->look_soon, memory_order_relaxed) &&
+            atomic_exchange_explicit(&a->look_soon, false, memory_order_relaxed)) {
+            idle = 0;
+            last_poll = 0;
+        }
         if (a->npending > 0) {
             uint64_t now = now_ns();
             if (lost) {
@@ -114,10 +120,23 @@ void *dv__actor_main(void *arg)
             /* The device is working for someone: poll, a little less
              * eagerly the longer it takes. */
             idle++;
+            uint64_t park = poll_park_ns(idle), eta = dv__pending_eta(a);
+            if (eta > a->eta_looked) {
+                /* A transfer's guessed end (completion.c): look eagerly
+                 * once it comes, and do not sleep past it. */
+                uint64_t now = now_ns();
+                if (eta <= now) {
+                    a->eta_looked = eta;
+                    idle = 0;
+                    last_poll = 0;
+                } else if (eta - now < park) {
+                    park = eta - now;
+                }
+            }
             if (idle < POLL_YIELDS)
                 sched_yield();
             else
-                dv__inbox_park(a->inbox, poll_park_ns(idle));
+                dv__inbox_park(a->inbox, park);
         } else if (looks < IDLE_LOOKS) {
             looks++;
             __builtin_ia32_pause();

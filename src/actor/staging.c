@@ -17,6 +17,11 @@
 #define DEFAULT_COPY_THREADS  4u
 #define MAX_COPY_THREADS      64u
 #define WORD_STRIDE           16u /* u32 words: one 64-byte line each */
+/* A copy of fewer than 2 * DV_STAGE_K chunks is cut finer, down to this,
+ * so that several threads fill or empty it at once and its first transfer
+ * starts sooner (one thread's memcpy is slower than the link). */
+#define SUB_MIN (UINT64_C(2) << 20)
+#define SUB_ALIGN (UINT64_C(64) << 10)
 
 enum { PUMP_IDLE, PUMP_PROGRESS, PUMP_DONE };
 /* How a pump ends (pump_finish). */
@@ -67,8 +72,17 @@ static uint32_t gen_of(const dv_stage_job *j, uint32_t i)
 
 static uint64_t sub_len(const dv_stage_job *j, uint32_t i)
 {
-    uint64_t c = j->st->chunk_bytes, off = (uint64_t)i * c;
+    uint64_t c = j->sub, off = (uint64_t)i * c;
     return j->bytes - off < c ? j->bytes - off : c;
+}
+
+/* A sub-copy's length for a copy of bytes: a chunk, or less (SUB_MIN). */
+static uint64_t sub_for(const dv_staging *st, uint64_t bytes)
+{
+    uint64_t sub = (bytes / (2 * DV_STAGE_K) + SUB_ALIGN - 1) & ~(SUB_ALIGN - 1);
+    if (sub < SUB_MIN)
+        sub = SUB_MIN;
+    return sub < st->chunk_bytes ? sub : st->chunk_bytes;
 }
 
 /* The last sub-copy below n on chunk c, or UINT32_MAX. */
@@ -228,6 +242,7 @@ static void help_unlist(dv_stage_job *j)
  * the chunks go back. */
 static void pump_finish(dv_stage_job *j, int how)
 {
+    dv_actor *a = j->st->a; /* j may be gone once pumped is set */
     bool no = false;
     if (!atomic_compare_exchange_strong(&j->finishing, &no, true))
         return; /* another thread does */
@@ -240,6 +255,14 @@ static void pump_finish(dv_stage_job *j, int how)
     help_unlist(j);
     chunks_release(j, how);
     atomic_store_explicit(&j->pumped, true, memory_order_release);
+    if (how == FINISH_OK) {
+        /* The host's part is done, the device's last transfer (or only
+         * its wait for this) is left: the actor looks for the end now
+         * rather than when its polls, thinned out by the copy's length,
+         * would. */
+        atomic_store_explicit(&a->look_soon, true, memory_order_relaxed);
+        dv__inbox_kick(a->inbox);
+    }
 }
 
 /*
@@ -312,7 +335,7 @@ static int pump(dv_stage_job *j)
         return PUMP_PROGRESS; /* another thread took it, or it may not start: look again */
     }
     dv_stage_chunk *ch = j->chunk[i % j->k];
-    uint64_t off = (uint64_t)i * st->chunk_bytes, len = sub_len(j, i);
+    uint64_t off = (uint64_t)i * j->sub, len = sub_len(j, i);
     if (j->dir == DV_MSG_HTOD)
         data_copy(ch->mem, j->host + off, len);
     else
@@ -644,8 +667,9 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
     j->dir = dir;
     j->host = host;
     j->bytes = bytes;
-    j->nsub = (uint32_t)((bytes + st->chunk_bytes - 1) / st->chunk_bytes);
-    if ((uint64_t)j->nsub * st->chunk_bytes < bytes) /* more sub-copies than a u32 holds */
+    j->sub = sub_for(st, bytes);
+    j->nsub = (uint32_t)((bytes + j->sub - 1) / j->sub);
+    if ((uint64_t)j->nsub * j->sub < bytes) /* more sub-copies than a u32 holds */
         rc = dv__fail(DV_EINVAL, op, "%s: %llu bytes", op, (unsigned long long)bytes);
     uint32_t want = j->nsub < DV_STAGE_K ? j->nsub : DV_STAGE_K;
     if (rc == DV_OK)
@@ -882,7 +906,7 @@ static int enqueue_staged(dv_recorder *r, void *arg)
     staged_call *sc = arg;
     dv_stage_job *j = sc->j;
     dv_drv_stream *s = r->a->env.streams[r->stream];
-    uint64_t dev = sc->slot->block.ptr + sc->offset, chunk = j->st->chunk_bytes;
+    uint64_t dev = sc->slot->block.ptr + sc->offset, chunk = j->sub;
     dv_drv_value_op ops[1 + DV_STAGE_K];
     int rc = DV_OK;
     j->started = 1;

@@ -110,7 +110,7 @@ typedef struct dv_stage_job {
     struct dv_staging *st;
     uint8_t dir; /* DV_MSG_HTOD or DV_MSG_DTOH */
     unsigned char *host;
-    uint64_t bytes;
+    uint64_t bytes, sub; /* sub: a sub-copy's length (the last one's may be less) */
     uint32_t nsub, k, prefilled;
     /* The host's side: any thread may do a step (its owner, a copy thread
      * helping), one at a time per sub-copy (claim), several at once. */
