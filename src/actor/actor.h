@@ -302,9 +302,17 @@ void dv__poll_completions(dv_actor *a);
 void dv__flush_marks(dv_actor *a);
 /* A transfer of bytes with page-locked host memory went onto stream s. */
 void dv__eta_transfer(dv_actor *a, dv_stream s, uint64_t bytes);
-/* The earliest time a stream's oldest completion is guessed done; 0: no
- * guess. */
-uint64_t dv__pending_eta(const dv_actor *a);
+/* A pending completion's eta that says: not before a copy's host side is
+ * done (staging.c kicks the actor then: look_soon). */
+#define DV_ETA_HOST UINT64_MAX
+/* The earliest time a stream's oldest completion is guessed done (0: no
+ * guess); *all_host: every stream that waits, waits for a host side. */
+uint64_t dv__pending_eta(const dv_actor *a, bool *all_host);
+/* The completion just added on stream s waits for a staged copy's host
+ * side. */
+void dv__pending_host_bound(dv_actor *a, dv_stream s);
+/* A host side is done (which one is not known): nothing waits for one. */
+void dv__pending_host_done(dv_actor *a);
 /* Fail every pending completion with status and detail. */
 void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail);
 /* Wait for every stream; complete what was pending. */

@@ -66,6 +66,7 @@ int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
         at--;
     }
     q->items[(q->head + at) % q->cap] = (dv_pending){
+        .eta = 0,
         .epoch = epoch,
         .reply = e->m.reply,
         .type = e->m.type,
@@ -253,18 +254,44 @@ static void eta_learn(dv_actor *a, dv_pending_fifo *q, const dv_pending *p, uint
         q->span_open = false;
 }
 
-uint64_t dv__pending_eta(const dv_actor *a)
+uint64_t dv__pending_eta(const dv_actor *a, bool *all_host)
 {
     uint64_t eta = 0;
+    *all_host = a->npending > 0;
     for (uint32_t s = 0; s < a->env.nstreams; s++) {
         const dv_pending_fifo *q = &a->pend[s];
         if (q->count == 0)
             continue;
         uint64_t e = q->items[q->head].eta;
-        if (e != 0 && (eta == 0 || e < eta))
+        if (e != DV_ETA_HOST)
+            *all_host = false;
+        if (e != 0 && e != DV_ETA_HOST && (eta == 0 || e < eta))
             eta = e;
     }
     return eta;
+}
+
+/*
+ * A staged copy cannot complete before its host side is done (the stream
+ * waits for the host's words), and its pump says when that is: until
+ * then the actor need not ask the device about its stream at all.  The
+ * pump's word does not say which copy, so any clears every mark.
+ */
+void dv__pending_host_bound(dv_actor *a, dv_stream s)
+{
+    dv_pending_fifo *q = &a->pend[s];
+    if (q->count > 0)
+        q->items[(q->head + q->count - 1) % q->cap].eta = DV_ETA_HOST;
+}
+
+void dv__pending_host_done(dv_actor *a)
+{
+    for (uint32_t s = 0; s < a->env.nstreams; s++) {
+        dv_pending_fifo *q = &a->pend[s];
+        for (uint32_t i = 0; i < q->count; i++)
+            if (q->items[(q->head + i) % q->cap].eta == DV_ETA_HOST)
+                q->items[(q->head + i) % q->cap].eta = 0;
+    }
 }
 
 void dv__poll_completions(dv_actor *a)
@@ -274,6 +301,8 @@ void dv__poll_completions(dv_actor *a)
         dv_pending_fifo *q = &a->pend[s];
         while (q->count > 0) {
             dv_pending *p = &q->items[q->head];
+            if (p->eta == DV_ETA_HOST)
+                break; /* its host side is not done: nor is the device */
             bool reached = false;
             int rc = dv__tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
             if (rc != DV_OK) {
@@ -306,6 +335,8 @@ void dv__flush_marks(dv_actor *a)
          * stream's guess as it is now. */
         for (uint32_t i = 0; i < q->unguessed; i++) {
             dv_pending *p = &q->items[(q->head + q->count - 1 - i) % q->cap];
+            if (p->eta == DV_ETA_HOST)
+                continue;
             p->eta = q->span_open ? q->eta : 0;
             p->span_start = q->span_open ? q->span_start : 0;
             p->span_bytes = q->span_open ? q->span_bytes : 0;

@@ -25,6 +25,9 @@
 #define PARK_POLL_NS 5000u   /* 5 us */
 #define PARK_SLOW_NS 1000000u /* 1 ms */
 #define POLL_YIELDS  64
+/* Every stream that waits, waits for a staged copy's host side: parks
+ * this long (the pump's kick ends one sooner). */
+#define PARK_HOST_NS 10000000u /* 10 ms */
 #define POLL_STEP    8
 /* The device is asked at most this often while the actor spins (each
  * look is a query per stream that waits: a look per spin would cost more
@@ -88,6 +91,7 @@ void *dv__actor_main(void *arg)
         /* A copy's host side finished (staging.c): its end is near. */
         if (atomic_load_explicit(&a->look_soon, memory_order_relaxed) &&
             atomic_exchange_explicit(&a->look_soon, false, memory_order_relaxed)) {
+            dv__pending_host_done(a);
             idle = 0;
             last_poll = 0;
         }
@@ -120,8 +124,14 @@ void *dv__actor_main(void *arg)
             /* The device is working for someone: poll, a little less
              * eagerly the longer it takes. */
             idle++;
-            uint64_t park = poll_park_ns(idle), eta = dv__pending_eta(a);
-            if (eta > a->eta_looked) {
+            bool all_host;
+            uint64_t park = poll_park_ns(idle), eta = dv__pending_eta(a, &all_host);
+            if (all_host && !host_work) {
+                /* Every stream waits for a copy's host side, whose pump
+                 * kicks when done: nothing to ask the device meanwhile
+                 * (the yields stay: a short copy's end comes soon). */
+                park = PARK_HOST_NS;
+            } else if (eta > a->eta_looked) {
                 /* A transfer's guessed end (completion.c): look eagerly
                  * once it comes, and do not sleep past it. */
                 uint64_t now = now_ns();
@@ -136,12 +146,12 @@ void *dv__actor_main(void *arg)
             if (idle < POLL_YIELDS)
                 sched_yield();
             else
-                dv__inbox_park(a->inbox, park);
+                dv__inbox_park(a->inbox, park, &a->look_soon);
         } else if (looks < IDLE_LOOKS) {
             looks++;
             __builtin_ia32_pause();
         } else {
-            dv__inbox_park(a->inbox, PARK_IDLE_NS);
+            dv__inbox_park(a->inbox, PARK_IDLE_NS, &a->look_soon);
         }
     }
     dv__actor_stop_state(a);

@@ -752,7 +752,7 @@ static bool any_queued(dv_inbox *in)
  * parked set and kicks.  It unparks when something woke it or it takes a
  * message (dv__inbox_take).
  */
-void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
+void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns, const atomic_bool *flag)
 {
     /* The snapshot first: a kick or post after it moves the count, so the
      * wait below returns at once instead of missing it.  Acquire: a kick
@@ -763,7 +763,8 @@ void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns)
         atomic_store_explicit(&in->parked, true, memory_order_relaxed);
         dv__fence_heavy(); /* pairs with dv__inbox_post's light fence */
     }
-    if (in->hend > in->hstart || any_queued(in) || atomic_load(&in->closing)) {
+    if (in->hend > in->hstart || any_queued(in) || atomic_load(&in->closing) ||
+        (flag != NULL && atomic_load(flag))) {
         atomic_store_explicit(&in->parked, false, memory_order_relaxed);
         return;
     }

@@ -149,9 +149,11 @@ unsigned dv__inbox_take(dv_inbox *in, const dv_envelope **batch, unsigned max);
 /* Messages taken but held back for a later round (never 0 while the
  * actor should not park). */
 unsigned dv__inbox_held(const dv_inbox *in);
-/* Park until a post arrives, the inbox closes or timeout_ns passes.
- * Returns at once when something is queued. */
-void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns);
+/* Park until a post or a kick arrives, the inbox closes or timeout_ns
+ * passes.  Returns at once when something is queued, or when *flag (if
+ * not NULL) is set: it is read after the wake-up count, so a kicker that
+ * sets it and then kicks is never slept through. */
+void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns, const atomic_bool *flag);
 /* No more posts will come: wake the actor for its last look. */
 void dv__inbox_close(dv_inbox *in);
 bool dv__inbox_closed(const dv_inbox *in);

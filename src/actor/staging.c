@@ -260,7 +260,7 @@ static void pump_finish(dv_stage_job *j, int how)
          * its wait for this) is left: the actor looks for the end now
          * rather than when its polls, thinned out by the copy's length,
          * would. */
-        atomic_store_explicit(&a->look_soon, true, memory_order_relaxed);
+        atomic_store(&a->look_soon, true); /* then the kick (dv__inbox_park) */
         dv__inbox_kick(a->inbox);
     }
 }
@@ -977,8 +977,10 @@ void dv__handle_staged(dv_actor *a, const dv_envelope *e)
     atomic_store_explicit(&a->st_staged_bytes,
                           atomic_load_explicit(&a->st_staged_bytes, memory_order_relaxed) + bytes,
                           memory_order_relaxed);
-    if (rc == DV_OK && dv__complete_later(a, r.stream, e, sc.slot->block.tag.name) == DV_OK)
+    if (rc == DV_OK && dv__complete_later(a, r.stream, e, sc.slot->block.tag.name) == DV_OK) {
+        dv__pending_host_bound(a, r.stream);
         return;
+    }
     /* Enqueued, then failed (a fault after it, stopped by the rebuild; or
      * no memory to track its completion: then wait for its stream, the
      * pumps going on meanwhile, before answering). */

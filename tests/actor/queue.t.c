@@ -71,7 +71,7 @@ static void consume(run *r, uint64_t *bad_magic, uint64_t *out_of_order, uint64_
     while (*total < want) {
         unsigned n = dv__inbox_take(r->in, &batch, 64);
         if (n == 0) {
-            dv__inbox_park(r->in, 1000000);
+            dv__inbox_park(r->in, 1000000, NULL);
             continue;
         }
         for (unsigned i = 0; i < n; i++) {
