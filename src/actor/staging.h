@@ -11,8 +11,10 @@
  * one of the actor's copy threads (an _async call); the actor only
  * enqueues the device's side.
  *
- * A copy of n bytes is cut into sub-copies of one chunk each and holds k
- * chunks (k <= DV_STAGE_K), used in turn.  Every chunk has two 32-bit
+ * A copy of n bytes is cut into sub-copies of one chunk each (a copy of
+ * fewer than 2 * DV_STAGE_K chunks into smaller ones, at least 2 MiB, so
+ * that several threads move it) and holds k chunks (k <= DV_STAGE_K),
+ * used in turn.  Every chunk has two 32-bit
  * words in page-locked memory, each on a line of its own:
  *   dev   written by the device (a stream memory write) once a sub-copy's
  *         DMA with the chunk is done;
@@ -64,6 +66,8 @@
  *     start again: its future is answered at once;
  *   - done, the device is past every fill (to the device) or past the
  *     waits for every emptying (from the device): the host is done too;
+ *     so the actor asks the device nothing about the copy's stream until
+ *     a pump says the host's part is over (it then kicks the actor);
  *   - its context gone (a fault, LOST, shutdown), the actor stops every
  *     copy it had enqueued and waits for the steps under way (at most one
  *     chunk's memcpy each) before it answers the futures.
