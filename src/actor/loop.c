@@ -5,9 +5,9 @@
  */
 #include <sched.h>
 #include <sys/prctl.h>
-#include <time.h>
 
 #include "actor/actor.h"
+#include "base/futex.h"
 
 #define BATCH 64
 
@@ -47,13 +47,6 @@ static uint32_t poll_park_ns(unsigned idle)
         return POLL_GAP_NS;
     unsigned doublings = (idle - POLL_YIELDS) / POLL_STEP;
     return doublings >= 8 ? PARK_SLOW_NS : PARK_POLL_NS << doublings;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void *dv__actor_main(void *arg)
@@ -96,7 +89,7 @@ void *dv__actor_main(void *arg)
             last_poll = 0;
         }
         if (a->npending > 0) {
-            uint64_t now = now_ns();
+            uint64_t now = dv__now_ns();
             if (lost) {
                 dv_error_detail d;
                 dv__lost_detail(a, &d);
@@ -134,7 +127,7 @@ void *dv__actor_main(void *arg)
             } else if (eta > a->eta_looked) {
                 /* A transfer's guessed end (completion.c): look eagerly
                  * once it comes, and do not sleep past it. */
-                uint64_t now = now_ns();
+                uint64_t now = dv__now_ns();
                 if (eta <= now) {
                     a->eta_looked = eta;
                     idle = 0;
