@@ -23,10 +23,13 @@ typedef struct chk_stamp {
  * its pieces at the access's ends, so disjoint parts keep their own. */
 typedef struct chk_rec {
     uint64_t lo, hi;
-    uint64_t blk_lo, blk_hi;
-    struct chk_rec *l, *r;
+    struct chk_rec *next, *prev; /* every piece of its set, by start */
+    struct chk_rec *l, *r;       /* the index, when indexed */
     uint32_t prio;
+    bool indexed; /* in the set's index */
+    bool keyed;   /* in the set's table by start */
     bool freed;
+    uint64_t blk_lo, blk_hi;
     const char *tag;
     uint64_t generation; /* the block's */
     /* The block's address was handed out (NULL: from the start). */
@@ -49,6 +52,41 @@ typedef struct ev_shadow {
     uint64_t vc[];
 } ev_shadow;
 
+/*
+ * A set of disjoint pieces: a list of all of them by start, and an index
+ * (a treap) over some of them.  The list is the truth; the index only
+ * says where to start walking it.  A block's first piece and every host
+ * piece are indexed; a piece cut off inside a block is not, so cutting
+ * and merging a block's pieces, which every ranged access does, changes
+ * only the list.  A walk that grows long indexes where it ended.  The
+ * fingers are the pieces found last: an operation's accesses, checked
+ * and then committed, find their pieces there without a descent.
+ */
+#define CHK_FINGERS 4
+
+/* A piece found lately, with where it starts and where the next one does:
+ * it is the floor of every address in [lo, end), known without reading
+ * the piece. */
+typedef struct chk_finger {
+    uint64_t lo, end;
+    chk_rec *r; /* NULL: none */
+} chk_finger;
+
+typedef struct chk_set {
+    chk_rec *root;
+    chk_rec *first;
+    chk_finger finger[CHK_FINGERS];
+    unsigned next_finger;
+    /* The device set's indexed pieces by exact start too (open
+     * addressing): an access through a handle names its block's start,
+     * whose piece is indexed, and is found without a descent. */
+    chk_rec **byaddr;
+    uint32_t byaddr_cap, byaddr_n;
+    bool keyed;
+} chk_set;
+
+#define CHK_WALK_MAX 8
+
 struct dv_checker {
     dv_res_env *env;
     uint32_t ns, nc; /* streams; clock components (streams + host) */
@@ -58,8 +96,8 @@ struct dv_checker {
     dv_drv_observer obs;
     uint64_t *vc; /* nc rows of nc: row s is stream s, row ns what the actor saw finish */
     uint64_t rng;
-    chk_rec *root; /* device pieces, disjoint, by start */
-    chk_rec *host; /* host buffers' pieces, disjoint, by start */
+    chk_set dev;  /* device pieces */
+    chk_set host; /* host buffers' pieces */
     uint64_t pieces, nshadows;
     uint64_t since_retire; /* commits since the last retirement sweep */
     uint64_t *floor;       /* per stream: what every stream's clock has seen */
@@ -232,19 +270,19 @@ static void tree_insert(dv_checker *c, chk_rec **root, chk_rec *n)
     n->prio = next_prio(c);
     split(*root, n->lo, &l, &r);
     *root = merge(merge(l, n), r);
-    c->pieces++;
+    n->indexed = true;
 }
 
-static void tree_remove(dv_checker *c, chk_rec **root, chk_rec *n)
+static void tree_remove(chk_rec **root, chk_rec *n)
 {
     chk_rec *l, *m, *r;
     split(*root, n->lo, &l, &r);
     split(r, n->lo + 1, &m, &r);
     *root = merge(l, r);
-    c->pieces--;
+    n->indexed = false;
 }
 
-/* The piece starting at or below addr nearest to it, or NULL. */
+/* The indexed piece starting at or below addr nearest to it, or NULL. */
 static chk_rec *tree_floor(chk_rec *t, uint64_t addr)
 {
     chk_rec *best = NULL;
@@ -259,26 +297,185 @@ static chk_rec *tree_floor(chk_rec *t, uint64_t addr)
     return best;
 }
 
-/* The piece starting above addr nearest to it, or NULL. */
-static chk_rec *tree_next(chk_rec *t, uint64_t addr)
+static inline uint32_t addr_slot(const chk_set *s, uint64_t lo)
 {
-    chk_rec *best = NULL;
-    while (t != NULL) {
-        if (t->lo > addr) {
-            best = t;
-            t = t->l;
-        } else {
-            t = t->r;
+    uint64_t h = (lo >> 4) * UINT64_C(0x9E3779B97F4A7C15);
+    return (uint32_t)(h >> 32) & (s->byaddr_cap - 1);
+}
+
+static chk_rec *byaddr_get(const chk_set *s, uint64_t lo)
+{
+    if (s->byaddr_n == 0)
+        return NULL;
+    for (uint32_t i = addr_slot(s, lo);; i = (i + 1) & (s->byaddr_cap - 1)) {
+        chk_rec *r = s->byaddr[i];
+        if (r == NULL || r->lo == lo)
+            return r;
+    }
+}
+
+static void byaddr_put(chk_set *s, chk_rec *r)
+{
+    uint32_t i = addr_slot(s, r->lo);
+    while (s->byaddr[i] != NULL)
+        i = (i + 1) & (s->byaddr_cap - 1);
+    s->byaddr[i] = r;
+    s->byaddr_n++;
+}
+
+/* Out of memory the table stays as it is: lookups then descend. */
+static bool byaddr_grow(chk_set *s)
+{
+    uint32_t cap = s->byaddr_cap ? s->byaddr_cap * 2 : 1024;
+    chk_rec **t = calloc(cap, sizeof(*t)), **old = s->byaddr;
+    if (t == NULL)
+        return false;
+    uint32_t oldcap = s->byaddr_cap;
+    s->byaddr = t;
+    s->byaddr_cap = cap;
+    s->byaddr_n = 0;
+    for (uint32_t i = 0; i < oldcap; i++)
+        if (old[i] != NULL)
+            byaddr_put(s, old[i]);
+    free(old);
+    return true;
+}
+
+/* Linear probing's deletion: shift later entries of the run back. */
+static void byaddr_del(chk_set *s, const chk_rec *r)
+{
+    uint32_t mask = s->byaddr_cap - 1, i = addr_slot(s, r->lo);
+    while (s->byaddr[i] != r) {
+        if (s->byaddr[i] == NULL)
+            return; /* never entered (the table could not grow) */
+        i = (i + 1) & mask;
+    }
+    s->byaddr[i] = NULL;
+    s->byaddr_n--;
+    for (uint32_t j = (i + 1) & mask; s->byaddr[j] != NULL; j = (j + 1) & mask) {
+        uint32_t home = addr_slot(s, s->byaddr[j]->lo);
+        /* Entry j may move to the hole at i unless its home lies in (i, j]. */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            s->byaddr[i] = s->byaddr[j];
+            s->byaddr[j] = NULL;
+            i = j;
         }
     }
-    return best;
+}
+
+static void index_add(dv_checker *c, chk_set *s, chk_rec *r)
+{
+    tree_insert(c, &s->root, r);
+    r->keyed = false;
+    if (s->keyed && ((uint64_t)(s->byaddr_n + 1) * 2 <= s->byaddr_cap || byaddr_grow(s))) {
+        byaddr_put(s, r);
+        r->keyed = true;
+    }
+}
+
+static void index_del(chk_set *s, chk_rec *r)
+{
+    tree_remove(&s->root, r);
+    if (r->keyed)
+        byaddr_del(s, r);
+    r->keyed = false;
+}
+
+/* The piece starting at or below addr nearest to it, or NULL.  base: the
+ * start of the block addr is in, when the access came through a handle
+ * (0: not known). */
+static chk_rec *set_floor_in(dv_checker *c, chk_set *s, uint64_t addr, uint64_t base)
+{
+    for (unsigned i = 0; i < CHK_FINGERS; i++) {
+        const chk_finger *f = &s->finger[i];
+        if (f->r != NULL && f->lo <= addr && addr < f->end)
+            return f->r;
+    }
+    chk_rec *r = base != 0 && base <= addr ? byaddr_get(s, base) : NULL;
+    if (r == NULL)
+        r = tree_floor(s->root, addr);
+    if (r == NULL) {
+        r = s->first;
+        if (r == NULL || r->lo > addr)
+            return NULL;
+    }
+    unsigned steps = 0;
+    while (r->next != NULL && r->next->lo <= addr) {
+        r = r->next;
+        steps++;
+    }
+    if (steps > CHK_WALK_MAX && !r->indexed)
+        index_add(c, s, r);
+    s->finger[s->next_finger] =
+        (chk_finger){r->lo, r->next != NULL ? r->next->lo : UINT64_MAX, r};
+    s->next_finger = (s->next_finger + 1) % CHK_FINGERS;
+    return r;
+}
+
+static chk_rec *set_floor(dv_checker *c, chk_set *s, uint64_t addr)
+{
+    return set_floor_in(c, s, addr, 0);
 }
 
 /* The piece holding addr, or NULL. */
-static chk_rec *tree_at(chk_rec *t, uint64_t addr)
+static chk_rec *set_at(dv_checker *c, chk_set *s, uint64_t addr)
 {
-    chk_rec *r = tree_floor(t, addr);
+    chk_rec *r = set_floor(c, s, addr);
     return r != NULL && addr < r->hi ? r : NULL;
+}
+
+/* The piece starting above addr nearest to it, or NULL. */
+static chk_rec *set_next(dv_checker *c, chk_set *s, uint64_t addr)
+{
+    chk_rec *r = set_floor(c, s, addr);
+    return r != NULL ? r->next : s->first;
+}
+
+/* Put n in the list after `after` (NULL: first); index it if asked. */
+static void set_link(dv_checker *c, chk_set *s, chk_rec *after, chk_rec *n, bool index)
+{
+    n->prev = after;
+    n->next = after != NULL ? after->next : s->first;
+    if (n->next != NULL)
+        n->next->prev = n;
+    if (after != NULL)
+        after->next = n;
+    else
+        s->first = n;
+    for (unsigned i = 0; i < CHK_FINGERS; i++)
+        if (after != NULL && s->finger[i].r == after)
+            s->finger[i].end = n->lo;
+    n->indexed = false;
+    n->keyed = false;
+    if (index)
+        index_add(c, s, n);
+    c->pieces++;
+}
+
+/* Put n (overlapping no piece) where it belongs. */
+static void set_insert(dv_checker *c, chk_set *s, chk_rec *n, bool index)
+{
+    set_link(c, s, set_floor(c, s, n->lo), n, index);
+}
+
+/* Take r out (the caller frees it). */
+static void set_remove(dv_checker *c, chk_set *s, chk_rec *r)
+{
+    if (r->indexed)
+        index_del(s, r);
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        s->first = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    for (unsigned i = 0; i < CHK_FINGERS; i++) {
+        if (s->finger[i].r == r)
+            s->finger[i].r = NULL;
+        else if (r->prev != NULL && s->finger[i].r == r->prev)
+            s->finger[i].end = r->next != NULL ? r->next->lo : UINT64_MAX;
+    }
+    c->pieces--;
 }
 
 static int scratch_push(dv_checker *c, chk_rec *r)
@@ -295,31 +492,22 @@ static int scratch_push(dv_checker *c, chk_rec *r)
     return DV_OK;
 }
 
-/* Pieces of t overlapping [lo, hi) onto c->scratch, in address order:
- * one in-order walk of the part of the tree that matters (pieces do not
- * overlap, so a piece ending at or before lo has only such pieces on its
- * left, and one starting at or after hi only such on its right). */
-static int collect_range(dv_checker *c, chk_rec *t, uint64_t lo, uint64_t hi)
+/* Pieces of s overlapping [lo, hi) into c->scratch, in address order
+ * (base: set_floor_in's). */
+static int overlapping_in(dv_checker *c, chk_set *s, uint64_t lo, uint64_t hi, uint64_t base)
 {
-    while (t != NULL) {
-        if (t->lo >= hi) {
-            t = t->l;
-        } else if (t->hi <= lo) {
-            t = t->r;
-        } else {
-            if (collect_range(c, t->l, lo, hi) != DV_OK || scratch_push(c, t) != DV_OK)
-                return DV_ENOMEM;
-            t = t->r;
-        }
-    }
+    c->nscratch = 0;
+    chk_rec *r = set_floor_in(c, s, lo, base);
+    r = r == NULL ? s->first : r->hi <= lo ? r->next : r;
+    for (; r != NULL && r->lo < hi; r = r->next)
+        if (scratch_push(c, r) != DV_OK)
+            return DV_ENOMEM;
     return DV_OK;
 }
 
-/* Pieces overlapping [lo, hi) into c->scratch, in address order. */
-static int overlapping(dv_checker *c, chk_rec *root, uint64_t lo, uint64_t hi)
+static int overlapping(dv_checker *c, chk_set *s, uint64_t lo, uint64_t hi)
 {
-    c->nscratch = 0;
-    return collect_range(c, root, lo, hi);
+    return overlapping_in(c, s, lo, hi, 0);
 }
 
 static size_t rec_size(const dv_checker *c)
@@ -350,29 +538,92 @@ static chk_rec *rec_copy(dv_checker *c, const chk_rec *src, uint64_t lo, uint64_
 
 /* Cut the piece holding at (if any) in two there; whether it did.  Out
  * of memory: the piece stays whole (its history then covers a little
- * more). */
-static bool cut_at(dv_checker *c, chk_rec **root, uint64_t at)
+ * more).  The right part is not indexed: it is found from the left. */
+static bool cut_at_in(dv_checker *c, chk_set *s, uint64_t at, uint64_t base)
 {
-    chk_rec *r = tree_at(*root, at);
+    chk_rec *r = set_floor_in(c, s, at, base);
+    if (r != NULL && at >= r->hi)
+        r = NULL;
     if (r == NULL || r->lo == at)
         return false;
     chk_rec *right = rec_copy(c, r, at, r->hi);
     if (right == NULL)
         return false;
     r->hi = at;
-    tree_insert(c, root, right);
+    set_link(c, s, r, right, false);
     return true;
 }
 
-static void tree_free(chk_rec *t)
+static bool cut_at(dv_checker *c, chk_set *s, uint64_t at)
 {
-    while (t != NULL) {
-        tree_free(t->l);
-        chk_rec *r = t->r;
-        free(t);
-        t = r;
-    }
+    return cut_at_in(c, s, at, 0);
 }
+
+static void set_free(chk_set *s)
+{
+    chk_rec *r = s->first;
+    while (r != NULL) {
+        chk_rec *next = r->next;
+        free(r);
+        r = next;
+    }
+    free(s->byaddr);
+    *s = (chk_set){.keyed = s->keyed};
+}
+
+#ifdef DV_CHK_PARANOID
+/* The set's invariants, checked after every change in a paranoid build. */
+static uint64_t tree_count(const chk_rec *t, const chk_rec **prev)
+{
+    if (t == NULL)
+        return 0;
+    uint64_t n = tree_count(t->l, prev);
+    if (!t->indexed || (*prev != NULL && (*prev)->lo >= t->lo))
+        abort();
+    *prev = t;
+    return n + 1 + tree_count(t->r, prev);
+}
+
+static uint64_t set_sane(const chk_set *s)
+{
+    uint64_t n = 0, indexed = 0;
+    const chk_rec *prev = NULL;
+    for (const chk_rec *r = s->first; r != NULL; prev = r, r = r->next, n++) {
+        if (r->prev != prev || r->lo >= r->hi || (prev != NULL && prev->hi > r->lo))
+            abort();
+        indexed += r->indexed;
+    }
+    prev = NULL;
+    if (tree_count(s->root, &prev) != indexed)
+        abort();
+    uint32_t keyed = 0;
+    for (const chk_rec *r = s->first; r != NULL; r = r->next) {
+        if (r->keyed && (!r->indexed || byaddr_get(s, r->lo) != r))
+            abort();
+        keyed += r->keyed;
+    }
+    if (keyed != s->byaddr_n)
+        abort();
+    for (unsigned i = 0; i < CHK_FINGERS; i++) {
+        const chk_finger *f = &s->finger[i];
+        if (f->r != NULL && (f->r->lo != f->lo ||
+                             f->end != (f->r->next != NULL ? f->r->next->lo : UINT64_MAX)))
+            abort();
+    }
+    return n;
+}
+
+static void chk_sane(const dv_checker *c)
+{
+    if (set_sane(&c->dev) + set_sane(&c->host) != c->pieces)
+        abort();
+}
+#else
+static inline void chk_sane(const dv_checker *c)
+{
+    (void)c;
+}
+#endif
 
 /* ------------------------------------------------------------------------
  * Checking
@@ -562,6 +813,7 @@ void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access,
     op->acc[op->n].access = access ? access : DV_READ_WRITE;
     op->acc[op->n].host = host;
     op->acc[op->n].raw = false;
+    op->acc[op->n].base = 0;
     op->n++;
 }
 
@@ -580,8 +832,8 @@ static bool acc_range(dv_checker *c, const dv_chk_op *op, unsigned i, uint64_t *
         *hi = ptr + 1;
         return true;
     }
-    chk_rec *r = tree_at(c->root, ptr);
-    if (r == NULL)
+    chk_rec *r = set_floor_in(c, &c->dev, ptr, op->acc[i].base);
+    if (r == NULL || ptr >= r->hi)
         return false;
     *lo = r->blk_lo;
     *hi = r->blk_hi;
@@ -606,7 +858,7 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
         bool host = op->acc[i].host;
         if (!acc_range(c, op, i, &lo, &hi))
             continue;
-        if (overlapping(c, host ? c->host : c->root, lo, hi) != DV_OK)
+        if (overlapping_in(c, host ? &c->host : &c->dev, lo, hi, op->acc[i].base) != DV_OK)
             return DV_OK; /* out of host memory: unchecked */
         const char *verb = access & DV_WRITE ? "writes" : "reads";
         for (uint32_t k = 0; k < c->nscratch; k++) {
@@ -630,17 +882,17 @@ static bool host_cover(dv_checker *c, uint64_t lo, uint64_t hi)
     changed |= cut_at(c, &c->host, hi);
     uint64_t at = lo;
     while (at < hi) {
-        chk_rec *r = tree_at(c->host, at);
-        if (r != NULL) {
+        chk_rec *r = set_floor(c, &c->host, at);
+        if (r != NULL && at < r->hi) {
             at = r->hi;
             continue;
         }
-        chk_rec *next = tree_next(c->host, at);
+        chk_rec *next = r != NULL ? r->next : c->host.first;
         uint64_t end = next != NULL && next->lo < hi ? next->lo : hi;
         chk_rec *n = rec_new(c, at, end);
         if (n == NULL)
             return changed;
-        tree_insert(c, &c->host, n);
+        set_link(c, &c->host, r, n, true);
         changed = true;
         at = end;
     }
@@ -661,18 +913,18 @@ static bool same_history(const dv_checker *c, const chk_rec *a, const chk_rec *b
 
 /* Merge the pieces around [lo, hi] that have one history: a write over a
  * range leaves one piece however often it was cut before. */
-static void coalesce(dv_checker *c, chk_rec **root, uint64_t lo, uint64_t hi, bool host)
+static void coalesce(dv_checker *c, chk_set *s, uint64_t lo, uint64_t hi, bool host)
 {
-    chk_rec *r = lo > 0 ? tree_at(*root, lo - 1) : NULL;
+    chk_rec *r = lo > 0 ? set_at(c, s, lo - 1) : NULL;
     if (r == NULL)
-        r = tree_at(*root, lo);
+        r = set_at(c, s, lo);
     while (r != NULL && r->lo <= hi) {
-        chk_rec *next = tree_at(*root, r->hi);
-        if (next == NULL)
+        chk_rec *next = r->next;
+        if (next == NULL || next->lo != r->hi)
             break;
         if (same_history(c, r, next, host)) {
             uint64_t end = next->hi;
-            tree_remove(c, root, next);
+            set_remove(c, s, next);
             free(next);
             r->hi = end;
         } else {
@@ -725,15 +977,13 @@ static void retire(dv_checker *c)
         c->floor[p] = m;
     }
     chk_rec *prev = NULL;
-    chk_rec *r = tree_floor(c->root, 0);
-    if (r == NULL)
-        r = tree_next(c->root, 0);
+    chk_rec *r = c->dev.first;
     while (r != NULL) {
-        chk_rec *next = tree_next(c->root, r->lo);
+        chk_rec *next = r->next;
         bool settled = settle(c, r);
         if (settled && prev != NULL && same_history(c, prev, r, false)) {
             prev->hi = r->hi;
-            tree_remove(c, &c->root, r);
+            set_remove(c, &c->dev, r);
             free(r);
         } else {
             prev = settled ? r : NULL;
@@ -761,10 +1011,10 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
         if (host) {
             cut = host_cover(c, lo, hi);
         } else {
-            cut = cut_at(c, &c->root, lo);
-            cut |= cut_at(c, &c->root, hi);
+            cut = cut_at_in(c, &c->dev, lo, op->acc[i].base);
+            cut |= cut_at_in(c, &c->dev, hi, op->acc[i].base);
         }
-        if (overlapping(c, host ? c->host : c->root, lo, hi) != DV_OK)
+        if (overlapping_in(c, host ? &c->host : &c->dev, lo, hi, op->acc[i].base) != DV_OK)
             return;
         for (uint32_t k = 0; k < c->nscratch; k++)
             if (!c->scratch[k]->freed)
@@ -772,10 +1022,11 @@ void dv__checker_commit(dv_checker *c, const dv_chk_op *op)
         /* One piece that was not cut: its new stamp is its own, nothing
          * merges (the common case: a whole block). */
         if (cut || c->nscratch > 1)
-            coalesce(c, host ? &c->host : &c->root, lo, hi, host);
+            coalesce(c, host ? &c->host : &c->dev, lo, hi, host);
     }
     if (++c->since_retire >= c->pieces + DV_CHK_RETIRE_MIN)
         retire(c);
+    chk_sane(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -823,11 +1074,11 @@ int dv__checker_task_verify(dv_checker *c, const dv_chk_op *task, const uint64_t
     chk_stamp now = stamp_of(task, task->stream);
     const char *verb = access == 0 ? "touches" : access & DV_WRITE ? "writes" : "reads";
     for (uint64_t at = lo; at < hi;) {
-        chk_rec *r = tree_at(c->root, at);
+        chk_rec *r = set_at(c, &c->dev, at);
         if (r == NULL) {
             /* Memory the checker does not know (the library's own): skip
              * to the next piece it knows. */
-            chk_rec *next = tree_next(c->root, at);
+            chk_rec *next = set_next(c, &c->dev, at);
             if (next == NULL || next->lo >= hi)
                 break;
             at = next->lo;
@@ -905,7 +1156,7 @@ int dv__checker_alloc(dv_checker *c, const dv_chk_block *b, uint32_t stream,
     int status = DV_OK;
 
     chk_rec *n = rec_new(c, lo, hi);
-    if (n == NULL || overlapping(c, c->root, lo, hi) != DV_OK) {
+    if (n == NULL || overlapping(c, &c->dev, lo, hi) != DV_OK) {
         free(n);
         return DV_OK; /* unchecked */
     }
@@ -920,28 +1171,29 @@ int dv__checker_alloc(dv_checker *c, const dv_chk_block *b, uint32_t stream,
         }
         if (status == DV_OK && c->check_reuse && old->freed)
             status = check_rec(c, V, &now, DV_WRITE, old, lo, hi, false, "reuses the memory of");
-        tree_remove(c, &c->root, old);
+        set_remove(c, &c->dev, old);
         chk_rec *left = old->lo < lo ? rec_copy(c, old, old->lo, lo) : NULL;
         chk_rec *right = old->hi > hi ? rec_copy(c, old, hi, old->hi) : NULL;
         free(old);
         if (left != NULL)
-            tree_insert(c, &c->root, left);
+            set_insert(c, &c->dev, left, true);
         if (right != NULL)
-            tree_insert(c, &c->root, right);
+            set_insert(c, &c->dev, right, true);
     }
     n->tag = b->tag;
     n->generation = b->generation;
     n->exposed = b->exposed;
     n->exposed_gen = b->exposed_gen;
     n->write = now;
-    tree_insert(c, &c->root, n);
+    set_insert(c, &c->dev, n, true);
+    chk_sane(c);
     return status;
 }
 
 int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know_node *know,
                      uint32_t producer, uint32_t msg)
 {
-    chk_rec *first = tree_at(c->root, ptr);
+    chk_rec *first = set_at(c, &c->dev, ptr);
     if (stream >= c->ns || first == NULL || first->blk_lo != ptr || first->freed)
         return DV_OK;
     uint64_t blk_hi = first->blk_hi;
@@ -949,7 +1201,7 @@ int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know
     dv__chk_op_init(&op, DV_CHK_FREE, stream, NULL, producer, msg);
     op.seq = tick(c, stream, know);
     chk_stamp now = stamp_of(&op, stream);
-    if (overlapping(c, c->root, ptr, blk_hi) != DV_OK)
+    if (overlapping(c, &c->dev, ptr, blk_hi) != DV_OK)
         return DV_OK;
     int rc = DV_OK;
     for (uint32_t k = 0; k < c->nscratch; k++) {
@@ -962,7 +1214,7 @@ int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know
      * block's memory is one piece again, however it was cut. */
     for (uint32_t k = c->nscratch; k-- > 1;) {
         chk_rec *r = c->scratch[k];
-        tree_remove(c, &c->root, r);
+        set_remove(c, &c->dev, r);
         free(r);
     }
     first->hi = blk_hi;
@@ -970,6 +1222,7 @@ int dv__checker_free(dv_checker *c, uint64_t ptr, uint32_t stream, const dv_know
     first->freeop = now;
     first->write = now;
     memset(first->reads, 0, c->ns * sizeof(chk_stamp));
+    chk_sane(c);
     return rc;
 }
 
@@ -982,7 +1235,7 @@ int dv__checker_host_access(dv_checker *c, uint64_t ptr, uint64_t bytes, uint8_t
     uint64_t lo = ptr, hi = ptr + (bytes ? bytes : 1);
     access = access ? access : DV_READ_WRITE;
     know_clock(c, know, c->tmp);
-    if (overlapping(c, c->host, lo, hi) != DV_OK)
+    if (overlapping(c, &c->host, lo, hi) != DV_OK)
         return DV_OK;
     for (uint32_t k = 0; k < c->nscratch; k++) {
         int rc = check_rec(c, c->tmp, &now, access, c->scratch[k], lo, hi, true,
@@ -998,12 +1251,13 @@ void dv__checker_host_forget(dv_checker *c, uint64_t ptr, uint64_t bytes)
     uint64_t hi = ptr + bytes < ptr ? UINT64_MAX : ptr + bytes;
     cut_at(c, &c->host, ptr);
     cut_at(c, &c->host, hi);
-    if (overlapping(c, c->host, ptr, hi) != DV_OK)
+    if (overlapping(c, &c->host, ptr, hi) != DV_OK)
         return;
     for (uint32_t k = 0; k < c->nscratch; k++) {
-        tree_remove(c, &c->host, c->scratch[k]);
+        set_remove(c, &c->host, c->scratch[k]);
         free(c->scratch[k]);
     }
+    chk_sane(c);
 }
 
 uint64_t dv__checker_pieces(const dv_checker *c)
@@ -1037,6 +1291,7 @@ int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t uid, uint64_t
     c->context = context;
     c->rng = UINT64_C(0x9E3779B97F4A7C15);
     c->events.next = c->events.prev = &c->events;
+    c->dev.keyed = true;
     c->vc = calloc((size_t)c->nc * c->nc, sizeof(uint64_t));
     c->tmp = calloc(c->nc, sizeof(uint64_t));
     c->floor = calloc(c->nc, sizeof(uint64_t));
@@ -1071,8 +1326,8 @@ void dv__checker_destroy(dv_checker *c)
         shadow_free(c->events.next);
     for (uint32_t s = 0; s < c->ns; s++)
         *dv__drv_shadow(c->env->streams[s]) = NULL;
-    tree_free(c->root);
-    tree_free(c->host);
+    set_free(&c->dev);
+    set_free(&c->host);
     free(c->scratch);
     free(c->vc);
     free(c->tmp);

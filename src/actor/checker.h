@@ -47,8 +47,14 @@
  * (its handle's published `exposed` word), a raw pointer into it can only
  * have come from the old block: a use after free too.
  *
- * Pieces live in two treaps by start address, so interior pointers and
- * overlapping reuse are found in O(log n).  Nothing is dropped by count
+ * Pieces live in two sets (device, host), each a list by start address
+ * with an index over some of its pieces: a treap of every block's first
+ * piece and every host piece, so interior pointers and overlapping reuse
+ * are found in O(log n), and a table of the device's by exact start, so
+ * an access through a handle (which names its block's start) needs no
+ * descent.  Pieces cut off inside a block are found from the block's
+ * first one along the list, so the cutting and merging that ranged
+ * accesses cause changes no index.  Nothing is dropped by count
  * or by what the actor saw finish.  A device piece whose history every
  * stream's clock has seen (dominance) forgets it, and a block's pieces
  * that have forgotten everything merge back into one; a freed piece keeps
@@ -105,6 +111,7 @@ typedef struct dv_chk_op {
         uint8_t access; /* DV_READ, DV_WRITE, DV_READ_WRITE */
         bool host;      /* a host buffer (a copy's other side) */
         bool raw;       /* a raw pointer (not resolved from a handle) */
+        uint64_t base;  /* the start of the handle's block (0: not known) */
     } acc[DV_CHK_MAX_ACCESSES];
 } dv_chk_op;
 

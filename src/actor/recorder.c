@@ -51,9 +51,11 @@ dv_ref_slot *dv__rec_use(dv_recorder *r, dv_ref ref, uint64_t offset, uint64_t b
     if (r->task)
         dv__ref_expose(slot->pub, slot->gen);
     /* The checker sees the range itself (no length: the whole block). */
-    if (r->a->chk != NULL)
+    if (r->a->chk != NULL && r->chk.n < DV_CHK_MAX_ACCESSES) {
         dv__chk_op_add(&r->chk, bytes == 0 ? slot->block.ptr : slot->block.ptr + offset, bytes,
                        (uint8_t)access, false);
+        r->chk.acc[r->chk.n - 1].base = slot->block.ptr;
+    }
     return slot;
 }
 
