@@ -220,16 +220,34 @@ static uint8_t pattern_byte(uint64_t serial, uint64_t pos)
     return (uint8_t)(pattern_word(serial, pos >> 3) >> (8 * (pos & 7)));
 }
 
+/* Word w's bytes, lowest first, at dst. */
+static inline void put_word(uint8_t *dst, uint64_t w)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(dst, &w, 8);
+#else
+    for (unsigned k = 0; k < 8; k++)
+        dst[k] = (uint8_t)(w >> (8 * k));
+#endif
+}
+
+/* Every byte a read-back is compared with is made here: the kind of
+ * pattern is decided once, and whole words are stored at once (it is
+ * most of the clients' time otherwise). */
 static void pattern_fill(uint8_t *dst, uint64_t serial, uint64_t pos, uint64_t len)
 {
     while (len > 0 && (pos & 7) != 0) {
         *dst++ = pattern_byte(serial, pos++);
         len--;
     }
-    for (; len >= 8; len -= 8, pos += 8, dst += 8) {
-        uint64_t w = pattern_word(serial, pos >> 3);
-        for (unsigned k = 0; k < 8; k++)
-            dst[k] = (uint8_t)(w >> (8 * k));
+    if (is_u32_constant(serial)) {
+        uint64_t w = pattern_word(serial, 0);
+        for (; len >= 8; len -= 8, pos += 8, dst += 8)
+            put_word(dst, w);
+    } else {
+        uint64_t k = serial * UINT64_C(0x9E3779B97F4A7C15);
+        for (; len >= 8; len -= 8, pos += 8, dst += 8)
+            put_word(dst, mix64(k + (pos >> 3)));
     }
     while (len > 0) {
         *dst++ = pattern_byte(serial, pos++);
