@@ -393,13 +393,43 @@ static bool seg_word(const seg *s, uint32_t *out)
 }
 
 /* The checksum kernel's sum (tools/kernels/kernels.cu) of n words. */
-static uint64_t host_checksum(const uint8_t *p, uint64_t n)
+static uint64_t host_checksum(const uint8_t *p, uint64_t n, uint64_t first)
 {
     uint64_t sum = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint32_t v;
         memcpy(&v, p + 4 * i, 4);
-        sum += (((uint64_t)v << 32) | (uint32_t)i) * UINT64_C(0x9E3779B97F4A7C15);
+        sum += (((uint64_t)v << 32) | (uint32_t)(first + i)) * UINT64_C(0x9E3779B97F4A7C15);
+    }
+    return sum;
+}
+
+/* The expected bytes are made and used a piece at a time, in a buffer that
+ * stays in the cache: writing them all out first and reading them back
+ * costs more memory traffic than the copies under test.  A multiple of 4
+ * (the checksum's word). */
+#define EXPECT_CHUNK (32u << 10)
+
+/* Whether got holds the expected bytes of [off, off + len) of b. */
+static bool matches(const block *b, uint64_t off, uint64_t len, const uint8_t *got, uint8_t *tmp)
+{
+    for (uint64_t done = 0; done < len; done += EXPECT_CHUNK) {
+        uint64_t n = len - done < EXPECT_CHUNK ? len - done : EXPECT_CHUNK;
+        expected(b, off + done, n, tmp);
+        if (memcmp(got + done, tmp, n) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The checksum kernel's sum of the n expected words at off of b. */
+static uint64_t expected_checksum(const block *b, uint64_t off, uint64_t n, uint8_t *tmp)
+{
+    uint64_t sum = 0;
+    for (uint64_t done = 0; done < n; done += EXPECT_CHUNK / 4) {
+        uint64_t k = n - done < EXPECT_CHUNK / 4 ? n - done : EXPECT_CHUNK / 4;
+        expected(b, off + 4 * done, 4 * k, tmp);
+        sum += host_checksum(tmp, k, done);
     }
     return sum;
 }
@@ -447,6 +477,7 @@ typedef struct worker {
     pthread_t thread;
     uint64_t rng;
     uint8_t *wbuf, *rbuf; /* MAX_BLOCK each: what we write, what we read */
+    uint8_t *ebuf;        /* EXPECT_CHUNK: expected bytes, a piece at a time */
     int host_kind;        /* HOST_PAGEABLE, HOST_ALLOCATED or HOST_REGISTERED */
     block *blocks;
     uint32_t nlive;
@@ -724,11 +755,11 @@ static int verify(worker *w, uint32_t i, uint64_t off, uint64_t len)
     remember(b, (note){.kind = OP_DTOH, .stream = s, .off = off, .len = len});
     if (!b->known)
         return DV_OK;
-    expected(b, off, len, w->wbuf);
     w->verifies++;
     w->bytes_verified += len;
-    if (memcmp(w->rbuf, w->wbuf, len) == 0)
+    if (matches(b, off, len, w->rbuf, w->ebuf))
         return DV_OK;
+    expected(b, off, len, w->wbuf);
 
     uint64_t bad = 0, first = 0, last = 0;
     for (uint64_t k = 0; k < len; k++) {
@@ -1266,8 +1297,7 @@ static void do_checksum(worker *w, uint32_t i)
             drop_result(w);
         return;
     }
-    expected(b, off, len, w->wbuf);
-    uint64_t want = host_checksum(w->wbuf, n);
+    uint64_t want = expected_checksum(b, off, n, w->ebuf);
     w->checksums++;
     w->bytes_summed += len;
     if (got == want)
@@ -1528,6 +1558,9 @@ static void usage(FILE *out)
             "                  summary's throughput shows its overhead; DV_CHECK_ORDER=1\n"
             "                  in the environment turns it on regardless)\n"
             "  --device N      device ordinal (default 0)\n"
+            "  --self-test     check the harness's own verification (the expected bytes,\n"
+            "                  that a wrong byte anywhere is caught, the checksum) with no\n"
+            "                  device; TAP on stdout, exit 1 on a failure\n"
             "  --help          this text\n"
             "\n"
             "Expected errors: DV_EOUT_OF_BUDGET; with --faults also DV_EDEVICE_OOM,\n"
@@ -1539,6 +1572,74 @@ static void usage(FILE *out)
             "at the end) and no unexpected error occurred; 1 on an integrity failure, a\n"
             "hazard or a leak; 2 on an unexpected error, a usage error or a device error\n"
             "(e.g. --backend cuda without a GPU).\n");
+}
+
+/*
+ * The verification's own check: a harness that compared nothing would
+ * pass every run.  A block of every kind of segment, its expected bytes
+ * against the pattern's definition byte by byte, a wrong byte caught
+ * wherever it is (chunk edges included), and the checksum made a chunk
+ * at a time against one pass.
+ */
+static int self_test(void)
+{
+    static block b;
+    uint64_t size = 3 * EXPECT_CHUNK + 4100;
+    uint8_t *full = malloc(size), *tmp = malloc(EXPECT_CHUNK);
+    int failed = 0, n = 0;
+    if (full == NULL || tmp == NULL) {
+        printf("Bail out! out of memory\n");
+        return 1;
+    }
+    b.size = size;
+    b.known = true;
+    b.nsegs = 0;
+    b.segs[b.nsegs++] = (seg){0, 1001, UINT64_C(0x1234567), 3};
+    b.segs[b.nsegs++] = (seg){1001, 1500, 0, 0x5A};
+    b.segs[b.nsegs++] = (seg){1500, EXPECT_CHUNK + 9, U32_CONSTANT | 0xA1B2C3D4u, 1502};
+    b.segs[b.nsegs++] = (seg){EXPECT_CHUNK + 9, size, UINT64_C(0x7654321), 5};
+
+#define SELF_OK(cond, ...)                                                                         \
+    do {                                                                                           \
+        bool ok_ = (cond);                                                                         \
+        failed += !ok_;                                                                            \
+        printf("%s %d - ", ok_ ? "ok" : "not ok", ++n);                                            \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+    } while (0)
+
+    expected(&b, 0, size, full);
+    uint64_t wrong = 0;
+    for (uint64_t k = 0; k < size; k++) {
+        const seg *sg = &b.segs[0];
+        for (uint32_t i = 0; i < b.nsegs; i++)
+            if (k >= b.segs[i].start && k < b.segs[i].end)
+                sg = &b.segs[i];
+        uint8_t want = sg->serial == 0 ? (uint8_t)sg->pos
+                                       : pattern_byte(sg->serial, sg->pos + (k - sg->start));
+        wrong += full[k] != want;
+    }
+    SELF_OK(wrong == 0, "expected bytes match the pattern byte by byte (%" PRIu64 " wrong)", wrong);
+    SELF_OK(matches(&b, 0, size, full, tmp), "the whole block matches itself");
+    SELF_OK(matches(&b, 777, size - 1000, full + 777, tmp), "a range at an odd offset matches");
+    const uint64_t at[] = {0, 1000, 1001, EXPECT_CHUNK - 1, EXPECT_CHUNK, 2 * EXPECT_CHUNK + 3,
+                           size - 1};
+    for (unsigned i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+        full[at[i]] ^= 0x10;
+        SELF_OK(!matches(&b, 0, size, full, tmp), "a wrong byte at %" PRIu64 " is caught", at[i]);
+        full[at[i]] ^= 0x10;
+    }
+    uint64_t words = (size - 8) / 4;
+    SELF_OK(expected_checksum(&b, 8, words, tmp) == host_checksum(full + 8, words, 0),
+            "the checksum made a chunk at a time equals one pass");
+    full[8 + 4 * (words - 1)] ^= 1;
+    SELF_OK(expected_checksum(&b, 8, words, tmp) != host_checksum(full + 8, words, 0),
+            "a wrong last word changes the checksum");
+#undef SELF_OK
+    printf("1..%d\n", n);
+    free(full);
+    free(tmp);
+    return failed ? 1 : 0;
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -1598,7 +1699,7 @@ static int parse_options(int argc, char **argv, options *o)
         {"streams", required_argument, NULL, 'n'}, {"blocks", required_argument, NULL, 'k'},
         {"no-pool", no_argument, NULL, 'P'},       {"device", required_argument, NULL, 'd'},
         {"help", no_argument, NULL, 'h'},          {"no-check-order", no_argument, NULL, 'C'},
-        {NULL, 0, NULL, 0}};
+        {"self-test", no_argument, NULL, 'T'},     {NULL, 0, NULL, 0}};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool seeded = false;
     uint64_t v;
@@ -1681,6 +1782,8 @@ static int parse_options(int argc, char **argv, options *o)
         case 'h':
             usage(stdout);
             exit(0);
+        case 'T':
+            exit(self_test());
         default:
             usage(stderr);
             return 2;
@@ -1973,9 +2076,10 @@ int main(int argc, char **argv)
                 w->wbuf = w->rbuf = NULL;
         }
         w->blocks = calloc(run.max_live, sizeof(block));
+        w->ebuf = malloc(EXPECT_CHUNK);
         for (unsigned k = 0; k < TASK_SLOTS; k++)
             atomic_init(&w->slots[k].busy, false);
-        if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL) {
+        if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL || w->ebuf == NULL) {
             fprintf(stderr, "dv-stress: no %s buffers for thread %d: %s\n",
                     host_kind_names[w->host_kind], i, dv_last_error()->message);
             dv_actor_destroy(run.actor);
@@ -2262,6 +2366,7 @@ int main(int argc, char **argv)
         free(ws[i].wbuf);
         free(ws[i].rbuf);
         free(ws[i].blocks);
+        free(ws[i].ebuf);
     }
     free(ws);
     return status;
