@@ -92,6 +92,18 @@ typedef struct dv_error_detail {
 DV_EXPORT const dv_error_detail *dv_last_error(void);
 /* Forget the calling thread's last failure. */
 DV_EXPORT void dv_error_clear(void);
+/* Record a failure as the calling thread's dv_last_error() and return
+ * status: for wrappers built on devactor (devactor_blas.h is one) that
+ * refuse or fail calls the way devactor does.  call: a name that lives
+ * for the program (a string literal); requested, remaining: the bytes
+ * involved (0 if none); fmt: the message, printf-style.  Inside a task,
+ * a failure recorded this way and returned is the task's detail. */
+DV_EXPORT int dv_error_set(int status, const char *call, uint64_t requested, uint64_t remaining,
+                           const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
 
 /* "0.1.0" */
 DV_EXPORT const char *dv_version(void);
@@ -719,6 +731,9 @@ typedef struct dv_task_ctx {
                                        * device address (plus offset), a value
                                        * or a pointer */
     void *internal;
+    uint64_t context_generation; /* the actor's context (dv_actor_health):
+                                  * library state made in an older one is
+                                  * gone with it */
 } dv_task_ctx;
 
 typedef int (*dv_task_fn)(const dv_task_ctx *ctx, void *user);

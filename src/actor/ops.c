@@ -337,6 +337,7 @@ static int enqueue_task(dv_recorder *r, void *arg)
     t->ctx.native_stream = dv__drv_stream_native(a->env.streams[r->stream]);
     t->ctx.simulated = dv__driver_backend(a->drv) == DV_BACKEND_SIM;
     t->ctx.internal = a;
+    t->ctx.context_generation = a->health.context_generation;
     a->task_env = r->e;
     a->task_hazard = false;
     /* What the task's failure says is its own: nothing from before. */

@@ -62,6 +62,26 @@ void dv_error_clear(void)
     memset(&last_detail, 0, sizeof(last_detail));
 }
 
+int dv_error_set(int status, const char *call, uint64_t requested, uint64_t remaining,
+                 const char *fmt, ...)
+{
+    dv_error_detail *d = &last_detail;
+    memset(d, 0, sizeof(*d));
+    d->status = status;
+    d->call = call;
+    d->requested = requested;
+    d->remaining = remaining;
+    if (fmt != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->message, sizeof(d->message), fmt, ap);
+        va_end(ap);
+    } else {
+        snprintf(d->message, sizeof(d->message), "%s", dv_strerror(status));
+    }
+    return status;
+}
+
 int dv__fail(int status, const char *call, const char *fmt, ...)
 {
     dv_error_detail *d = &last_detail;
