@@ -1,6 +1,7 @@
 #!/bin/sh
 # Make sure the build's dependencies are present: cmake, ninja, a C
-# compiler and Concurrency Kit (ck_ring.h and libck.a).  As root on Debian or
+# compiler, Concurrency Kit (ck_ring.h and libck.a), and for the tests the
+# host BLAS and FFTW the simulated device calls.  As root on Debian or
 # Ubuntu, install what is missing; otherwise print the command that would.
 # `tools/ensure-deps.sh fuzz` checks for clang and libFuzzer too.
 missing=""
@@ -27,6 +28,13 @@ for lib in /usr/lib/*/libck.a /usr/lib/libck.a /usr/local/lib/libck.a; do
     [ -f "$lib" ] && ck_lib=yes
 done
 [ "$ck_found" = yes ] && [ "$ck_lib" = yes ] || missing="$missing libck-dev"
+# The host libraries the simulated device runs the library actors' calls
+# with (opened at run time; devactor builds without them, and their tests
+# need them): a CBLAS and FFTW in both precisions.
+have_lib() { { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q "$1"; }
+have_lib 'libopenblas\.so\.0\|libcblas\.so\.3' || missing="$missing libopenblas0-pthread"
+have_lib 'libfftw3f\.so\.3' || missing="$missing libfftw3-single3"
+have_lib 'libfftw3\.so\.3' || missing="$missing libfftw3-double3"
 [ -z "$missing" ] && exit 0
 
 cmd="apt-get install -y$missing"

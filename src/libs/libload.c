@@ -1,0 +1,115 @@
+/*
+ * Opening libraries at run time, and 16-bit floats (libload.h).
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libs/libload.h"
+
+void *dv__lib_open(const char *env, const char *const *names, char *tried, size_t cap,
+                   char *path, size_t path_cap)
+{
+    size_t used = 0;
+    const char *last_error = "";
+    const char *forced = env != NULL ? getenv(env) : NULL;
+    const char *one[2] = {forced, NULL};
+    if (forced != NULL && forced[0] != '\0')
+        names = one;
+    tried[0] = '\0';
+    for (size_t i = 0; names[i] != NULL; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (h != NULL) {
+            snprintf(path, path_cap, "%s", names[i]);
+            return h;
+        }
+        const char *e = dlerror();
+        last_error = e != NULL ? e : "";
+        if (used < cap) {
+            int n = snprintf(tried + used, cap - used, "%s%s", used ? ", " : "", names[i]);
+            used += n > 0 ? (size_t)n : 0;
+        }
+    }
+    if (used < cap && last_error[0] != '\0')
+        snprintf(tried + used, cap - used, " (last: %s)", last_error);
+    return NULL;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t dv__f32_to_f16(float f)
+{
+    uint32_t x = bits_of(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t exp = (x >> 23) & 0xFFu, man = x & 0x7FFFFFu;
+    if (exp == 0xFF) /* infinity, NaN (kept quiet) */
+        return (uint16_t)(sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 0x1F)
+        return (uint16_t)(sign | 0x7C00u);
+    if (e <= 0) { /* a subnormal half, or zero */
+        if (e < -10)
+            return sign;
+        man |= 0x800000u;
+        unsigned shift = (unsigned)(14 - e);
+        uint32_t half = man >> shift, rest = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rest > mid || (rest == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+        half++; /* may carry into the exponent, up to infinity: right */
+    return (uint16_t)(sign | half);
+}
+
+float dv__f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    if (exp == 0x1F)
+        return float_of(sign | 0x7F800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0)
+            return float_of(sign);
+        /* subnormal: man * 2^-24 */
+        float v = (float)man * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    return float_of(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+
+uint16_t dv__f32_to_bf16(float f)
+{
+    uint32_t x = bits_of(f);
+    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu) != 0)
+        return (uint16_t)((x >> 16) | 0x40u); /* NaN stays NaN */
+    uint32_t rounded = x + 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(rounded >> 16);
+}
+
+float dv__bf16_to_f32(uint16_t h)
+{
+    return float_of((uint32_t)h << 16);
+}
+
+float dv__f32_to_tf32(float f)
+{
+    uint32_t x = bits_of(f);
+    if ((x & 0x7F800000u) == 0x7F800000u)
+        return f;
+    x += 0xFFFu + ((x >> 13) & 1u);
+    return float_of(x & ~0x1FFFu);
+}

@@ -1,0 +1,28 @@
+/*
+ * What the library actors (devactor_blas.h, devactor_fft.h) share: opening
+ * a library at run time, and the 16-bit float formats the sim converts.
+ * Built on the public headers alone, like the library actors themselves.
+ */
+#ifndef DV_LIBS_LIBLOAD_H
+#define DV_LIBS_LIBLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* dlopen the first of: $env (when set: only it), then names (NULL-ended),
+ * each the usual way; NULL when none opens.  tried (cap bytes) receives
+ * what was tried and why the last one failed, for the caller's message;
+ * path (cap bytes) what opened. */
+void *dv__lib_open(const char *env, const char *const *names, char *tried, size_t cap,
+                   char *path, size_t path_cap);
+
+/* IEEE binary16 and bfloat16 to and from float, rounding to nearest even;
+ * NaN stays NaN, overflow becomes infinity. */
+uint16_t dv__f32_to_f16(float f);
+float dv__f16_to_f32(uint16_t h);
+uint16_t dv__f32_to_bf16(float f);
+float dv__bf16_to_f32(uint16_t h);
+/* f rounded to TF32 (10 mantissa bits), to nearest even, kept as float. */
+float dv__f32_to_tf32(float f);
+
+#endif
