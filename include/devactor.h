@@ -286,6 +286,12 @@ DV_EXPORT int dv_future_wait_for(dv_future *f, dv_milestone m, uint64_t timeout_
 DV_EXPORT bool dv_future_done(const dv_future *f);
 /* Reached milestone m yet?  Never blocks. */
 DV_EXPORT bool dv_future_reached(const dv_future *f, dv_milestone m);
+/* Complete f with status (both milestones), its detail the calling
+ * thread's dv_last_error(), as devactor completes the future of a call it
+ * refuses: for wrappers built on devactor that refuse an _async call
+ * before posting anything.  Returns status; DV_EINVAL (f untouched) for a
+ * NULL future, one not set up with dv_future_init, or one in flight. */
+DV_EXPORT int dv_future_fail(dv_future *f, int status);
 
 typedef struct dv_actor dv_actor;
 

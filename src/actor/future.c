@@ -36,6 +36,18 @@ static uint32_t fork_bits(void)
     return (dv__fork_now() & 0xffu) << DV__FUTURE_FORK_SHIFT;
 }
 
+int dv_future_fail(dv_future *f, int status)
+{
+    dv_error_detail saved = *dv_last_error();
+    int rc = dv__future_arm(f, "future_fail");
+    if (rc != DV_OK)
+        return rc;
+    *dv__detail() = saved;
+    dv__future_complete(f, status);
+    *dv__detail() = saved;
+    return status;
+}
+
 int dv__future_arm(dv_future *f, const char *op)
 {
     if (f == NULL)
