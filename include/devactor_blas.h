@@ -40,9 +40,13 @@
  * `stride` elements apart (0 for A or B: one matrix for every batch;
  * C's matrices may not overlap).
  *
- * Threads: any thread may call these; they wait for the call to finish on
- * the device, like dv_task (so not from inside a task).  A dv_blas is
- * one actor's.
+ * Threads: any thread may call these, not from inside a task.  The plain
+ * forms wait for the call to finish on the device, like dv_task.  The
+ * _async forms return once it is ordered -- enqueued on the stream and
+ * fenced -- so calls posted one after another run back to back on the
+ * device; f completes when the device finished it.  A call refused
+ * before posting (or with nothing to do) answers its status and completes
+ * f with it.  A dv_blas is one actor's.
  */
 #ifndef DEVACTOR_BLAS_H
 #define DEVACTOR_BLAS_H
@@ -122,6 +126,10 @@ DV_EXPORT int dv_blas_gemm(dv_blas *b, dv_stream stream, dv_blas_type type, dv_b
                            dv_blas_op op_a, dv_blas_op op_b, int64_t m, int64_t n, int64_t k,
                            double alpha, dv_blas_matrix a, dv_blas_matrix bm, double beta,
                            dv_blas_matrix c);
+DV_EXPORT int dv_blas_gemm_async(dv_blas *b, dv_stream stream, dv_blas_type type,
+                                 dv_blas_layout layout, dv_blas_op op_a, dv_blas_op op_b,
+                                 int64_t m, int64_t n, int64_t k, double alpha, dv_blas_matrix a,
+                                 dv_blas_matrix bm, double beta, dv_blas_matrix c, dv_future *f);
 /* batch GEMMs of one shape: matrix i of each operand starts stride * i
  * elements after its first. */
 DV_EXPORT int dv_blas_gemm_strided_batched(dv_blas *b, dv_stream stream, dv_blas_type type,
@@ -129,18 +137,33 @@ DV_EXPORT int dv_blas_gemm_strided_batched(dv_blas *b, dv_stream stream, dv_blas
                                            dv_blas_op op_b, int64_t m, int64_t n, int64_t k,
                                            double alpha, dv_blas_matrix a, dv_blas_matrix bm,
                                            double beta, dv_blas_matrix c, int64_t batch);
+DV_EXPORT int dv_blas_gemm_strided_batched_async(dv_blas *b, dv_stream stream, dv_blas_type type,
+                                                 dv_blas_layout layout, dv_blas_op op_a,
+                                                 dv_blas_op op_b, int64_t m, int64_t n, int64_t k,
+                                                 double alpha, dv_blas_matrix a, dv_blas_matrix bm,
+                                                 double beta, dv_blas_matrix c, int64_t batch,
+                                                 dv_future *f);
 /* y = alpha op(A) x + beta y, A m x n as stored (F32, F64). */
 DV_EXPORT int dv_blas_gemv(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
                            dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
                            dv_blas_vector x, double beta, dv_blas_vector y);
+DV_EXPORT int dv_blas_gemv_async(dv_blas *b, dv_stream stream, dv_blas_type type,
+                                 dv_blas_layout layout, dv_blas_op op, int64_t m, int64_t n,
+                                 double alpha, dv_blas_matrix a, dv_blas_vector x, double beta,
+                                 dv_blas_vector y, dv_future *f);
 /* y = alpha x + y, n elements (F32, F64). */
 DV_EXPORT int dv_blas_axpy(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
                            double alpha, dv_blas_vector x, dv_blas_vector y);
+DV_EXPORT int dv_blas_axpy_async(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
+                                 double alpha, dv_blas_vector x, dv_blas_vector y, dv_future *f);
 /* The dot product of n elements of x and y, written (one element of
  * type) at result_offset of result, in stream order (F32, F64). */
 DV_EXPORT int dv_blas_dot(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
                           dv_blas_vector x, dv_blas_vector y, dv_ref result,
                           uint64_t result_offset);
+DV_EXPORT int dv_blas_dot_async(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
+                                dv_blas_vector x, dv_blas_vector y, dv_ref result,
+                                uint64_t result_offset, dv_future *f);
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,7 @@
 #include <dlfcn.h>
 
 #include "devactor.h"
+#include "devactor_blas.h"
 #include "devactor_testing.h"
 
 #define BATCH 16
@@ -1415,10 +1416,203 @@ static void bench_copies(dv_driver *drv, dv_res_env *env, int device, double sec
     free(g.raw_pinned);
 }
 
+/* ------------------------------------------------------------------------
+ * library: GEMM through devactor_blas.h beside cuBLAS called directly
+ * ------------------------------------------------------------------------ */
+
+typedef int (*lib_cublas_create_fn)(void **);
+typedef int (*lib_cublas_destroy_fn)(void *);
+typedef int (*lib_cublas_set_stream_fn)(void *, void *);
+typedef int (*lib_cublas_set_workspace_fn)(void *, void *, size_t);
+typedef int (*lib_cublas_gemm_ex_fn)(void *, int, int, int, int, int, const void *, const void *,
+                                     int, int, const void *, int, int, const void *, void *, int,
+                                     int, int, int);
+
+typedef struct lib_direct {
+    void *lib, *h;
+    lib_cublas_create_fn create;
+    lib_cublas_destroy_fn destroy;
+    lib_cublas_set_stream_fn set_stream;
+    lib_cublas_set_workspace_fn set_workspace;
+    lib_cublas_gemm_ex_fn gemm_ex;
+} lib_direct;
+
+#define LIB_ROUNDS 3
+
+/* One GEMM row: dims, its cuBLAS types, devactor's type. */
+typedef struct lib_row {
+    const char *name;
+    int64_t d;
+    dv_blas_type type;
+    int cuda_type, compute;
+} lib_row;
+
+/* Seconds per GEMM, calls posted back to back (many: throughput) or one
+ * call and a wait at a time (latency), cuBLAS on the env's stream. */
+static double lib_direct_run(lib_direct *L, dv_res_env *env, const lib_row *r, dv_dptr a,
+                             dv_dptr b, dv_dptr c, int calls, bool each_waits)
+{
+    float one = 1.0f, zero = 0.0f;
+    int d = (int)r->d;
+    dv__drv_ctx_make_current(env->ctx);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < calls; i++) {
+        L->gemm_ex(L->h, 0, 0, d, d, d, &one, (const void *)(uintptr_t)b, r->cuda_type, d,
+                   (const void *)(uintptr_t)a, r->cuda_type, d, &zero, (void *)(uintptr_t)c,
+                   r->cuda_type, d, r->compute, -1);
+        if (each_waits)
+            dv__drv_stream_sync(env->streams[0]);
+    }
+    dv__drv_stream_sync(env->streams[0]);
+    return (double)(now_ns() - t0) / 1e9 / calls;
+}
+
+static double lib_actor_run(dv_actor *act, dv_blas *B, const lib_row *r, dv_ref a, dv_ref b,
+                            dv_ref c, int calls, bool each_waits)
+{
+    /* Up to LIB_INFLIGHT calls in flight, each future waited for before
+     * it is used again. */
+    enum { LIB_INFLIGHT = 64 };
+    static dv_future f[LIB_INFLIGHT];
+    int64_t d = r->d;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < calls; i++) {
+        if (each_waits) {
+            dv_blas_gemm(B, 0, r->type, DV_BLAS_ROW_MAJOR, DV_BLAS_N, DV_BLAS_N, d, d, d, 1.0,
+                         dv_blas_mat(a, 0, d), dv_blas_mat(b, 0, d), 0.0, dv_blas_mat(c, 0, d));
+            continue;
+        }
+        dv_future *fi = &f[i % LIB_INFLIGHT];
+        if (i >= LIB_INFLIGHT)
+            dv_future_wait(fi);
+        dv_future_init(fi, 0);
+        dv_blas_gemm_async(B, 0, r->type, DV_BLAS_ROW_MAJOR, DV_BLAS_N, DV_BLAS_N, d, d, d, 1.0,
+                           dv_blas_mat(a, 0, d), dv_blas_mat(b, 0, d), 0.0, dv_blas_mat(c, 0, d),
+                           fi);
+    }
+    for (int i = calls > LIB_INFLIGHT ? calls - LIB_INFLIGHT : 0; !each_waits && i < calls; i++)
+        dv_future_wait(&f[i % LIB_INFLIGHT]);
+    (void)act;
+    return (double)(now_ns() - t0) / 1e9 / calls;
+}
+
+static void bench_library(dv_driver *drv, dv_res_env *env, int device, double seconds)
+{
+    static const lib_row rows[] = {
+        {"sgemm", 4096, DV_BLAS_F32, 0, 68},   {"tf32 gemm", 4096, DV_BLAS_TF32, 0, 77},
+        {"bf16 gemm", 4096, DV_BLAS_BF16, 14, 68}, {"sgemm", 64, DV_BLAS_F32, 0, 68},
+        {"tf32 gemm", 64, DV_BLAS_TF32, 0, 77},    {"bf16 gemm", 64, DV_BLAS_BF16, 14, 68},
+    };
+    enum { NROWS = sizeof(rows) / sizeof(rows[0]) };
+    if (strcmp(dv__driver_backend_name(drv), "cuda") != 0) {
+        if (!csv)
+            printf("\nlibrary: cuda only (it compares with cuBLAS called directly)\n");
+        return;
+    }
+    lib_direct L = {0};
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+                                        "/usr/local/cuda/lib64/libcublas.so"};
+    const char *forced = getenv("DV_CUBLAS_PATH");
+    if (forced != NULL)
+        L.lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && L.lib == NULL; i++)
+        L.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    dv_actor *act = bench_actor(drv, device, false, true);
+    dv_blas *B = NULL;
+    if (L.lib == NULL || act == NULL || dv_blas_create(act, &B) != DV_OK) {
+        fprintf(stderr, "dv-bench: library: %s\n",
+                L.lib == NULL ? "no cuBLAS library opens" : dv_last_error()->message);
+        dv_actor_destroy(act);
+        return;
+    }
+    *(void **)&L.create = dlsym(L.lib, "cublasCreate_v2");
+    *(void **)&L.destroy = dlsym(L.lib, "cublasDestroy_v2");
+    *(void **)&L.set_stream = dlsym(L.lib, "cublasSetStream_v2");
+    *(void **)&L.set_workspace = dlsym(L.lib, "cublasSetWorkspace_v2");
+    *(void **)&L.gemm_ex = dlsym(L.lib, "cublasGemmEx");
+    uint64_t max_bytes = 4096ull * 4096 * 4, ws_bytes = 32u << 20;
+    dv_dptr da = 0, db = 0, dc = 0, dws = 0;
+    dv__drv_ctx_make_current(env->ctx);
+    if (!L.create || !L.destroy || !L.set_stream || !L.set_workspace || !L.gemm_ex ||
+        L.create(&L.h) != 0 || dv__drv_mem_alloc(env->ctx, max_bytes, &da) != DV_OK ||
+        dv__drv_mem_alloc(env->ctx, max_bytes, &db) != DV_OK ||
+        dv__drv_mem_alloc(env->ctx, max_bytes, &dc) != DV_OK ||
+        dv__drv_mem_alloc(env->ctx, ws_bytes, &dws) != DV_OK) {
+        fprintf(stderr, "dv-bench: library: cuBLAS or device memory for the direct calls\n");
+        dv_blas_destroy(B);
+        dv_actor_destroy(act);
+        return;
+    }
+    /* The same settings as the library actor's handles: the stream, a
+     * 32 MiB workspace, host scalars. */
+    L.set_stream(L.h, dv__drv_stream_native(env->streams[0]));
+    L.set_workspace(L.h, (void *)(uintptr_t)dws, ws_bytes);
+    dv__drv_memset_d8(env->streams[0], da, 0x3c, max_bytes); /* finite values in every type */
+    dv__drv_memset_d8(env->streams[0], db, 0x3c, max_bytes);
+    dv__drv_stream_sync(env->streams[0]);
+    dv_ref ra, rb, rc;
+    dv_alloc(act, max_bytes, 0, "A", &ra);
+    dv_alloc(act, max_bytes, 0, "B", &rb);
+    dv_alloc(act, max_bytes, 0, "C", &rc);
+    dv_memset(act, ra, 0, 0x3c, max_bytes, 0);
+    dv_memset(act, rb, 0, 0x3c, max_bytes, 0);
+
+    if (csv)
+        printf("section,what,n,mode,direct,actor,unit,ratio_median,ratio_min,ratio_max\n");
+    else
+        printf("\nlibrary: GEMM through devactor_blas.h beside cuBLAS called directly on a "
+               "stream\n(same workspace and scalars; medians of %d alternating rounds; large: "
+               "calls posted back to back,\n TFLOP/s; small: one call and its wait at a time, "
+               "us per call)\n  %-10s %6s %10s %10s %10s %8s %15s\n",
+               LIB_ROUNDS, "what", "n", "mode", "direct", "actor", "ratio", "ratio min-max");
+    for (int ri = 0; ri < NROWS; ri++) {
+        const lib_row *r = &rows[ri];
+        bool small = r->d <= 256;
+        double flop = 2.0 * (double)r->d * (double)r->d * (double)r->d;
+        /* Calls per measurement: about `seconds` of work. */
+        double one = lib_direct_run(&L, env, r, da, db, dc, 3, small);
+        int calls = (int)(seconds / (one > 1e-7 ? one : 1e-7));
+        calls = calls < 20 ? 20 : calls > 20000 ? 20000 : calls;
+        (void)lib_actor_run(act, B, r, ra, rb, rc, 3, small);
+        double dir[LIB_ROUNDS], act_s[LIB_ROUNDS], ratio[LIB_ROUNDS];
+        for (int k = 0; k < LIB_ROUNDS; k++) {
+            dir[k] = lib_direct_run(&L, env, r, da, db, dc, calls, small);
+            act_s[k] = lib_actor_run(act, B, r, ra, rb, rc, calls, small);
+            /* throughput: actor over direct; latency: actor time over direct */
+            ratio[k] = small ? act_s[k] / dir[k] : dir[k] / act_s[k];
+        }
+        double lo = ratio[0], hi = ratio[0];
+        for (int k = 1; k < LIB_ROUNDS; k++) {
+            lo = ratio[k] < lo ? ratio[k] : lo;
+            hi = ratio[k] > hi ? ratio[k] : hi;
+        }
+        double dm = median_of(dir, LIB_ROUNDS), am = median_of(act_s, LIB_ROUNDS),
+               rm = median_of(ratio, LIB_ROUNDS);
+        double dv_ = small ? dm * 1e6 : flop / dm / 1e12, av = small ? am * 1e6 : flop / am / 1e12;
+        const char *mode = small ? "call+wait" : "stream";
+        if (csv)
+            printf("library,%s,%lld,%s,%.3f,%.3f,%s,%.3f,%.3f,%.3f\n", r->name, (long long)r->d,
+                   mode, dv_, av, small ? "us" : "TFLOP/s", rm, lo, hi);
+        else
+            printf("  %-10s %6lld %10s %10.2f %10.2f %8.3f %7.3f-%.3f\n", r->name,
+                   (long long)r->d, mode, dv_, av, rm, lo, hi);
+    }
+    if (!csv)
+        printf("  (ratio: large, the actor's throughput over the direct calls'; small, the "
+               "actor's time per call over the direct call + stream sync)\n");
+    dv_ref_release(ra), dv_ref_release(rb), dv_ref_release(rc);
+    dv_blas_destroy(B);
+    dv_actor_destroy(act);
+    dv__drv_ctx_make_current(env->ctx);
+    L.destroy(L.h);
+    dv__drv_mem_free(env->ctx, da), dv__drv_mem_free(env->ctx, db), dv__drv_mem_free(env->ctx, dc);
+    dv__drv_mem_free(env->ctx, dws);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
-                 "                [--section alloc|random|actor|launch|copy|all]\n"
+                 "                [--section alloc|random|actor|launch|copy|library|all]\n"
                  "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
                  "                [--csv]\n"
                  "\n"
@@ -1441,6 +1635,9 @@ static void usage(FILE *out)
                  "          copy's round trip; the actor thread's busy share of a 1 GiB\n"
                  "          pageable copy; 16 clients at once beside 16 threads calling\n"
                  "          the driver\n"
+                 "  library GEMM (F32, TF32, BF16) at 4096^3, calls back to back, and at\n"
+                 "          64^3, one call and its wait, through devactor_blas.h beside\n"
+                 "          cuBLAS called directly on a stream (cuda only)\n"
                  "\n"
                  "  --seconds S    time per measurement (default 0.3)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"
@@ -1540,6 +1737,8 @@ int main(int argc, char **argv)
         bench_launches(drv, &env, device);
     if (strcmp(section, "all") == 0 || strcmp(section, "copy") == 0)
         bench_copies(drv, &env, device, seconds);
+    if (strcmp(section, "all") == 0 || strcmp(section, "library") == 0)
+        bench_library(drv, &env, device, seconds);
     dv__res_env_fini(&env);
     dv__driver_close(drv);
     return 0;

@@ -358,9 +358,17 @@ static bool fits_int(int64_t v)
     return v >= INT_MIN && v <= INT_MAX;
 }
 
-/* Post c with its operands (refs[i] at offs[i]); blocking. */
+/* What an _async call does with its future: set when it was posted. */
+typedef struct posting {
+    dv_future *f; /* NULL: blocking */
+    bool posted;
+} posting;
+
+/* Post c with its operands (refs[i] at offs[i]): blocking, or until it is
+ * ordered (enqueued), so that c, on the caller's stack, outlives the
+ * actor's use of it. */
 static int post(blas_call *c, const dv_ref *refs, const uint64_t *offs, const uint64_t *elems,
-                dv_stream stream)
+                dv_stream stream, posting *p)
 {
     uint64_t base[NOPS] = {0};
     for (int i = 0; i < NOPS; i++) {
@@ -393,7 +401,20 @@ static int post(blas_call *c, const dv_ref *refs, const uint64_t *offs, const ui
         c->arg[i] = (int)nargs;
         args[nargs++] = dv_arg_ref_range(refs[i], c->access[i], offs[i], c->bytes[i]);
     }
-    return dv_task(c->b->actor, dv__blas_task, c, stream, args, nargs);
+    if (p->f == NULL)
+        return dv_task(c->b->actor, dv__blas_task, c, stream, args, nargs);
+    int rc = dv_task_async(c->b->actor, dv__blas_task, c, stream, args, nargs, p->f);
+    p->posted = true; /* refused or not, the future is the task's now */
+    return rc != DV_OK ? rc : dv_future_wait_ordered(p->f);
+}
+
+/* An _async call's end: a call refused (or with nothing to do) before it
+ * was posted completes its future with its status, as devactor's do. */
+static int settle(posting *p, int rc)
+{
+    if (p->f != NULL && !p->posted && dv_future_fail(p->f, rc) != rc)
+        return DV_EINVAL; /* the future itself was bad: its detail stands */
+    return rc;
 }
 
 static int check_common(dv_blas *b, const char *what, dv_blas_type type, bool any_type)
@@ -411,7 +432,7 @@ static int check_common(dv_blas *b, const char *what, dv_blas_type type, bool an
 static int gemm_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
                        dv_blas_op op_a, dv_blas_op op_b, int64_t m, int64_t n, int64_t k,
                        double alpha, dv_blas_matrix a, dv_blas_matrix bm, double beta,
-                       dv_blas_matrix c, int64_t batch, bool batched)
+                       dv_blas_matrix c, int64_t batch, bool batched, posting *p)
 {
     const char *what = batched ? "gemm_strided_batched" : "gemm";
     int rc = check_common(b, what, type, true);
@@ -475,15 +496,28 @@ static int gemm_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_
     }
     const dv_ref refs[NOPS] = {a.ref, bm.ref, c.ref};
     const uint64_t offs[NOPS] = {a.offset, bm.offset, c.offset};
-    return post(&call, refs, offs, elems, stream);
+    return post(&call, refs, offs, elems, stream, p);
 }
 
 int dv_blas_gemm(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
                  dv_blas_op op_a, dv_blas_op op_b, int64_t m, int64_t n, int64_t k, double alpha,
                  dv_blas_matrix a, dv_blas_matrix bm, double beta, dv_blas_matrix c)
 {
+    posting p = {NULL, false};
     return gemm_common(b, stream, type, layout, op_a, op_b, m, n, k, alpha, a, bm, beta, c, 1,
-                       false);
+                       false, &p);
+}
+
+int dv_blas_gemm_async(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
+                       dv_blas_op op_a, dv_blas_op op_b, int64_t m, int64_t n, int64_t k,
+                       double alpha, dv_blas_matrix a, dv_blas_matrix bm, double beta,
+                       dv_blas_matrix c, dv_future *f)
+{
+    posting p = {f, false};
+    if (f == NULL)
+        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_gemm_async: NULL future");
+    return settle(&p, gemm_common(b, stream, type, layout, op_a, op_b, m, n, k, alpha, a, bm, beta,
+                                  c, 1, false, &p));
 }
 
 int dv_blas_gemm_strided_batched(dv_blas *b, dv_stream stream, dv_blas_type type,
@@ -491,8 +525,23 @@ int dv_blas_gemm_strided_batched(dv_blas *b, dv_stream stream, dv_blas_type type
                                  int64_t m, int64_t n, int64_t k, double alpha, dv_blas_matrix a,
                                  dv_blas_matrix bm, double beta, dv_blas_matrix c, int64_t batch)
 {
+    posting p = {NULL, false};
     return gemm_common(b, stream, type, layout, op_a, op_b, m, n, k, alpha, a, bm, beta, c, batch,
-                       true);
+                       true, &p);
+}
+
+int dv_blas_gemm_strided_batched_async(dv_blas *b, dv_stream stream, dv_blas_type type,
+                                       dv_blas_layout layout, dv_blas_op op_a, dv_blas_op op_b,
+                                       int64_t m, int64_t n, int64_t k, double alpha,
+                                       dv_blas_matrix a, dv_blas_matrix bm, double beta,
+                                       dv_blas_matrix c, int64_t batch, dv_future *f)
+{
+    posting p = {f, false};
+    if (f == NULL)
+        return dv_error_set(DV_EINVAL, "blas", 0, 0,
+                            "blas_gemm_strided_batched_async: NULL future");
+    return settle(&p, gemm_common(b, stream, type, layout, op_a, op_b, m, n, k, alpha, a, bm, beta,
+                                  c, batch, true, &p));
 }
 
 static bool vector_extent(int64_t n, int64_t inc, uint64_t *elems)
@@ -508,9 +557,9 @@ static bool vector_extent(int64_t n, int64_t inc, uint64_t *elems)
     return true;
 }
 
-int dv_blas_gemv(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
-                 dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
-                 dv_blas_vector x, double beta, dv_blas_vector y)
+static int gemv_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
+                       dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
+                       dv_blas_vector x, double beta, dv_blas_vector y, posting *p)
 {
     static const char what[] = "gemv";
     int rc = check_common(b, what, type, false);
@@ -551,11 +600,11 @@ int dv_blas_gemv(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout
         return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_gemv: a vector is too large");
     const dv_ref refs[NOPS] = {a.ref, x.ref, y.ref};
     const uint64_t offs[NOPS] = {a.offset, x.offset, y.offset};
-    return post(&call, refs, offs, elems, stream);
+    return post(&call, refs, offs, elems, stream, p);
 }
 
-int dv_blas_axpy(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, double alpha,
-                 dv_blas_vector x, dv_blas_vector y)
+static int axpy_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
+                       double alpha, dv_blas_vector x, dv_blas_vector y, posting *p)
 {
     static const char what[] = "axpy";
     int rc = check_common(b, what, type, false);
@@ -583,11 +632,12 @@ int dv_blas_axpy(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, dou
         return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_axpy: a vector is too large");
     const dv_ref refs[NOPS] = {x.ref, y.ref, DV_REF_NULL};
     const uint64_t offs[NOPS] = {x.offset, y.offset, 0};
-    return post(&call, refs, offs, elems, stream);
+    return post(&call, refs, offs, elems, stream, p);
 }
 
-int dv_blas_dot(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, dv_blas_vector x,
-                dv_blas_vector y, dv_ref result, uint64_t result_offset)
+static int dot_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
+                      dv_blas_vector x, dv_blas_vector y, dv_ref result, uint64_t result_offset,
+                      posting *p)
 {
     static const char what[] = "dot";
     int rc = check_common(b, what, type, false);
@@ -612,7 +662,58 @@ int dv_blas_dot(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, dv_b
         return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_dot: a vector is too large");
     const dv_ref refs[NOPS] = {x.ref, y.ref, result};
     const uint64_t offs[NOPS] = {x.offset, y.offset, result_offset};
-    return post(&call, refs, offs, elems, stream);
+    return post(&call, refs, offs, elems, stream, p);
+}
+
+int dv_blas_gemv(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
+                 dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
+                 dv_blas_vector x, double beta, dv_blas_vector y)
+{
+    posting p = {NULL, false};
+    return gemv_common(b, stream, type, layout, op, m, n, alpha, a, x, beta, y, &p);
+}
+
+int dv_blas_gemv_async(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
+                       dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
+                       dv_blas_vector x, double beta, dv_blas_vector y, dv_future *f)
+{
+    posting p = {f, false};
+    if (f == NULL)
+        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_gemv_async: NULL future");
+    return settle(&p, gemv_common(b, stream, type, layout, op, m, n, alpha, a, x, beta, y, &p));
+}
+
+int dv_blas_axpy(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, double alpha,
+                 dv_blas_vector x, dv_blas_vector y)
+{
+    posting p = {NULL, false};
+    return axpy_common(b, stream, type, n, alpha, x, y, &p);
+}
+
+int dv_blas_axpy_async(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, double alpha,
+                       dv_blas_vector x, dv_blas_vector y, dv_future *f)
+{
+    posting p = {f, false};
+    if (f == NULL)
+        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_axpy_async: NULL future");
+    return settle(&p, axpy_common(b, stream, type, n, alpha, x, y, &p));
+}
+
+int dv_blas_dot(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n, dv_blas_vector x,
+                dv_blas_vector y, dv_ref result, uint64_t result_offset)
+{
+    posting p = {NULL, false};
+    return dot_common(b, stream, type, n, x, y, result, result_offset, &p);
+}
+
+int dv_blas_dot_async(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n,
+                      dv_blas_vector x, dv_blas_vector y, dv_ref result, uint64_t result_offset,
+                      dv_future *f)
+{
+    posting p = {f, false};
+    if (f == NULL)
+        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_dot_async: NULL future");
+    return settle(&p, dot_common(b, stream, type, n, x, y, result, result_offset, &p));
 }
 
 /* ------------------------------------------------------------------------
@@ -651,14 +752,13 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
     int st = b->set_stream(h->h, ctx->native_stream);
     if (st != 0)
         return cublas_failed(c, "cublasSetStream", st);
-    uint64_t ws = 0, ws_bytes = 0;
-    if (c->kind == OP_GEMM) {
-        ws_bytes = WORKSPACE;
-        if (dv_task_scratch(ctx, ws_bytes, &ws) != DV_OK) {
-            ws_bytes = WORKSPACE_SMALL;
-            if (dv_task_scratch(ctx, ws_bytes, &ws) != DV_OK)
-                ws_bytes = 0, ws = 0;
-        }
+    /* Every call gets a workspace (a dot's reduction needs one too); a
+     * GEMM the larger one.  Without any, cuBLAS refuses what needs one. */
+    uint64_t ws = 0, ws_bytes = c->kind == OP_GEMM ? WORKSPACE : WORKSPACE_SMALL;
+    if (dv_task_scratch(ctx, ws_bytes, &ws) != DV_OK) {
+        ws_bytes = WORKSPACE_SMALL;
+        if (dv_task_scratch(ctx, ws_bytes, &ws) != DV_OK)
+            ws_bytes = 0, ws = 0;
     }
     if ((st = b->set_workspace(h->h, (void *)(uintptr_t)ws, ws_bytes)) != 0)
         return cublas_failed(c, "cublasSetWorkspace", st);

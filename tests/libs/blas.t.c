@@ -602,6 +602,66 @@ static void test_mistakes(void)
     ok(n >= 20, "the table has %u mistakes", n);
 }
 
+/* _async: calls posted back to back, each returning once enqueued; a
+ * refusal completes its future with the error. */
+static void test_async(void)
+{
+    enum { CALLS = 6, D = 48 };
+    static float ha[D * D], hb[D * D], out[CALLS][D * D];
+    for (int e = 0; e < D * D; e++) {
+        ha[e] = (float)rnd();
+        hb[e] = (float)rnd();
+    }
+    dv_ref ra = upload(ha, sizeof(ha), 0, "A"), rb = upload(hb, sizeof(hb), 1, "B"), rc[CALLS];
+    dv_future f[CALLS];
+    int posted = 0;
+    for (int i = 0; i < CALLS; i++) {
+        dv_alloc(A, sizeof(ha), 2, "C", &rc[i]);
+        dv_future_init(&f[i], 0);
+        /* C_i = (i + 1) A B, on streams 2 and 1 in turn */
+        posted += dv_blas_gemm_async(B, (dv_stream)(1 + i % 2), DV_BLAS_F32, DV_BLAS_ROW_MAJOR,
+                                     DV_BLAS_N, DV_BLAS_N, D, D, D, i + 1.0,
+                                     dv_blas_mat(ra, 0, D), dv_blas_mat(rb, 0, D), 0,
+                                     dv_blas_mat(rc[i], 0, D), &f[i]) == DV_OK;
+    }
+    int done = 0;
+    for (int i = 0; i < CALLS; i++)
+        done += dv_future_wait(&f[i]) == DV_OK;
+    double worst = 0;
+    for (int i = 0; i < CALLS; i++) {
+        dv_copy_dtoh(A, out[i], rc[i], 0, sizeof(ha), 0);
+        for (int r = 0; r < D; r++)
+            for (int c = 0; c < D; c++) {
+                double acc = 0, mag = 0;
+                for (int p = 0; p < D; p++) {
+                    acc += (double)ha[r * D + p] * hb[p * D + c];
+                    mag += fabs((double)ha[r * D + p] * hb[p * D + c]);
+                }
+                worst = fmax(worst, fabs(out[i][r * D + c] - (i + 1) * acc) / ((i + 1) * mag));
+            }
+        dv_ref_release(rc[i]);
+    }
+    ok(posted == CALLS && done == CALLS && worst <= tolerance(DV_BLAS_F32),
+       "%d gemm_async posted back to back on two streams, then waited: all right (%.2e)", CALLS,
+       worst);
+    dv_future g;
+    dv_future_init(&g, 0);
+    int rc1 = dv_blas_gemm_async(B, 2, DV_BLAS_F32, DV_BLAS_ROW_MAJOR, DV_BLAS_N, DV_BLAS_N, D, D,
+                                 D, 1, dv_blas_mat(ra, 0, D), dv_blas_mat(rb, 0, D), 0,
+                                 dv_blas_mat(small4, 0, D), &g);
+    ok(rc1 == DV_EOUT_OF_BOUNDS && dv_future_done(&g) && dv_future_wait(&g) == DV_EOUT_OF_BOUNDS,
+       "a refused gemm_async answers DV_EOUT_OF_BOUNDS and completes its future with it");
+    dv_future_init(&g, 0);
+    ok(dv_blas_dot_async(B, 0, DV_BLAS_F32, 0, dv_blas_vec(ra, 0, 1), dv_blas_vec(rb, 0, 1), rb,
+                         0, &g) == DV_OK &&
+           dv_future_wait(&g) == DV_OK,
+       "dot_async of 0 elements: done, its future complete");
+    is_status(dv_blas_axpy_async(B, 0, DV_BLAS_F32, 4, 1, dv_blas_vec(ra, 0, 1),
+                                 dv_blas_vec(rb, 0, 1), NULL),
+              DV_EINVAL, "an _async call without a future: DV_EINVAL");
+    dv_ref_release(ra), dv_ref_release(rb);
+}
+
 /* After a context rebuild the library's state of the old one is gone:
  * the next call makes it again and is right. */
 static void test_rebuild(void)
@@ -634,7 +694,7 @@ int main(void)
     rc = dv_blas_create(A, &B);
     if (BLAS_ON_CUDA && rc == DV_ENOTSUP)
         skip_all("%s", dv_last_error()->message);
-    plan(35);
+    plan(39);
     is_status(rc, DV_OK, "the BLAS library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_blas_library(B) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -650,6 +710,7 @@ int main(void)
     dv_memset(A, big, 0, 0, 65536, 0);
     dv_ref_release(released);
     test_mistakes();
+    test_async();
     dv_ref_release(big), dv_ref_release(small4), dv_ref_release(outb);
 
     test_rebuild();
