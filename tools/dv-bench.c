@@ -44,6 +44,7 @@
 #define _GNU_SOURCE /* sched_getcpu, CPU_SET */
 #endif
 #include <getopt.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -58,6 +59,7 @@
 
 #include "devactor.h"
 #include "devactor_blas.h"
+#include "devactor_fft.h"
 #include "devactor_testing.h"
 
 #define BATCH 16
@@ -1496,6 +1498,158 @@ static double lib_actor_run(dv_actor *act, dv_blas *B, const lib_row *r, dv_ref 
     return (double)(now_ns() - t0) / 1e9 / calls;
 }
 
+
+/* FFT rows: cuFFT called directly (a plan made once, its work area set,
+ * automatic allocation off) beside dv_fft_exec_async, transforms back to
+ * back; GFLOP/s by the usual 5 N log2 N per complex transform (2.5 for
+ * real ones). */
+typedef int (*lib_cufft_create_fn)(int *);
+typedef int (*lib_cufft_destroy_fn)(int);
+typedef int (*lib_cufft_auto_fn)(int, int);
+typedef int (*lib_cufft_make_fn)(int, int, long long *, long long *, long long, long long,
+                                 long long *, long long, long long, int, long long, size_t *);
+typedef int (*lib_cufft_ptr_fn)(int, void *);
+typedef int (*lib_cufft_c2c_fn)(int, void *, void *, int);
+typedef int (*lib_cufft_r2c_fn)(int, void *, void *);
+
+typedef struct fft_row {
+    const char *name;
+    dv_fft_kind kind;
+    dv_fft_shape shape;
+} fft_row;
+
+static void bench_fft_rows(dv_actor *act, dv_res_env *env, double seconds)
+{
+    static const fft_row rows[] = {
+        {"c2c f32", DV_FFT_C2C, {1, {1 << 24, 0, 0}, 1}},
+        {"r2c f32", DV_FFT_R2C, {1, {4096, 0, 0}, 4096}},
+    };
+    static const char *const names[] = {"libcufft.so.12", "libcufft.so.11", "libcufft.so",
+                                        "/usr/local/cuda/lib64/libcufft.so"};
+    void *lib = getenv("DV_CUFFT_PATH") ? dlopen(getenv("DV_CUFFT_PATH"), RTLD_NOW) : NULL;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && lib == NULL; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    dv_fft *F = NULL;
+    if (lib == NULL || dv_fft_create(act, 0, &F) != DV_OK) {
+        fprintf(stderr, "dv-bench: library: FFT: %s\n",
+                lib == NULL ? "no cuFFT library opens" : dv_last_error()->message);
+        return;
+    }
+    lib_cufft_create_fn create;
+    lib_cufft_destroy_fn destroy;
+    lib_cufft_auto_fn autoalloc;
+    lib_cufft_make_fn make;
+    lib_cufft_ptr_fn set_stream, set_work;
+    lib_cufft_c2c_fn c2c;
+    lib_cufft_r2c_fn r2c;
+    *(void **)&create = dlsym(lib, "cufftCreate");
+    *(void **)&destroy = dlsym(lib, "cufftDestroy");
+    *(void **)&autoalloc = dlsym(lib, "cufftSetAutoAllocation");
+    *(void **)&make = dlsym(lib, "cufftMakePlanMany64");
+    *(void **)&set_stream = dlsym(lib, "cufftSetStream");
+    *(void **)&set_work = dlsym(lib, "cufftSetWorkArea");
+    *(void **)&c2c = dlsym(lib, "cufftExecC2C");
+    *(void **)&r2c = dlsym(lib, "cufftExecR2C");
+    if (!create || !destroy || !autoalloc || !make || !set_stream || !set_work || !c2c || !r2c) {
+        fprintf(stderr, "dv-bench: library: FFT: cuFFT lacks a function\n");
+        dv_fft_destroy(F);
+        return;
+    }
+    for (size_t ri = 0; ri < sizeof(rows) / sizeof(rows[0]); ri++) {
+        const fft_row *r = &rows[ri];
+        uint64_t in_bytes = dv_fft_bytes(r->kind, DV_FFT_F32, &r->shape, false, false);
+        uint64_t out_bytes = dv_fft_bytes(r->kind, DV_FFT_F32, &r->shape, false, true);
+        int plan = 0;
+        size_t work = 0;
+        long long n[1] = {r->shape.n[0]};
+        dv_dptr din = 0, dout = 0, dwork = 0;
+        dv_ref rin, rout;
+        dv__drv_ctx_make_current(env->ctx);
+        if (create(&plan) != 0 || autoalloc(plan, 0) != 0 ||
+            make(plan, 1, n, NULL, 1, 0, NULL, 1, 0, r->kind == DV_FFT_C2C ? 0x29 : 0x2a,
+                 r->shape.batch, &work) != 0 ||
+            dv__drv_mem_alloc(env->ctx, in_bytes, &din) != DV_OK ||
+            dv__drv_mem_alloc(env->ctx, out_bytes, &dout) != DV_OK ||
+            (work > 0 && dv__drv_mem_alloc(env->ctx, work, &dwork) != DV_OK) ||
+            dv_alloc(act, in_bytes, 0, "in", &rin) != DV_OK ||
+            dv_alloc(act, out_bytes, 0, "out", &rout) != DV_OK) {
+            fprintf(stderr, "dv-bench: library: FFT %s: setting up failed\n", r->name);
+            continue;
+        }
+        set_stream(plan, dv__drv_stream_native(env->streams[0]));
+        set_work(plan, (void *)(uintptr_t)dwork);
+        dv__drv_memset_d8(env->streams[0], din, 0x3c, in_bytes);
+        dv_memset(act, rin, 0, 0x3c, in_bytes, 0);
+        double nn = (double)r->shape.n[0], per = 5.0 * nn * log2(nn) * (double)r->shape.batch;
+        if (r->kind != DV_FFT_C2C)
+            per /= 2;
+        double dir[LIB_ROUNDS], act_s[LIB_ROUNDS], ratio[LIB_ROUNDS];
+        int calls = 0;
+        for (int k = -1; k < LIB_ROUNDS; k++) {
+            /* direct */
+            dv__drv_ctx_make_current(env->ctx);
+            int reps = k < 0 ? 5 : calls;
+            uint64_t t0 = now_ns();
+            for (int i = 0; i < reps; i++) {
+                if (r->kind == DV_FFT_C2C)
+                    c2c(plan, (void *)(uintptr_t)din, (void *)(uintptr_t)dout, -1);
+                else
+                    r2c(plan, (void *)(uintptr_t)din, (void *)(uintptr_t)dout);
+            }
+            dv__drv_stream_sync(env->streams[0]);
+            double d = (double)(now_ns() - t0) / 1e9 / reps;
+            /* devactor, up to 64 in flight */
+            enum { INFL = 64 };
+            static dv_future f[INFL];
+            t0 = now_ns();
+            for (int i = 0; i < reps; i++) {
+                if (i >= INFL)
+                    dv_future_wait(&f[i % INFL]);
+                dv_future_init(&f[i % INFL], 0);
+                dv_fft_exec_async(F, 0, r->kind, DV_FFT_F32, DV_FFT_FORWARD, &r->shape, rin, 0,
+                                  rout, 0, &f[i % INFL]);
+            }
+            for (int i = reps > INFL ? reps - INFL : 0; i < reps; i++)
+                dv_future_wait(&f[i % INFL]);
+            double a = (double)(now_ns() - t0) / 1e9 / reps;
+            if (k < 0) {
+                calls = (int)(seconds / (d > 1e-7 ? d : 1e-7));
+                calls = calls < 200 ? 200 : calls > 20000 ? 20000 : calls;
+                continue;
+            }
+            dir[k] = d;
+            act_s[k] = a;
+            ratio[k] = d / a;
+        }
+        double lo = ratio[0], hi = ratio[0];
+        for (int k = 1; k < LIB_ROUNDS; k++) {
+            lo = ratio[k] < lo ? ratio[k] : lo;
+            hi = ratio[k] > hi ? ratio[k] : hi;
+        }
+        double dm = median_of(dir, LIB_ROUNDS), am = median_of(act_s, LIB_ROUNDS),
+               rm = median_of(ratio, LIB_ROUNDS);
+        char what[64];
+        snprintf(what, sizeof(what), "%lldx%lld", (long long)r->shape.batch,
+                 (long long)r->shape.n[0]);
+        if (csv)
+            printf("library,%s,%s,stream,%.3f,%.3f,GFLOP/s,%.3f,%.3f,%.3f\n", r->name, what,
+                   per / dm / 1e9, per / am / 1e9, rm, lo, hi);
+        else
+            printf("  %-10s %12s %6s %10.1f %10.1f %8.3f %7.3f-%.3f\n", r->name, what, "stream",
+                   per / dm / 1e9, per / am / 1e9, rm, lo, hi);
+        dv__drv_ctx_make_current(env->ctx);
+        destroy(plan);
+        dv__drv_mem_free(env->ctx, din), dv__drv_mem_free(env->ctx, dout);
+        if (dwork)
+            dv__drv_mem_free(env->ctx, dwork);
+        dv_ref_release(rin), dv_ref_release(rout);
+    }
+    if (!csv)
+        printf("  (FFT rows: GFLOP/s at 5 N log2 N per complex transform, half for real; ratio: "
+               "the actor's throughput over the direct calls')\n");
+    dv_fft_destroy(F);
+}
+
 static void bench_library(dv_driver *drv, dv_res_env *env, int device, double seconds)
 {
     static const lib_row rows[] = {
@@ -1604,6 +1758,7 @@ static void bench_library(dv_driver *drv, dv_res_env *env, int device, double se
         printf("  (ratio: large, the actor's throughput over the direct calls'; small, the "
                "actor's time per call over the direct call + stream sync)\n");
     dv_ref_release(ra), dv_ref_release(rb), dv_ref_release(rc);
+    bench_fft_rows(act, env, seconds);
     dv_blas_destroy(B);
     dv_actor_destroy(act);
     dv__drv_ctx_make_current(env->ctx);
@@ -1640,7 +1795,9 @@ static void usage(FILE *out)
                  "          the driver\n"
                  "  library GEMM (F32, TF32, BF16) at 4096^3, calls back to back, and at\n"
                  "          64^3, one call and its wait, through devactor_blas.h beside\n"
-                 "          cuBLAS called directly on a stream (cuda only)\n"
+                 "          cuBLAS called directly on a stream; FFT (C2C 2^24 single, R2C\n"
+                 "          4096 x 4096 batched) through devactor_fft.h beside cuFFT\n"
+                 "          (cuda only)\n"
                  "\n"
                  "  --seconds S    time per measurement (default 0.3)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"

@@ -90,6 +90,8 @@ struct dv_blas {
         cublas_t h;
         uint64_t context; /* the context generation h was made in */
         int mode;         /* its pointer mode */
+        void *stream;     /* the stream and workspace last set (cuBLAS */
+        uint64_t ws, ws_bytes; /* resets the workspace when the stream is set) */
     } handle[NSTREAMS];
     cublas_create_fn create;
     cublas_destroy_fn destroy;
@@ -748,10 +750,16 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
         }
         h->context = ctx->context_generation;
         h->mode = CUBLAS_POINTER_MODE_HOST;
+        h->stream = NULL;
+        h->ws = h->ws_bytes = 0;
     }
-    int st = b->set_stream(h->h, ctx->native_stream);
-    if (st != 0)
-        return cublas_failed(c, "cublasSetStream", st);
+    int st;
+    if (h->stream != ctx->native_stream || h->stream == NULL) {
+        if ((st = b->set_stream(h->h, ctx->native_stream)) != 0)
+            return cublas_failed(c, "cublasSetStream", st);
+        h->stream = ctx->native_stream;
+        h->ws = h->ws_bytes = UINT64_MAX; /* set it again below */
+    }
     /* Every call gets a workspace (a dot's reduction needs one too); a
      * GEMM the larger one.  Without any, cuBLAS refuses what needs one. */
     uint64_t ws = 0, ws_bytes = c->kind == OP_GEMM ? WORKSPACE : WORKSPACE_SMALL;
@@ -760,8 +768,12 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
         if (dv_task_scratch(ctx, ws_bytes, &ws) != DV_OK)
             ws_bytes = 0, ws = 0;
     }
-    if ((st = b->set_workspace(h->h, (void *)(uintptr_t)ws, ws_bytes)) != 0)
-        return cublas_failed(c, "cublasSetWorkspace", st);
+    if (ws != h->ws || ws_bytes != h->ws_bytes) {
+        if ((st = b->set_workspace(h->h, (void *)(uintptr_t)ws, ws_bytes)) != 0)
+            return cublas_failed(c, "cublasSetWorkspace", st);
+        h->ws = ws;
+        h->ws_bytes = ws_bytes;
+    }
     int mode = c->kind == OP_DOT ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST;
     if (h->mode != mode) {
         if ((st = b->set_pointer_mode(h->h, mode)) != 0)
