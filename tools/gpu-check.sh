@@ -13,7 +13,8 @@
 # Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
 # compute-sanitizer (memcheck over the device-port and resource conformance
 # suites, the guard's tests, the demo, the actor's basic, launch and
-# checker tests, the GEMM task and a short dv-stress run; racecheck and
+# checker tests, the GEMM task, the BLAS and FFT library actors' tests and a
+# short dv-stress run; racecheck and
 # synccheck over the device-port suite, the launch tests and the GEMM task)
 # where compute-sanitizer is installed, then dv-stress with the
 # stream-order checker for GPU_CHECK_STRESS_SECONDS (60; its report goes to
@@ -96,6 +97,10 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     run_step "synccheck actor/launch_cuda.t" $cs --tool synccheck "$build/tests/actor/launch_cuda.t"
     run_step "memcheck actor/checker_cuda.t" $cs --tool memcheck --leak-check full \
         --report-api-errors no "$build/tests/actor/checker_cuda.t"
+    run_step "memcheck libs/blas_cuda.t" $cs --tool memcheck --report-api-errors no \
+        "$build/tests/libs/blas_cuda.t"
+    run_step "memcheck libs/fft_cuda.t" $cs --tool memcheck --report-api-errors no \
+        "$build/tests/libs/fft_cuda.t"
     run_step "racecheck tasks/gemm_cuda.t" $cs --tool racecheck "$build/tests/tasks/gemm_cuda.t"
     run_step "synccheck tasks/gemm_cuda.t" $cs --tool synccheck "$build/tests/tasks/gemm_cuda.t"
     run_step "racecheck driver/port_cuda.t" $cs --tool racecheck "$build/tests/driver/port_cuda.t"
