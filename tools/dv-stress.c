@@ -66,6 +66,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -75,6 +76,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devactor_blas.h"
+#include "devactor_fft.h"
 #include "devactor_testing.h"
 
 #define KIB (UINT64_C(1) << 10)
@@ -108,11 +111,13 @@ enum op_kind {
     OP_ADD,
     OP_CHECKSUM,
     OP_TASK,
+    OP_GEMM,
+    OP_FFT,
     OP_KINDS
 };
-static const char *const op_names[OP_KINDS] = {"alloc",     "copy_htod",   "memset",   "copy_dtod",
-                                               "copy_dtoh", "ref_release", "sync",     "fill_u32",
-                                               "add_u32",   "checksum",    "task_copy"};
+static const char *const op_names[OP_KINDS] = {
+    "alloc",    "copy_htod", "memset",    "copy_dtod", "copy_dtoh", "ref_release", "sync",
+    "fill_u32", "add_u32",   "checksum",  "task_copy", "blas_gemm", "fft"};
 
 /* Log-linear histogram: exact below 16 ns, then 8 buckets per power of two
  * (12.5 % wide), up to 2^42 ns. */
@@ -498,6 +503,7 @@ typedef struct worker {
     uint64_t unexpected;
     uint64_t verifies, bytes_verified;
     uint64_t bad_verifies, bad_bytes;         /* integrity failures */
+    uint64_t lib_checks, lib_bad;             /* GEMMs and FFTs checked, and wrong */
     uint64_t excused_verifies, excused_bytes; /* context rebuilt under the block */
     uint64_t checksums, bytes_summed;
     uint64_t bad_checksums, excused_checksums;
@@ -526,6 +532,8 @@ static struct run {
     bool sim;
     dv_kernel *fill, *add, *checksum; /* NULL where the backend has none */
     bool tasks;                       /* a way to copy inside a task */
+    dv_blas *blas;                    /* the library actors, where they open */
+    dv_fft *fft;
     cu_memcpy_dtod_async_fn cu_memcpy_dtod_async;
     atomic_bool stop;
     atomic_uint_fast64_t steps; /* operations begun, over all threads */
@@ -1413,6 +1421,158 @@ static void do_task(worker *w, uint32_t di, uint32_t si)
     commit_copy(w, di, si, &c, rc, OP_TASK, s);
 }
 
+/*
+ * The library actors (devactor_blas.h, devactor_fft.h): their own small
+ * blocks, inputs written on two streams, the call on a third, the result
+ * read back on a fourth and checked against the host: a GEMM against a
+ * reference in double, an FFT forward and back against n times its input.
+ * A failed call (a refused allocation, a fault) is counted like any
+ * other and nothing is checked; nor is a result whose blocks' context was
+ * rebuilt under them.
+ */
+static bool lib_alloc(worker *w, int kind, uint64_t bytes, dv_ref *out)
+{
+    int rc;
+    TIMED(w, OP_ALLOC, rc, dv_alloc(run.actor, bytes, pick_stream(w), op_names[kind], out));
+    return rc == DV_OK;
+}
+
+static bool same_context(dv_ref r, uint64_t gen)
+{
+    dv_ref_info info;
+    return dv_ref_access(r, &info) == DV_OK && info.context_generation == gen;
+}
+
+static void lib_checked(worker *w, bool right, const char *what)
+{
+    w->lib_checks++;
+    if (right)
+        return;
+    w->lib_bad++;
+    pthread_mutex_lock(&run.report_mu);
+    if (run.nmismatch < MAX_MISMATCHES)
+        snprintf(run.mismatch[run.nmismatch++], sizeof(run.mismatch[0]), "thread %d: %s",
+                 w->index, what);
+    pthread_mutex_unlock(&run.report_mu);
+}
+
+static void do_gemm(worker *w)
+{
+    int64_t m = 8 + (int64_t)rnd_below(&w->rng, 89), n = 8 + (int64_t)rnd_below(&w->rng, 89),
+            k = 8 + (int64_t)rnd_below(&w->rng, 89);
+    float *a = malloc((size_t)(m * k) * 4), *b = malloc((size_t)(k * n) * 4),
+          *c = malloc((size_t)(m * n) * 4);
+    dv_ref ra = DV_REF_NULL, rb = DV_REF_NULL, rc_ = DV_REF_NULL;
+    int rc;
+    dv_actor_health h0;
+    dv_actor_health_get(run.actor, &h0);
+    if (a == NULL || b == NULL || c == NULL)
+        goto out;
+    for (int64_t e = 0; e < m * k; e++)
+        a[e] = (float)(rnd_below(&w->rng, 2001) - 1000) / 1000.0f;
+    for (int64_t e = 0; e < k * n; e++)
+        b[e] = (float)(rnd_below(&w->rng, 2001) - 1000) / 1000.0f;
+    if (!lib_alloc(w, OP_GEMM, (uint64_t)(m * k) * 4, &ra) ||
+        !lib_alloc(w, OP_GEMM, (uint64_t)(k * n) * 4, &rb) ||
+        !lib_alloc(w, OP_GEMM, (uint64_t)(m * n) * 4, &rc_))
+        goto out;
+    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, ra, 0, a, (uint64_t)(m * k) * 4, pick_stream(w)));
+    if (rc != DV_OK)
+        goto out;
+    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, rb, 0, b, (uint64_t)(k * n) * 4, pick_stream(w)));
+    if (rc != DV_OK)
+        goto out;
+    TIMED(w, OP_GEMM, rc,
+          dv_blas_gemm(run.blas, pick_stream(w), DV_BLAS_F32, DV_BLAS_ROW_MAJOR, DV_BLAS_N,
+                       DV_BLAS_N, m, n, k, 1.0, dv_blas_mat(ra, 0, k), dv_blas_mat(rb, 0, n), 0.0,
+                       dv_blas_mat(rc_, 0, n)));
+    if (rc != DV_OK)
+        goto out;
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, c, rc_, 0, (uint64_t)(m * n) * 4, pick_stream(w)));
+    if (rc != DV_OK || !same_context(rc_, h0.context_generation))
+        goto out;
+    double worst = 0;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t col = 0; col < n; col++) {
+            double acc = 0, mag = 1e-30;
+            for (int64_t p = 0; p < k; p++) {
+                acc += (double)a[r * k + p] * b[p * n + col];
+                mag += fabs((double)a[r * k + p] * b[p * n + col]);
+            }
+            double err = fabs(c[r * n + col] - acc) / mag;
+            worst = err > worst || isnan(err) ? err : worst;
+        }
+    char what[160];
+    snprintf(what, sizeof(what), "gemm %lld x %lld x %lld: worst error %.2e of sum |a b|",
+             (long long)m, (long long)n, (long long)k, worst);
+    lib_checked(w, worst <= 1e-5, what);
+out:
+    if (ra.bits)
+        TIMED(w, OP_RELEASE, rc, dv_ref_release(ra));
+    if (rb.bits)
+        TIMED(w, OP_RELEASE, rc, dv_ref_release(rb));
+    if (rc_.bits)
+        TIMED(w, OP_RELEASE, rc, dv_ref_release(rc_));
+    free(a), free(b), free(c);
+}
+
+static void do_fft(worker *w)
+{
+    static const int64_t sizes[] = {64, 96, 125, 128, 250, 256};
+    dv_fft_shape shape = {1, {sizes[rnd_below(&w->rng, 6)], 0, 0},
+                          1 + (int64_t)rnd_below(&w->rng, 4)};
+    int64_t n = shape.n[0], count = n * shape.batch;
+    uint64_t bytes = (uint64_t)count * 8;
+    float *x = malloc(bytes), *y = malloc(bytes);
+    dv_ref rx = DV_REF_NULL, ry = DV_REF_NULL;
+    int rc;
+    dv_actor_health h0;
+    dv_actor_health_get(run.actor, &h0);
+    if (x == NULL || y == NULL)
+        goto out;
+    for (int64_t e = 0; e < 2 * count; e++)
+        x[e] = (float)(rnd_below(&w->rng, 2001) - 1000) / 1000.0f;
+    if (!lib_alloc(w, OP_FFT, bytes, &rx) || !lib_alloc(w, OP_FFT, bytes, &ry))
+        goto out;
+    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, rx, 0, x, bytes, pick_stream(w)));
+    if (rc != DV_OK)
+        goto out;
+    /* forward out of place, then back in place: n times x */
+    TIMED(w, OP_FFT, rc,
+          dv_fft_exec(run.fft, pick_stream(w), DV_FFT_C2C, DV_FFT_F32, DV_FFT_FORWARD, &shape, rx,
+                      0, ry, 0));
+    if (rc != DV_OK)
+        goto out;
+    TIMED(w, OP_FFT, rc,
+          dv_fft_exec(run.fft, pick_stream(w), DV_FFT_C2C, DV_FFT_F32, DV_FFT_INVERSE, &shape, ry,
+                      0, ry, 0));
+    if (rc != DV_OK)
+        goto out;
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, y, ry, 0, bytes, pick_stream(w)));
+    if (rc != DV_OK || !same_context(ry, h0.context_generation))
+        goto out;
+    double worst = 0;
+    for (int64_t t = 0; t < shape.batch; t++) {
+        double mag = 1e-30;
+        for (int64_t e = 0; e < n; e++)
+            mag += fabs(x[2 * (t * n + e)]) + fabs(x[2 * (t * n + e) + 1]);
+        for (int64_t e = 2 * t * n; e < 2 * (t + 1) * n; e++) {
+            double err = fabs(y[e] - (double)n * x[e]) / ((double)n * mag);
+            worst = err > worst || isnan(err) ? err : worst;
+        }
+    }
+    char what[160];
+    snprintf(what, sizeof(what), "fft %lld x %lld forward and back: worst error %.2e",
+             (long long)shape.batch, (long long)n, worst);
+    lib_checked(w, worst <= 1e-5, what);
+out:
+    if (rx.bits)
+        TIMED(w, OP_RELEASE, rc, dv_ref_release(rx));
+    if (ry.bits)
+        TIMED(w, OP_RELEASE, rc, dv_ref_release(ry));
+    free(x), free(y);
+}
+
 static void step(worker *w)
 {
     uint64_t r = rnd_below(&w->rng, 100);
@@ -1462,9 +1622,13 @@ static void step(worker *w)
         (void)verify(w, i, rnd_below(&w->rng, b->size - len + 1), len);
     } else if (r < 98) {
         verify_and_release(w, i);
-    } else {
+    } else if (r < 99 || (run.blas == NULL && run.fft == NULL)) {
         int rc;
         TIMED(w, OP_SYNC, rc, dv_sync(run.actor, pick_stream(w)));
+    } else if (run.fft == NULL || (run.blas != NULL && rnd_below(&w->rng, 2) == 0)) {
+        do_gemm(w);
+    } else {
+        do_fft(w);
     }
 }
 
@@ -1520,7 +1684,9 @@ static void usage(FILE *out)
             "(of two ranges that each hold one u32 word) and checksum (compared with\n"
             "the host's sum of the expected words), run a task that copies one block to\n"
             "another (a host function on the sim, cuMemcpyDtoDAsync on cuda), read back\n"
-            "device->host and verify every byte, release.  Launches and tasks declare\n"
+            "device->host and verify every byte, release; now and then a GEMM and an\n"
+            "FFT through the library actors (devactor_blas.h, devactor_fft.h) on their own\n"
+            "small blocks, checked against the host.  Launches and tasks declare\n"
             "their accesses through handles, so the library's fences keep data right.\n"
             "The budget is below what the working sets want, so allocations are\n"
             "refused (DV_EOUT_OF_BUDGET): the thread releases a block and goes on.\n"
@@ -2025,6 +2191,11 @@ int main(int argc, char **argv)
     run.sim = sim;
     void *libcuda = NULL;
     const char *no_tasks = setup_kernels_and_tasks(&libcuda);
+    char no_blas[320] = "", no_fft[320] = "";
+    if (dv_blas_create(run.actor, &run.blas) != DV_OK)
+        snprintf(no_blas, sizeof(no_blas), "%s", dv_last_error()->message);
+    if (dv_fft_create(run.actor, 0, &run.fft) != DV_OK)
+        snprintf(no_fft, sizeof(no_fft), "%s", dv_last_error()->message);
     dv_device_info info = {0};
     (void)dv__drv_device_info(run.drv, o->device, &info);
     char b1[32], b2[32];
@@ -2051,6 +2222,9 @@ int main(int argc, char **argv)
     printf("dv-stress: stream-order checker %s; launches: %s; tasks: %s\n", checker,
            run.fill != NULL ? "fill_u32, add_u32, checksum" : "none (no built-in kernels)",
            run.tasks ? (sim ? "copy by host function" : "copy by cuMemcpyDtoDAsync") : no_tasks);
+    printf("dv-stress: library actors: GEMM %s; FFT %s\n",
+           run.blas != NULL ? dv_blas_library(run.blas) : no_blas,
+           run.fft != NULL ? dv_fft_library(run.fft) : no_fft);
     fflush(stdout);
 
     worker *ws = calloc((size_t)o->threads, sizeof(*ws));
@@ -2082,6 +2256,8 @@ int main(int argc, char **argv)
         if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL || w->ebuf == NULL) {
             fprintf(stderr, "dv-stress: no %s buffers for thread %d: %s\n",
                     host_kind_names[w->host_kind], i, dv_last_error()->message);
+            dv_blas_destroy(run.blas);
+            dv_fft_destroy(run.fft);
             dv_actor_destroy(run.actor);
             dv__driver_close(drv);
             return 2;
@@ -2193,6 +2369,8 @@ int main(int argc, char **argv)
         all.verifies += w->verifies;
         all.bytes_verified += w->bytes_verified;
         all.bad_verifies += w->bad_verifies;
+        all.lib_checks += w->lib_checks;
+        all.lib_bad += w->lib_bad;
         all.bad_bytes += w->bad_bytes;
         all.excused_verifies += w->excused_verifies;
         all.excused_bytes += w->excused_bytes;
@@ -2279,6 +2457,10 @@ int main(int argc, char **argv)
                " mismatched checksums on blocks whose context was rebuilt under them: not "
                "counted\n",
                all.excused_verifies, all.excused_bytes, all.excused_checksums);
+    if (run.blas != NULL || run.fft != NULL)
+        printf("library actors: %" PRIu64 " GEMMs and FFTs checked against the host, %" PRIu64
+               " wrong\n",
+               all.lib_checks, all.lib_bad);
     for (int i = 0; i < run.nmismatch; i++)
         printf("  %s\n", run.mismatch[i]);
 
@@ -2345,7 +2527,7 @@ int main(int argc, char **argv)
 
     int status = 0;
     char verdict[64] = "PASS";
-    bool integrity = all.bad_verifies != 0 || all.bad_checksums != 0;
+    bool integrity = all.bad_verifies != 0 || all.bad_checksums != 0 || all.lib_bad != 0;
     if (integrity || st.hazards != 0 || leak) {
         status = 1;
         snprintf(verdict, sizeof(verdict), "FAIL (%s%s%s%s%s)", integrity ? "integrity" : "",
@@ -2358,6 +2540,8 @@ int main(int argc, char **argv)
     }
     printf("result: %s\n", verdict);
 
+    dv_blas_destroy(run.blas);
+    dv_fft_destroy(run.fft);
     dv_actor_destroy(run.actor);
     dv__driver_close(drv);
     if (libcuda != NULL)
