@@ -340,6 +340,7 @@ static int enqueue_task(dv_recorder *r, void *arg)
     t->ctx.context_generation = a->health.context_generation;
     a->task_env = r->e;
     a->task_hazard = false;
+    a->task_opaque_args = false;
     /* What the task's failure says is its own: nothing from before. */
     dv_error_clear();
     a->task_chk = a->chk != NULL ? &r->chk : NULL;

@@ -70,6 +70,15 @@ dv_actor *dv__task_actor(const dv_task_ctx *ctx, const char *op)
  * Scratch
  * ------------------------------------------------------------------------ */
 
+int dv_task_kernel_args_opaque(const dv_task_ctx *ctx)
+{
+    dv_actor *a = dv__task_actor(ctx, "task_kernel_args_opaque");
+    if (a == NULL)
+        return dv_last_error()->status;
+    a->task_opaque_args = true;
+    return DV_OK;
+}
+
 int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr)
 {
     static const char op[] = "task_scratch";
@@ -299,7 +308,7 @@ static int verify_node(void *self, const dv_drv_node *n)
     int rc = DV_OK;
     switch (n->kind) {
     case DV_NODE_KERNEL:
-        if (task_func(a, n->func) || !n->words_known)
+        if (task_func(a, n->func) || !n->words_known || a->task_opaque_args)
             break;
         for (unsigned i = 0; i < n->nwords && rc == DV_OK; i++)
             rc = dv__task_verify(a, n->words[i], 1, 0,

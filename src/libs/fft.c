@@ -630,6 +630,10 @@ int dv__fft_task(const dv_task_ctx *ctx, void *user)
     uint64_t work = 0;
     if (p->work > 0 && (rc = dv_task_scratch(ctx, p->work, &work)) != DV_OK)
         return rc;
+    /* cuFFT's kernel arguments carry stale words of earlier transforms
+     * (pointers to other calls' buffers, some tagged): not pointers this
+     * call uses.  Its operands were checked against their blocks. */
+    (void)dv_task_kernel_args_opaque(ctx);
     int st;
     if ((st = f->cu_stream(p->cu, ctx->native_stream)) != 0)
         return cufft_failed("cufftSetStream", st);

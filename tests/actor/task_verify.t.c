@@ -92,6 +92,7 @@ enum {
     T_FILL_HOST_FN,  /* arg0 := 7, then a host function with a cleanup */
     T_SYNC,          /* arg0 := 7, then synchronise the native stream */
     T_ACCESS,        /* (sim) ask to write arg0; ran := refused as it should be */
+    T_KERNEL_OPAQUE, /* T_KERNEL, its parameters said not to be read for pointers */
 };
 
 typedef struct call {
@@ -160,6 +161,10 @@ static int task(const dv_task_ctx *ctx, void *user)
         kept_stream = ctx->native_stream;
         return DV_OK;
     case T_KERNEL:
+        return lib_kernel(ctx, c->raw);
+    case T_KERNEL_OPAQUE:
+        if ((rc = dv_task_kernel_args_opaque(ctx)) != DV_OK)
+            return rc;
         return lib_kernel(ctx, c->raw);
     case T_FILL_HOST_FN:
         if ((rc = lib_call(ctx, ctx->arg[0], 0, 7, N)) != DV_OK)
@@ -249,7 +254,7 @@ int main(void)
     dv_actor *a = make(true);
     if (TASK_VERIFY_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(TASK_VERIFY_CUDA ? 21 : 14);
+    plan(TASK_VERIFY_CUDA ? 23 : 15);
     ok(a != NULL, "an actor with the checker (%s)", a ? dv_actor_backend_name(a) : "none");
     if (a == NULL)
         return tap_done();
@@ -330,6 +335,14 @@ int main(void)
         rc = run(a, &c, T_KERNEL, 0, (dv_arg[]){dv_arg_ref(y, DV_WRITE, 0)}, 1);
         ok(rc == DV_OK && all(a, y, 7, 0, N), "the same kernel given its declared block runs (%s)",
            dv_err_name(rc));
+        dv_memset(a, y, 0, 0, BYTES, 0);
+        h0 = hazards(a);
+        c.raw = ptr_of(y);
+        rc = run(a, &c, T_KERNEL_OPAQUE, 0, (dv_arg[]){dv_arg_ref(x, DV_WRITE, 0)}, 1);
+        ok(rc == DV_OK && hazards(a) == h0 && all(a, y, 7, 0, N),
+           "with dv_task_kernel_args_opaque its kernels' parameters are not read: the same "
+           "kernel runs unchecked (%s)",
+           dv_err_name(rc));
         h0 = hazards(a);
         rc = run(a, &c, T_FILL_HOST_FN, 0, (dv_arg[]){dv_arg_ref(z, DV_READ, 0)}, 1);
         refused(a, rc, h0, "declared it DV_READ only", "a refused task with a host function");
@@ -350,6 +363,10 @@ int main(void)
     }
     rc = run(a, &c, T_FILL, 0, (dv_arg[]){dv_arg_ref(x, DV_WRITE, 0)}, 1);
     ok(rc == DV_OK, "the actor goes on after refusals (%s)", dv_err_name(rc));
+    dv_task_ctx fake = {0};
+    ok(dv_task_kernel_args_opaque(NULL) == DV_EINVAL &&
+           dv_task_kernel_args_opaque(&fake) == DV_EINVAL,
+       "dv_task_kernel_args_opaque outside a task: DV_EINVAL");
     dv_ref_release(x);
     dv_ref_release(y);
     dv_ref_release(z);
