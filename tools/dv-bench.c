@@ -1457,6 +1457,12 @@ static double lib_direct_run(lib_direct *L, dv_res_env *env, const lib_row *r, d
     float one = 1.0f, zero = 0.0f;
     int d = (int)r->d;
     dv__drv_ctx_make_current(env->ctx);
+    /* Back to back: timed by events around the calls on the stream. */
+    dv_drv_event *e0 = NULL, *e1 = NULL;
+    if (!each_waits && (dv__drv_event_create(env->ctx, DV_DRV_EVENT_TIMING, &e0) != DV_OK ||
+                        dv__drv_event_create(env->ctx, DV_DRV_EVENT_TIMING, &e1) != DV_OK ||
+                        dv__drv_event_record(e0, env->streams[0]) != DV_OK))
+        return -1;
     uint64_t t0 = now_ns();
     for (int i = 0; i < calls; i++) {
         L->gemm_ex(L->h, 0, 0, d, d, d, &one, (const void *)(uintptr_t)b, r->cuda_type, d,
@@ -1464,6 +1470,15 @@ static double lib_direct_run(lib_direct *L, dv_res_env *env, const lib_row *r, d
                    r->cuda_type, d, r->compute, -1);
         if (each_waits)
             dv__drv_stream_sync(env->streams[0]);
+    }
+    if (!each_waits) {
+        float ms = 0;
+        dv__drv_event_record(e1, env->streams[0]);
+        dv__drv_event_sync(e1);
+        dv__drv_event_elapsed(e0, e1, &ms);
+        dv__drv_event_destroy(e0);
+        dv__drv_event_destroy(e1);
+        return (double)ms / 1e3 / calls;
     }
     dv__drv_stream_sync(env->streams[0]);
     return (double)(now_ns() - t0) / 1e9 / calls;
@@ -1477,6 +1492,12 @@ static double lib_actor_run(dv_actor *act, dv_blas *B, const lib_row *r, dv_ref 
     enum { LIB_INFLIGHT = 64 };
     static dv_future f[LIB_INFLIGHT];
     int64_t d = r->d;
+    /* Back to back: timed by the actor's events around the calls. */
+    dv_event *e0 = NULL, *e1 = NULL;
+    if (!each_waits && (dv_event_create(act, DV_EVENT_TIMING, &e0) != DV_OK ||
+                        dv_event_create(act, DV_EVENT_TIMING, &e1) != DV_OK ||
+                        dv_event_record(e0, 0) != DV_OK))
+        return -1;
     uint64_t t0 = now_ns();
     for (int i = 0; i < calls; i++) {
         if (each_waits) {
@@ -1492,9 +1513,17 @@ static double lib_actor_run(dv_actor *act, dv_blas *B, const lib_row *r, dv_ref 
                            dv_blas_mat(a, 0, d), dv_blas_mat(b, 0, d), 0.0, dv_blas_mat(c, 0, d),
                            fi);
     }
-    for (int i = calls > LIB_INFLIGHT ? calls - LIB_INFLIGHT : 0; !each_waits && i < calls; i++)
-        dv_future_wait(&f[i % LIB_INFLIGHT]);
-    (void)act;
+    if (!each_waits) {
+        float ms = 0;
+        dv_event_record(e1, 0);
+        for (int i = calls > LIB_INFLIGHT ? calls - LIB_INFLIGHT : 0; i < calls; i++)
+            dv_future_wait(&f[i % LIB_INFLIGHT]);
+        dv_event_sync(e1);
+        dv_event_elapsed(e0, e1, &ms);
+        dv_event_destroy(e0);
+        dv_event_destroy(e1);
+        return (double)ms / 1e3 / calls;
+    }
     return (double)(now_ns() - t0) / 1e9 / calls;
 }
 
@@ -1589,19 +1618,32 @@ static void bench_fft_rows(dv_actor *act, dv_res_env *env, double seconds)
             /* direct */
             dv__drv_ctx_make_current(env->ctx);
             int reps = k < 0 ? 5 : calls;
-            uint64_t t0 = now_ns();
+            /* both timed by events on the stream around the transforms */
+            dv_drv_event *d0 = NULL, *d1 = NULL;
+            dv_event *a0 = NULL, *a1 = NULL;
+            float ms = 0;
+            if (dv__drv_event_create(env->ctx, DV_DRV_EVENT_TIMING, &d0) != DV_OK ||
+                dv__drv_event_create(env->ctx, DV_DRV_EVENT_TIMING, &d1) != DV_OK ||
+                dv_event_create(act, DV_EVENT_TIMING, &a0) != DV_OK ||
+                dv_event_create(act, DV_EVENT_TIMING, &a1) != DV_OK) {
+                fprintf(stderr, "dv-bench: library: FFT: no events\n");
+                break;
+            }
+            dv__drv_event_record(d0, env->streams[0]);
             for (int i = 0; i < reps; i++) {
                 if (r->kind == DV_FFT_C2C)
                     c2c(plan, (void *)(uintptr_t)din, (void *)(uintptr_t)dout, -1);
                 else
                     r2c(plan, (void *)(uintptr_t)din, (void *)(uintptr_t)dout);
             }
-            dv__drv_stream_sync(env->streams[0]);
-            double d = (double)(now_ns() - t0) / 1e9 / reps;
+            dv__drv_event_record(d1, env->streams[0]);
+            dv__drv_event_sync(d1);
+            dv__drv_event_elapsed(d0, d1, &ms);
+            double d = (double)ms / 1e3 / reps;
             /* devactor, up to 64 in flight */
             enum { INFL = 64 };
             static dv_future f[INFL];
-            t0 = now_ns();
+            dv_event_record(a0, 0);
             for (int i = 0; i < reps; i++) {
                 if (i >= INFL)
                     dv_future_wait(&f[i % INFL]);
@@ -1609,9 +1651,14 @@ static void bench_fft_rows(dv_actor *act, dv_res_env *env, double seconds)
                 dv_fft_exec_async(F, 0, r->kind, DV_FFT_F32, DV_FFT_FORWARD, &r->shape, rin, 0,
                                   rout, 0, &f[i % INFL]);
             }
+            dv_event_record(a1, 0);
             for (int i = reps > INFL ? reps - INFL : 0; i < reps; i++)
                 dv_future_wait(&f[i % INFL]);
-            double a = (double)(now_ns() - t0) / 1e9 / reps;
+            dv_event_sync(a1);
+            dv_event_elapsed(a0, a1, &ms);
+            double a = (double)ms / 1e3 / reps;
+            dv__drv_event_destroy(d0), dv__drv_event_destroy(d1);
+            dv_event_destroy(a0), dv_event_destroy(a1);
             if (k < 0) {
                 calls = (int)(seconds / (d > 1e-7 ? d : 1e-7));
                 calls = calls < 200 ? 200 : calls > 20000 ? 20000 : calls;
@@ -1716,8 +1763,9 @@ static void bench_library(dv_driver *drv, dv_res_env *env, int device, double se
     else
         printf("\nlibrary: GEMM through devactor_blas.h beside cuBLAS called directly on a "
                "stream\n(same workspace and scalars; medians of %d alternating rounds; large: "
-               "calls posted back to back,\n TFLOP/s; small: one call and its wait at a time, "
-               "us per call)\n  %-10s %6s %10s %10s %10s %8s %15s\n",
+               "calls posted back to back,\n timed by events on the stream, TFLOP/s; small: one "
+               "call and its wait at a time, "
+               "direct and actor in turn, median us per call)\n  %-10s %6s %10s %10s %10s %8s %15s\n",
                LIB_ROUNDS, "what", "n", "mode", "direct", "actor", "ratio", "ratio min-max");
     for (int ri = 0; ri < NROWS; ri++) {
         const lib_row *r = &rows[ri];
@@ -1733,10 +1781,31 @@ static void bench_library(dv_driver *drv, dv_res_env *env, int device, double se
         calls = calls < 200 ? 200 : calls > 20000 ? 20000 : calls;
         double dir[LIB_ROUNDS], act_s[LIB_ROUNDS], ratio[LIB_ROUNDS];
         for (int k = 0; k < LIB_ROUNDS; k++) {
+            if (small) {
+                /* One call of each, in turn, each timed: drift in the GPU's
+                 * clocks or the host's load falls on both alike.  The
+                 * medians of the calls of the round. */
+                double *td = malloc((size_t)calls * sizeof(double)),
+                       *ta = malloc((size_t)calls * sizeof(double));
+                if (td == NULL || ta == NULL) {
+                    free(td), free(ta);
+                    dir[k] = act_s[k] = ratio[k] = 0;
+                    continue;
+                }
+                for (int i = 0; i < calls; i++) {
+                    td[i] = lib_direct_run(&L, env, r, da, db, dc, 1, true);
+                    ta[i] = lib_actor_run(act, B, r, ra, rb, rc, 1, true);
+                }
+                dir[k] = median_of(td, calls);
+                act_s[k] = median_of(ta, calls);
+                free(td), free(ta);
+                ratio[k] = act_s[k] / dir[k];
+                continue;
+            }
             dir[k] = lib_direct_run(&L, env, r, da, db, dc, calls, small);
             act_s[k] = lib_actor_run(act, B, r, ra, rb, rc, calls, small);
-            /* throughput: actor over direct; latency: actor time over direct */
-            ratio[k] = small ? act_s[k] / dir[k] : dir[k] / act_s[k];
+            /* throughput: the actor's over the direct calls' */
+            ratio[k] = dir[k] / act_s[k];
         }
         double lo = ratio[0], hi = ratio[0];
         for (int k = 1; k < LIB_ROUNDS; k++) {
