@@ -808,11 +808,12 @@ DV_EXPORT int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *
  * Inside a task, with the checker on: the parameters of the kernels this
  * task enqueues are not read for pointers (its copies and memsets are
  * still checked by range).  For a library whose kernels' argument buffers
- * carry stale words of earlier calls -- cuFFT's do, pointers to other
- * calls' buffers among them -- which would be reported as touches of
- * blocks the task did not declare.  The wrapper then answers for its
- * kernels staying inside what it declared (devactor_fft.h checks every
- * operand's extent before posting).  DV_EINVAL outside a task.
+ * carry stale words of earlier calls -- cuFFT's and cuBLAS's do, pointers
+ * to other calls' buffers among them -- which would be reported as touches
+ * of blocks the task did not declare.  The wrapper then answers for its
+ * kernels staying inside what it declared (devactor_fft.h and
+ * devactor_blas.h check every operand's extent before posting).  DV_EINVAL
+ * outside a task.
  */
 DV_EXPORT int dv_task_kernel_args_opaque(const dv_task_ctx *ctx);
 DV_EXPORT void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_t bytes,

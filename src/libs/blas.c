@@ -774,6 +774,11 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
         h->ws = ws;
         h->ws_bytes = ws_bytes;
     }
+    /* cuBLAS's kernel arguments can carry stale words of earlier calls (a
+     * workspace since handed out as a block, seen under compute-sanitizer):
+     * not pointers this call uses.  Its operands were checked against
+     * their blocks before posting. */
+    (void)dv_task_kernel_args_opaque(ctx);
     int mode = c->kind == OP_DOT ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST;
     if (h->mode != mode) {
         if ((st = b->set_pointer_mode(h->h, mode)) != 0)
