@@ -217,13 +217,13 @@ static void print_row(const char *what, uint64_t bytes, result r)
         snprintf(size, sizeof(size), "%llu B", (unsigned long long)bytes);
     if (r.error != 0) {
         if (csv)
-            printf("alloc,%s,%llu,,,,%s\n", what, (unsigned long long)bytes, dv_err_name(r.error));
+            printf("alloc,\"%s\",%llu,,,,%s\n", what, (unsigned long long)bytes, dv_err_name(r.error));
         else
             printf("  %-32s %8s   error: %s\n", what, size, dv_err_name(r.error));
         return;
     }
     if (csv)
-        printf("alloc,%s,%llu,%.1f,%.1f,%.4f,%zu\n", what, (unsigned long long)bytes, r.median_ns,
+        printf("alloc,\"%s\",%llu,%.1f,%.1f,%.4f,%zu\n", what, (unsigned long long)bytes, r.median_ns,
                r.p99_ns, r.ratio, r.pairs);
     else
         printf("  %-32s %8s %10.1f %10.1f %9.3f %9zu\n", what, size, r.median_ns, r.p99_ns, r.ratio,
@@ -1049,7 +1049,7 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
         double pm = median_of(per[c], LAUNCH_REPS), rm = median_of(ratio[c], LAUNCH_REPS);
         const char *what = crosses[c] ? "actor, alternating two streams" : "actor, one stream";
         if (csv)
-            printf("launch,%s,%d,%.1f,%.3f,%.3f,%.3f\n", what, counts[c], pm, rm, lo, hi);
+            printf("launch,\"%s\",%d,%.1f,%.3f,%.3f,%.3f\n", what, counts[c], pm, rm, lo, hi);
         else
             printf("  %-36s %5d %12.1f %9.3f %8.3f-%.3f\n", what, counts[c], pm, rm, lo, hi);
     }
