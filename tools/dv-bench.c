@@ -969,13 +969,20 @@ static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_ref *refs, int nr
         if (i == 1000)
             t0 = now_ns();
         int w = (int)(i % WINDOW);
-        if (posted[w] && dv_future_wait(&f[w]) != DV_OK)
-            return -1;
-        dv_future_init(&f[w], 0);
-        posted[w] = true;
+        bool failed = posted[w] && dv_future_wait(&f[w]) != DV_OK;
         dv_stream s = cross ? (dv_stream)(i & 1) : 0;
-        if (dv_launch_async(a, k, one, one, 0, s, args[w], (unsigned)nrefs, &f[w]) != DV_OK)
+        if (!failed) {
+            dv_future_init(&f[w], 0);
+            posted[w] = true;
+            /* A refused launch completes its future too. */
+            failed = dv_launch_async(a, k, one, one, 0, s, args[w], (unsigned)nrefs, &f[w]) != DV_OK;
+        }
+        if (failed) { /* nothing left in flight on the futures */
+            for (int v = 0; v < WINDOW; v++)
+                if (posted[v])
+                    (void)dv_future_wait(&f[v]);
             return -1;
+        }
     }
     for (int w = 0; w < WINDOW; w++)
         if (posted[w])
