@@ -62,8 +62,9 @@ void dv_error_clear(void)
     memset(&last_detail, 0, sizeof(last_detail));
 }
 
-int dv_error_set(int status, const char *call, uint64_t requested, uint64_t remaining,
-                 const char *fmt, ...)
+/* The calling thread's detail := status, call, bytes and the message. */
+static int set_detail(int status, const char *call, uint64_t requested, uint64_t remaining,
+                      const char *fmt, va_list ap)
 {
     dv_error_detail *d = &last_detail;
     memset(d, 0, sizeof(*d));
@@ -71,30 +72,28 @@ int dv_error_set(int status, const char *call, uint64_t requested, uint64_t rema
     d->call = call;
     d->requested = requested;
     d->remaining = remaining;
-    if (fmt != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
+    if (fmt != NULL)
         vsnprintf(d->message, sizeof(d->message), fmt, ap);
-        va_end(ap);
-    } else {
+    else
         snprintf(d->message, sizeof(d->message), "%s", dv_strerror(status));
-    }
+    return status;
+}
+
+int dv_error_set(int status, const char *call, uint64_t requested, uint64_t remaining,
+                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_detail(status, call, requested, remaining, fmt, ap);
+    va_end(ap);
     return status;
 }
 
 int dv__fail(int status, const char *call, const char *fmt, ...)
 {
-    dv_error_detail *d = &last_detail;
-    memset(d, 0, sizeof(*d));
-    d->status = status;
-    d->call = call;
-    if (fmt != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(d->message, sizeof(d->message), fmt, ap);
-        va_end(ap);
-    } else {
-        snprintf(d->message, sizeof(d->message), "%s", dv_strerror(status));
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    set_detail(status, call, 0, 0, fmt, ap);
+    va_end(ap);
     return status;
 }
