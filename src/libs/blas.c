@@ -20,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <dlfcn.h>
-
 #include "devactor_blas.h"
 #include "libs/libload.h"
 
@@ -166,8 +164,6 @@ const char *dv_blas_library(const dv_blas *b)
  * Opening
  * ------------------------------------------------------------------------ */
 
-#define SYM(lib, dst, name) (*(void **)&(dst) = dlsym((lib), (name)), (dst) != NULL)
-
 int dv_blas_create(dv_actor *actor, dv_blas **out)
 {
     static const char op[] = "blas_create";
@@ -189,18 +185,18 @@ int dv_blas_create(dv_actor *actor, dv_blas **out)
                                             "/usr/local/cuda/lib64/libcublas.so",
                                             NULL};
         b->lib = dv__lib_open("DV_CUBLAS_PATH", names, tried, sizeof(tried), path, sizeof(path));
-        bool all = b->lib != NULL && SYM(b->lib, b->create, "cublasCreate_v2") &&
-                   SYM(b->lib, b->destroy, "cublasDestroy_v2") &&
-                   SYM(b->lib, b->set_stream, "cublasSetStream_v2") &&
-                   SYM(b->lib, b->set_workspace, "cublasSetWorkspace_v2") &&
-                   SYM(b->lib, b->set_pointer_mode, "cublasSetPointerMode_v2") &&
-                   SYM(b->lib, b->gemm_ex, "cublasGemmEx") &&
-                   SYM(b->lib, b->gemm_sb, "cublasGemmStridedBatchedEx") &&
-                   SYM(b->lib, b->sgemv, "cublasSgemv_v2") &&
-                   SYM(b->lib, b->dgemv, "cublasDgemv_v2") &&
-                   SYM(b->lib, b->saxpy, "cublasSaxpy_v2") &&
-                   SYM(b->lib, b->daxpy, "cublasDaxpy_v2") &&
-                   SYM(b->lib, b->sdot, "cublasSdot_v2") && SYM(b->lib, b->ddot, "cublasDdot_v2");
+        bool all = b->lib != NULL && DV_LIB_SYM(b->lib, b->create, "cublasCreate_v2") &&
+                   DV_LIB_SYM(b->lib, b->destroy, "cublasDestroy_v2") &&
+                   DV_LIB_SYM(b->lib, b->set_stream, "cublasSetStream_v2") &&
+                   DV_LIB_SYM(b->lib, b->set_workspace, "cublasSetWorkspace_v2") &&
+                   DV_LIB_SYM(b->lib, b->set_pointer_mode, "cublasSetPointerMode_v2") &&
+                   DV_LIB_SYM(b->lib, b->gemm_ex, "cublasGemmEx") &&
+                   DV_LIB_SYM(b->lib, b->gemm_sb, "cublasGemmStridedBatchedEx") &&
+                   DV_LIB_SYM(b->lib, b->sgemv, "cublasSgemv_v2") &&
+                   DV_LIB_SYM(b->lib, b->dgemv, "cublasDgemv_v2") &&
+                   DV_LIB_SYM(b->lib, b->saxpy, "cublasSaxpy_v2") &&
+                   DV_LIB_SYM(b->lib, b->daxpy, "cublasDaxpy_v2") &&
+                   DV_LIB_SYM(b->lib, b->sdot, "cublasSdot_v2") && DV_LIB_SYM(b->lib, b->ddot, "cublasDdot_v2");
         if (!all) {
             free(b);
             return dv_error_set(DV_ENOTSUP, op, 0, 0,
@@ -212,11 +208,11 @@ int dv_blas_create(dv_actor *actor, dv_blas **out)
         static const char *const names[] = {"libopenblas.so.0", "libopenblas.so", "libcblas.so.3",
                                             "libblas.so.3", NULL};
         b->lib = dv__lib_open("DV_CBLAS_PATH", names, tried, sizeof(tried), path, sizeof(path));
-        bool all = b->lib != NULL && SYM(b->lib, b->c_sgemm, "cblas_sgemm") &&
-                   SYM(b->lib, b->c_dgemm, "cblas_dgemm") && SYM(b->lib, b->c_sgemv, "cblas_sgemv") &&
-                   SYM(b->lib, b->c_dgemv, "cblas_dgemv") && SYM(b->lib, b->c_saxpy, "cblas_saxpy") &&
-                   SYM(b->lib, b->c_daxpy, "cblas_daxpy") && SYM(b->lib, b->c_sdot, "cblas_sdot") &&
-                   SYM(b->lib, b->c_ddot, "cblas_ddot");
+        bool all = b->lib != NULL && DV_LIB_SYM(b->lib, b->c_sgemm, "cblas_sgemm") &&
+                   DV_LIB_SYM(b->lib, b->c_dgemm, "cblas_dgemm") && DV_LIB_SYM(b->lib, b->c_sgemv, "cblas_sgemv") &&
+                   DV_LIB_SYM(b->lib, b->c_dgemv, "cblas_dgemv") && DV_LIB_SYM(b->lib, b->c_saxpy, "cblas_saxpy") &&
+                   DV_LIB_SYM(b->lib, b->c_daxpy, "cblas_daxpy") && DV_LIB_SYM(b->lib, b->c_sdot, "cblas_sdot") &&
+                   DV_LIB_SYM(b->lib, b->c_ddot, "cblas_ddot");
         if (!all) {
             free(b);
             return dv_error_set(
@@ -330,29 +326,7 @@ static int fits(const blas_call *c, int which, dv_ref ref, uint64_t off, uint64_
     if (!mul_ok(elems, es, bytes))
         return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_%s: operand %s is too large", c->what,
                             name);
-    dv_ref_info info;
-    int rc = dv_ref_access(ref, &info);
-    if (rc != DV_OK) {
-        dv_error_detail d = *dv_last_error();
-        return dv_error_set(rc, "blas", 0, 0, "blas_%s: operand %s: %s", c->what, name,
-                            d.message);
-    }
-    if (off % es != 0)
-        return dv_error_set(DV_EINVAL, "blas", 0, 0,
-                            "blas_%s: operand %s starts at byte %llu of its block, not a multiple "
-                            "of its %u-byte elements",
-                            c->what, name, (unsigned long long)off, es);
-    /* The block is what was asked for (the pool may round it up). */
-    uint64_t size = info.requested;
-    if (off > size || *bytes > size - off)
-        return dv_error_set(DV_EOUT_OF_BOUNDS, "blas", *bytes, off < size ? size - off : 0,
-                            "blas_%s: operand %s needs %llu bytes from byte %llu of its block, "
-                            "which has %llu (%llu from there)",
-                            c->what, name, (unsigned long long)*bytes, (unsigned long long)off,
-                            (unsigned long long)size,
-                            (unsigned long long)(off < size ? size - off : 0));
-    *base = info.ptr;
-    return DV_OK;
+    return dv__lib_operand("blas", "blas_", c->what, name, ref, off, *bytes, es, base);
 }
 
 static bool fits_int(int64_t v)
@@ -559,6 +533,22 @@ static bool vector_extent(int64_t n, int64_t inc, uint64_t *elems)
     return true;
 }
 
+/* AXPY's and DOT's x and y, n elements each: n from 0 to 2^31 - 1,
+ * increments not 0; the elements each reaches. */
+static int vector_pair(const char *what, int64_t n, dv_blas_vector x, dv_blas_vector y,
+                       uint64_t *ex, uint64_t *ey)
+{
+    if (n < 0 || x.inc == 0 || y.inc == 0 || !fits_int(n) || !fits_int(x.inc) ||
+        !fits_int(y.inc))
+        return dv_error_set(DV_EINVAL, "blas", 0, 0,
+                            "blas_%s: n %lld, incx %lld, incy %lld: n from 0 to 2^31 - 1, "
+                            "increments not 0",
+                            what, (long long)n, (long long)x.inc, (long long)y.inc);
+    if (!vector_extent(n, x.inc, ex) || !vector_extent(n, y.inc, ey))
+        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_%s: a vector is too large", what);
+    return DV_OK;
+}
+
 static int gemv_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
                        dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
                        dv_blas_vector x, double beta, dv_blas_vector y, posting *p)
@@ -612,12 +602,9 @@ static int axpy_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t 
     int rc = check_common(b, what, type, false);
     if (rc != DV_OK)
         return rc;
-    if (n < 0 || x.inc == 0 || y.inc == 0 || !fits_int(n) || !fits_int(x.inc) ||
-        !fits_int(y.inc))
-        return dv_error_set(DV_EINVAL, "blas", 0, 0,
-                            "blas_axpy: n %lld, incx %lld, incy %lld: n from 0 to 2^31 - 1, "
-                            "increments not 0",
-                            (long long)n, (long long)x.inc, (long long)y.inc);
+    uint64_t elems[NOPS] = {0, 0, 0};
+    if ((rc = vector_pair(what, n, x, y, &elems[A_], &elems[B_])) != DV_OK)
+        return rc;
     if (n == 0)
         return DV_OK;
     blas_call call = {.b = b,
@@ -629,9 +616,6 @@ static int axpy_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t 
                       .access = {DV_READ, DV_READ_WRITE, DV_READ},
                       .alpha = alpha,
                       .what = what};
-    uint64_t elems[NOPS] = {0, 0, 0};
-    if (!vector_extent(n, x.inc, &elems[A_]) || !vector_extent(n, y.inc, &elems[B_]))
-        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_axpy: a vector is too large");
     const dv_ref refs[NOPS] = {x.ref, y.ref, DV_REF_NULL};
     const uint64_t offs[NOPS] = {x.offset, y.offset, 0};
     return post(&call, refs, offs, elems, stream, p);
@@ -645,12 +629,9 @@ static int dot_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n
     int rc = check_common(b, what, type, false);
     if (rc != DV_OK)
         return rc;
-    if (n < 0 || x.inc == 0 || y.inc == 0 || !fits_int(n) || !fits_int(x.inc) ||
-        !fits_int(y.inc))
-        return dv_error_set(DV_EINVAL, "blas", 0, 0,
-                            "blas_dot: n %lld, incx %lld, incy %lld: n from 0 to 2^31 - 1, "
-                            "increments not 0",
-                            (long long)n, (long long)x.inc, (long long)y.inc);
+    uint64_t elems[NOPS] = {0, 0, 1};
+    if ((rc = vector_pair(what, n, x, y, &elems[A_], &elems[B_])) != DV_OK)
+        return rc;
     blas_call call = {.b = b,
                       .kind = OP_DOT,
                       .type = type,
@@ -659,9 +640,6 @@ static int dot_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t n
                       .stride = {x.inc, y.inc, 0},
                       .access = {DV_READ, DV_READ, DV_WRITE},
                       .what = what};
-    uint64_t elems[NOPS] = {0, 0, 1};
-    if (!vector_extent(n, x.inc, &elems[A_]) || !vector_extent(n, y.inc, &elems[B_]))
-        return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_dot: a vector is too large");
     const dv_ref refs[NOPS] = {x.ref, y.ref, result};
     const uint64_t offs[NOPS] = {x.offset, y.offset, result_offset};
     return post(&call, refs, offs, elems, stream, p);

@@ -18,8 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <dlfcn.h>
-
 #include "devactor_fft.h"
 #include "libs/libload.h"
 
@@ -169,8 +167,6 @@ uint64_t dv_fft_bytes(dv_fft_kind kind, dv_fft_precision precision, const dv_fft
  * Opening
  * ------------------------------------------------------------------------ */
 
-#define SYM(lib, dst, name) (*(void **)&(dst) = dlsym((lib), (name)), (dst) != NULL)
-
 static bool open_fftw(fftw_lib *w, const char *env, const char *soname, const char *pfx,
                       char *tried, size_t cap, char *path, size_t path_cap)
 {
@@ -179,7 +175,7 @@ static bool open_fftw(fftw_lib *w, const char *env, const char *soname, const ch
     w->lib = dv__lib_open(env, names, tried, cap, path, path_cap);
     if (w->lib == NULL)
         return false;
-#define W(dst, name) (snprintf(sym, sizeof(sym), "%s%s", pfx, name), SYM(w->lib, dst, sym))
+#define W(dst, name) (snprintf(sym, sizeof(sym), "%s%s", pfx, name), DV_LIB_SYM(w->lib, dst, sym))
     return W(w->c2c, "plan_many_dft") && W(w->r2c, "plan_many_dft_r2c") &&
            W(w->c2r, "plan_many_dft_c2r") && W(w->exec_c2c, "execute_dft") &&
            W(w->exec_r2c, "execute_dft_r2c") && W(w->exec_c2r, "execute_dft_c2r") &&
@@ -206,15 +202,15 @@ int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
                                             "/usr/local/cuda/lib64/libcufft.so", NULL};
         f->cu_lib = dv__lib_open("DV_CUFFT_PATH", names, tried, sizeof(tried), path, sizeof(path));
         void *l = f->cu_lib;
-        bool all = l != NULL && SYM(l, f->cu_create, "cufftCreate") &&
-                   SYM(l, f->cu_destroy, "cufftDestroy") &&
-                   SYM(l, f->cu_auto, "cufftSetAutoAllocation") &&
-                   SYM(l, f->cu_make, "cufftMakePlanMany64") &&
-                   SYM(l, f->cu_work, "cufftSetWorkArea") &&
-                   SYM(l, f->cu_stream, "cufftSetStream") && SYM(l, f->cu_c2c, "cufftExecC2C") &&
-                   SYM(l, f->cu_z2z, "cufftExecZ2Z") && SYM(l, f->cu_r2c, "cufftExecR2C") &&
-                   SYM(l, f->cu_c2r, "cufftExecC2R") && SYM(l, f->cu_d2z, "cufftExecD2Z") &&
-                   SYM(l, f->cu_z2d, "cufftExecZ2D");
+        bool all = l != NULL && DV_LIB_SYM(l, f->cu_create, "cufftCreate") &&
+                   DV_LIB_SYM(l, f->cu_destroy, "cufftDestroy") &&
+                   DV_LIB_SYM(l, f->cu_auto, "cufftSetAutoAllocation") &&
+                   DV_LIB_SYM(l, f->cu_make, "cufftMakePlanMany64") &&
+                   DV_LIB_SYM(l, f->cu_work, "cufftSetWorkArea") &&
+                   DV_LIB_SYM(l, f->cu_stream, "cufftSetStream") && DV_LIB_SYM(l, f->cu_c2c, "cufftExecC2C") &&
+                   DV_LIB_SYM(l, f->cu_z2z, "cufftExecZ2Z") && DV_LIB_SYM(l, f->cu_r2c, "cufftExecR2C") &&
+                   DV_LIB_SYM(l, f->cu_c2r, "cufftExecC2R") && DV_LIB_SYM(l, f->cu_d2z, "cufftExecD2Z") &&
+                   DV_LIB_SYM(l, f->cu_z2d, "cufftExecZ2D");
         if (!all) {
             free(f);
             return dv_error_set(DV_ENOTSUP, op, 0, 0,
@@ -321,27 +317,7 @@ typedef struct fft_call {
 static int check_operand(const char *name, dv_ref ref, uint64_t off, uint64_t bytes, unsigned es,
                          uint64_t *base)
 {
-    dv_ref_info info;
-    int rc = dv_ref_access(ref, &info);
-    if (rc != DV_OK) {
-        dv_error_detail d = *dv_last_error();
-        return dv_error_set(rc, "fft", 0, 0, "fft_exec: operand %s: %s", name, d.message);
-    }
-    if (off % es != 0)
-        return dv_error_set(DV_EINVAL, "fft", 0, 0,
-                            "fft_exec: operand %s starts at byte %llu of its block, not a multiple "
-                            "of its %u-byte elements",
-                            name, (unsigned long long)off, es);
-    uint64_t size = info.requested;
-    if (off > size || bytes > size - off)
-        return dv_error_set(DV_EOUT_OF_BOUNDS, "fft", bytes, off < size ? size - off : 0,
-                            "fft_exec: operand %s needs %llu bytes from byte %llu of its block, "
-                            "which has %llu (%llu from there)",
-                            name, (unsigned long long)bytes, (unsigned long long)off,
-                            (unsigned long long)size,
-                            (unsigned long long)(off < size ? size - off : 0));
-    *base = info.ptr;
-    return DV_OK;
+    return dv__lib_operand("fft", "fft_", "exec", name, ref, off, bytes, es, base);
 }
 
 static int exec_common(dv_fft *f, dv_stream stream, dv_fft_kind kind, dv_fft_precision precision,

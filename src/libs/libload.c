@@ -36,6 +36,32 @@ void *dv__lib_open(const char *env, const char *const *names, char *tried, size_
     return NULL;
 }
 
+int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
+                    dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base)
+{
+    dv_ref_info info;
+    int rc = dv_ref_access(ref, &info);
+    if (rc != DV_OK) {
+        dv_error_detail d = *dv_last_error();
+        return dv_error_set(rc, call, 0, 0, "%s%s: operand %s: %s", lead, what, name, d.message);
+    }
+    if (off % es != 0)
+        return dv_error_set(DV_EINVAL, call, 0, 0,
+                            "%s%s: operand %s starts at byte %llu of its block, not a multiple "
+                            "of its %u-byte elements",
+                            lead, what, name, (unsigned long long)off, es);
+    /* The block is what was asked for (the pool may round it up). */
+    uint64_t size = info.requested, left = off < size ? size - off : 0;
+    if (off > size || bytes > size - off)
+        return dv_error_set(DV_EOUT_OF_BOUNDS, call, bytes, left,
+                            "%s%s: operand %s needs %llu bytes from byte %llu of its block, "
+                            "which has %llu (%llu from there)",
+                            lead, what, name, (unsigned long long)bytes, (unsigned long long)off,
+                            (unsigned long long)size, (unsigned long long)left);
+    *base = info.ptr;
+    return DV_OK;
+}
+
 static uint32_t bits_of(float f)
 {
     uint32_t u;

@@ -6,8 +6,14 @@
 #ifndef DV_LIBS_LIBLOAD_H
 #define DV_LIBS_LIBLOAD_H
 
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "devactor.h"
+
+/* dst := the symbol name of lib; whether it was there. */
+#define DV_LIB_SYM(lib, dst, name) (*(void **)&(dst) = dlsym((lib), (name)), (dst) != NULL)
 
 /* dlopen the first of: $env (when set: only it), then names (NULL-ended),
  * each the usual way; NULL when none opens.  tried (cap bytes) receives
@@ -15,6 +21,15 @@
  * path (cap bytes) what opened. */
 void *dv__lib_open(const char *env, const char *const *names, char *tried, size_t cap,
                    char *path, size_t path_cap);
+
+/* An operand of a library call: `bytes` from byte `off` of ref's block, in
+ * elements of `es` bytes.  DV_OK with the block's address in *base; else
+ * the failure, recorded as call's (dv_error_set) and named "<lead><what>:
+ * operand <name>": the handle's own error, DV_EINVAL for an offset that is
+ * not a multiple of es, DV_EOUT_OF_BOUNDS (requested: bytes, remaining:
+ * what the block has from off) past the block as it was asked for. */
+int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
+                    dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base);
 
 /* IEEE binary16 and bfloat16 to and from float, rounding to nearest even;
  * NaN stays NaN, overflow becomes infinity. */
