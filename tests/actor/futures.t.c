@@ -251,7 +251,7 @@ int main(void)
     int rc = dv_actor_create(&cfg, &a);
     if (FUTURES_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(67);
+    plan(71);
     is_status(rc, DV_OK, "an actor (%s)", a ? dv_actor_backend_name(a) : "none");
     is_status(dv_kernel_get(a, NULL, 0, "spin", &spin), DV_OK, "spin");
     is_status(dv_kernel_get(a, NULL, 0, "fill_u32", &fill), DV_OK, "fill_u32");
@@ -275,5 +275,25 @@ int main(void)
     ok(r.bits == 0 && dv_future_wait_for(&f, DV_ORDERED, 1000000) == DV_ESHUTDOWN,
        "... no handle, and its future says so at once");
     dv_actor_destroy(a);
+
+    /* dv_future_fail: a wrapper's refusal completes a future no operation
+     * was posted for; a bad future is refused and left alone. */
+    dv_future g;
+    dv_future_init(&g, 0);
+    dv_error_set(DV_EOUT_OF_BOUNDS, "wrapper", 64, 4, "operand C too small");
+    ok(dv_future_fail(&g, DV_EOUT_OF_BOUNDS) == DV_EOUT_OF_BOUNDS && dv_future_done(&g) &&
+           dv_future_reached(&g, DV_ORDERED),
+       "dv_future_fail completes the future (both milestones)");
+    dv_error_clear();
+    ok(dv_future_wait(&g) == DV_EOUT_OF_BOUNDS && dv_last_error()->requested == 64 &&
+           strcmp(dv_last_error()->message, "operand C too small") == 0,
+       "... its wait answers the status with the detail the caller had recorded");
+    dv_future_init(&g, 0);
+    ok(dv_future_fail(&g, DV_OK) == DV_OK && dv_future_wait(&g) == DV_OK,
+       "... with DV_OK: a call with nothing to do");
+    dv_future bad;
+    memset(&bad, 0, sizeof(bad));
+    ok(dv_future_fail(NULL, DV_EINVAL) == DV_EINVAL && dv_future_fail(&bad, DV_ESTALE) == DV_EINVAL,
+       "dv_future_fail of a NULL future, or one not set up: DV_EINVAL");
     return tap_done();
 }

@@ -21,7 +21,7 @@ static void *other_thread(void *arg)
 
 int main(void)
 {
-    plan(24);
+    plan(26);
     bool distinct = true, negative = true, named = true;
     for (int i = 0; i < NCODES; i++) {
         negative &= codes[i] < 0;
@@ -57,6 +57,13 @@ int main(void)
     is_int(rc, DV_EOUT_OF_BUDGET, "dv__fail returns its status");
     is_str(dv_last_error()->message, "asked 7", "detail keeps the message");
     is_str(dv_last_error()->call, "allocate", "detail keeps the call");
+    rc = dv_error_set(DV_EOUT_OF_BOUNDS, "wrapper", 64, 4, "operand %s", "C");
+    ok(rc == DV_EOUT_OF_BOUNDS && dv_last_error()->status == DV_EOUT_OF_BOUNDS &&
+           strcmp(dv_last_error()->call, "wrapper") == 0 && dv_last_error()->requested == 64 &&
+           dv_last_error()->remaining == 4 && strcmp(dv_last_error()->message, "operand C") == 0,
+       "dv_error_set records status, call, bytes and message, and returns the status");
+    dv_error_set(DV_EINVAL, "wrapper", 0, 0, NULL);
+    is_str(dv_last_error()->message, dv_strerror(DV_EINVAL), "... without a message: the code's");
     rc = dv__fail_driver(NULL, "mem_alloc", 2);
     is_int(rc, DV_EDEVICE_OOM, "a driver failure maps through the table");
     ok(dv_last_error()->driver_code == 2 &&
