@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define DV_VERSION_MAJOR 0
-#define DV_VERSION_MINOR 1
+#define DV_VERSION_MINOR 2
 #define DV_VERSION_PATCH 0
 
 /*
@@ -105,7 +105,7 @@ DV_EXPORT int dv_error_set(int status, const char *call, uint64_t requested, uin
 #endif
     ;
 
-/* "0.1.0" */
+/* "MAJOR.MINOR.PATCH" of the library as built (DV_VERSION_* are the header's) */
 DV_EXPORT const char *dv_version(void);
 
 /* ========================================================================
@@ -217,7 +217,11 @@ typedef uint32_t dv_stream;
 typedef struct dv_ref {
     uint64_t bits;
 } dv_ref;
+#ifdef __cplusplus
+#define DV_REF_NULL (dv_ref{0})
+#else
 #define DV_REF_NULL ((dv_ref){0})
+#endif
 
 typedef struct dv_ref_info {
     uint64_t ptr;                /* device address */

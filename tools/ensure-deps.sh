@@ -1,6 +1,6 @@
 #!/bin/sh
 # Make sure the build's dependencies are present: cmake, ninja, a C
-# compiler, Concurrency Kit (ck_ring.h and libck.a), and for the tests the
+# compiler (and a C++ one for the package tests), Concurrency Kit (ck_ring.h and libck.a), and for the tests the
 # host BLAS and FFTW the simulated device calls.  As root on Debian or
 # Ubuntu, install what is missing; otherwise print the command that would.
 # `tools/ensure-deps.sh fuzz` checks for clang and libFuzzer too.
@@ -8,6 +8,8 @@ missing=""
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
 command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
+# The package tests build C++ consumers of the public headers.
+command -v c++ >/dev/null 2>&1 || missing="$missing g++"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 # With the argument "fuzz" (make fuzz): clang and its libFuzzer runtime,
 # which Debian's clang only recommends, so a fuzzer is test-linked.
