@@ -109,6 +109,40 @@ DV_EXPORT int dv_error_set(int status, const char *call, uint64_t requested, uin
 DV_EXPORT const char *dv_version(void);
 
 /* ========================================================================
+ * ABI
+ *
+ * A program built against this header runs with any later library of the
+ * same major version (the shared library's SONAME, libdevactor.so.MAJOR).
+ * The structs keep that promise in four ways:
+ *
+ *   - Structs a caller allocates and passes to an init function carry
+ *     `size` first: dv_future (dv_future_init) and dv_actor_config
+ *     (dv_actor_config_init) set it to the caller's sizeof (the init
+ *     macros pass it to the _sized functions).  The library
+ *     reads and writes only that many bytes; a field beyond them takes its
+ *     default.  Fields are only ever added at the end.  A size the library
+ *     cannot take (0, smaller than the first layout, over 4096 or not a
+ *     multiple of 8, or larger than its own with non-zero bytes past
+ *     them) answers DV_EINVAL.
+ *   - Structs the library fills for the caller (dv_actor_stats,
+ *     dv_actor_health, dv_fft_stats) are read through calls that take the
+ *     caller's size: the macros dv_actor_stats_get, dv_actor_health_get
+ *     and dv_fft_stats_get pass sizeof(*out).  The library writes that
+ *     many bytes at most (zero past what it knows); they too grow only at
+ *     the end.
+ *   - Structs passed by value or in arrays (dv_ref, dv_ref_info, dv_dim3,
+ *     dv_arg, dv_error_detail, dv_order_token, dv_blas_matrix,
+ *     dv_blas_vector, dv_fft_shape, dv_sim_*) never change within a major
+ *     version; a change comes as a new struct with new functions.
+ *   - Structs the library hands to the caller (dv_task_ctx) grow only at
+ *     the end; dv_actor, dv_event, dv_kernel, dv_blas and dv_fft are
+ *     opaque.
+ *
+ * Enumerations gain values, never change one.  Exported functions are
+ * never removed or changed within a major version (cmake/devactor.sym).
+ * ======================================================================== */
+
+/* ========================================================================
  * Devices, actors, handles
  *
  * Threads.  Any thread may call every function below, except those marked
@@ -256,7 +290,8 @@ DV_EXPORT int dv_ref_release(dv_ref ref);
  * not in flight (posted and not yet complete: DV_EINVAL).
  */
 typedef struct dv_future {
-    uint32_t size;        /* sizeof(dv_future) as the caller was built: dv_future_init */
+    uint32_t size;        /* sizeof(dv_future) as the caller was built:
+                           * dv_future_init (ABI, above) */
     uint32_t flags;       /* DV_FUTURE_TRY: a full queue is DV_EAGAIN, not a wait */
     uint32_t state;       /* the library's: milestones reached, sleepers */
     int status;           /* the operation's, once complete */
@@ -272,7 +307,9 @@ typedef enum dv_milestone {
     DV_COMPLETE = 2,
 } dv_milestone;
 
-DV_EXPORT void dv_future_init(dv_future *f, uint32_t flags);
+/* Set f up (size: ABI, above; the macro passes the caller's sizeof). */
+DV_EXPORT void dv_future_init_sized(dv_future *f, uint32_t flags, size_t size);
+#define dv_future_init(f, flags) dv_future_init_sized((f), (flags), sizeof(*(f)))
 /* Wait until complete (spin briefly, then sleep); the operation's status.
  * A failure's detail becomes the calling thread's dv_last_error().  With
  * the stream-order checker on, the waiting thread (whichever thread it is)
@@ -302,6 +339,8 @@ typedef struct dv_actor dv_actor;
 /* The resource stack an actor allocates through, bottom to top:
  * the driver's stream-ordered allocator, then optional layers. */
 typedef struct dv_actor_config {
+    uint32_t size;           /* sizeof(dv_actor_config) as the caller was built:
+                              * dv_actor_config_init (ABI, above) */
     dv_backend backend;      /* AUTO: DV_BACKEND, else cuda if present, else sim */
     int device;              /* ordinal */
     uint32_t streams;        /* stream pool size (default 4) */
@@ -338,7 +377,9 @@ typedef struct dv_actor_config {
     void *driver; /* share an open driver (tests, several devices) */
 } dv_actor_config;
 
-DV_EXPORT void dv_actor_config_init(dv_actor_config *cfg);
+/* Defaults, and size (ABI, above); the macro passes the caller's sizeof. */
+DV_EXPORT void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size);
+#define dv_actor_config_init(cfg) dv_actor_config_init_sized((cfg), sizeof(*(cfg)))
 /* The process-wide actor of a device, started on first use (devices
  * 0 .. DV_MAX_DEVICES-1).  Concurrent first callers: one builds it. */
 #define DV_MAX_DEVICES 16
@@ -382,7 +423,9 @@ typedef struct dv_actor_health {
     uint32_t rebuilds;
     dv_error_detail first_fault; /* status 0 when there was none */
 } dv_actor_health;
-DV_EXPORT int dv_actor_health_get(const dv_actor *actor, dv_actor_health *out);
+/* The actor's health, from any thread, never waiting (size: ABI, above). */
+DV_EXPORT int dv_actor_health_get_sized(const dv_actor *actor, dv_actor_health *out, size_t size);
+#define dv_actor_health_get(actor, out) dv_actor_health_get_sized((actor), (out), sizeof(*(out)))
 
 typedef struct dv_actor_stats {
     uint64_t messages, allocs, frees, copies, memsets, syncs, launches, failures;
@@ -411,7 +454,8 @@ typedef struct dv_actor_stats {
 /* A snapshot, taken by the actor in its order (a message): it waits for
  * the device to reach frees queued before it, so bytes_outstanding counts
  * only memory still held. */
-DV_EXPORT int dv_actor_stats_get(dv_actor *actor, dv_actor_stats *out);
+DV_EXPORT int dv_actor_stats_get_sized(dv_actor *actor, dv_actor_stats *out, size_t size);
+#define dv_actor_stats_get(actor, out) dv_actor_stats_get_sized((actor), (out), sizeof(*(out)))
 
 /*
  * Allocate bytes ordered on stream; the handle holds one reference and is

@@ -100,7 +100,8 @@ DV_EXPORT int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
 DV_EXPORT void dv_fft_destroy(dv_fft *f);
 DV_EXPORT const char *dv_fft_library(const dv_fft *f);
 /* The cache's counters (read on the actor's thread: it waits for it). */
-DV_EXPORT int dv_fft_stats_get(dv_fft *f, dv_fft_stats *out);
+DV_EXPORT int dv_fft_stats_get_sized(dv_fft *f, dv_fft_stats *out, size_t size);
+#define dv_fft_stats_get(f, out) dv_fft_stats_get_sized((f), (out), sizeof(*(out)))
 
 /* Bytes the input and the output of a transform reach (0 when the shape
  * is not one dv_fft_exec takes). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "actor/actor.h"
+#include "base/abi.h"
 #include "base/intern.h"
 
 /* ------------------------------------------------------------------------
@@ -176,12 +177,21 @@ int dv_flush(dv_actor *a)
     return call(a, &m, NULL);
 }
 
-int dv_actor_stats_get(dv_actor *a, dv_actor_stats *out)
+_Static_assert(sizeof(dv_actor_stats) >= DV_ABI_STATS_MIN, "dv_actor_stats only grows");
+
+int dv_actor_stats_get_sized(dv_actor *a, dv_actor_stats *out, size_t size)
 {
     if (out == NULL)
         return dv__fail(DV_EINVAL, "actor_stats", "actor_stats: NULL out");
-    dv_msg m = {.type = DV_MSG_STATS, .u.stats = {out}};
-    return call(a, &m, NULL);
+    if (!dv__abi_size_ok(size, DV_ABI_STATS_MIN))
+        return dv__fail(DV_EINVAL, "actor_stats", "actor_stats: size %zu (at least %u)", size,
+                        DV_ABI_STATS_MIN);
+    dv_actor_stats full;
+    dv_msg m = {.type = DV_MSG_STATS, .u.stats = {&full}};
+    int rc = call(a, &m, NULL);
+    if (rc == DV_OK)
+        dv__abi_copy_out(out, size, &full, sizeof(full));
+    return rc;
 }
 
 int dv_actor_last_hazard(dv_actor *a, dv_error_detail *out)

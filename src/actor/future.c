@@ -9,6 +9,7 @@
 
 #include "actor/future.h"
 #include "actor/known.h"
+#include "base/abi.h"
 #include "base/error.h"
 #include "base/futex.h"
 #include "base/proc.h"
@@ -21,14 +22,26 @@ static _Atomic uint32_t *state_of(const dv_future *f)
     return (_Atomic uint32_t *)&f->state;
 }
 
-void dv_future_init(dv_future *f, uint32_t flags)
+_Static_assert(sizeof(dv_future) >= DV_ABI_FUTURE_MIN, "dv_future only grows");
+
+void dv_future_init_sized(dv_future *f, uint32_t flags, size_t size)
 {
-    if (f == NULL)
+    if (f == NULL || size < sizeof(f->size))
         return;
-    memset(f, 0, sizeof(*f));
-    f->size = sizeof(*f);
+    if (!dv__abi_size_ok(size, DV_ABI_FUTURE_MIN)) {
+        f->size = 0; /* every use answers DV_EINVAL */
+        return;
+    }
+    /* The library's fields only: a newer caller's own stay as they are. */
+    memset(f, 0, size < sizeof(*f) ? size : sizeof(*f));
+    f->size = (uint32_t)size;
     f->flags = flags;
     atomic_init(state_of(f), 0);
+}
+
+static bool future_set_up(const dv_future *f)
+{
+    return dv__abi_size_ok(f->size, DV_ABI_FUTURE_MIN);
 }
 
 static uint32_t fork_bits(void)
@@ -52,7 +65,7 @@ int dv__future_arm(dv_future *f, const char *op)
 {
     if (f == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL future", op);
-    if (f->size != sizeof(*f))
+    if (!future_set_up(f))
         return dv__fail(DV_EINVAL, op, "%s: the future was not set up with dv_future_init", op);
     /* Acquire: a future whose last operation completed is reused only
      * after that completion (pairs with publish's release). */
@@ -109,7 +122,7 @@ static uint32_t want_of(dv_milestone m)
 
 bool dv_future_reached(const dv_future *f, dv_milestone m)
 {
-    if (f == NULL || f->size != sizeof(*f) || (m != DV_ORDERED && m != DV_COMPLETE))
+    if (f == NULL || !future_set_up(f) || (m != DV_ORDERED && m != DV_COMPLETE))
         return false;
     uint32_t st = atomic_load_explicit(state_of(f), memory_order_acquire);
     if ((st & want_of(m)) == 0)
@@ -146,7 +159,7 @@ static int reached(dv_future *f, uint32_t st, dv_milestone m)
 /* Wait for milestone m until deadline_ns (0: none). */
 static int wait_until(dv_future *f, dv_milestone m, uint64_t deadline_ns, const char *op)
 {
-    if (f == NULL || f->size != sizeof(*f))
+    if (f == NULL || !future_set_up(f))
         return dv__fail(DV_EINVAL, op, "%s: %s", op,
                         f == NULL ? "NULL future"
                                   : "the future was not set up with dv_future_init");

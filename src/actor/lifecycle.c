@@ -9,18 +9,53 @@
 #include <time.h>
 
 #include "actor/actor.h"
+#include "base/abi.h"
 
 static atomic_uint_fast64_t next_actor_uid = 1;
 
-void dv_actor_config_init(dv_actor_config *cfg)
+_Static_assert(sizeof(dv_actor_config) >= DV_ABI_CONFIG_MIN, "dv_actor_config only grows");
+_Static_assert(sizeof(dv_actor_health) >= DV_ABI_HEALTH_MIN, "dv_actor_health only grows");
+
+static void config_defaults(dv_actor_config *cfg)
 {
-    if (cfg == NULL)
-        return;
     memset(cfg, 0, sizeof(*cfg));
+    cfg->size = sizeof(*cfg);
     cfg->backend = DV_BACKEND_AUTO;
     cfg->streams = 4;
     cfg->queue_capacity = 1024;
     cfg->pool = true;
+}
+
+void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size)
+{
+    if (cfg == NULL || size < sizeof(cfg->size))
+        return;
+    if (!dv__abi_size_ok(size, DV_ABI_CONFIG_MIN)) {
+        cfg->size = 0; /* dv_actor_create answers DV_EINVAL */
+        return;
+    }
+    dv_actor_config full;
+    config_defaults(&full);
+    /* The caller's bytes only; a newer caller's own fields stay as they are. */
+    memcpy(cfg, &full, size < sizeof(full) ? size : sizeof(full));
+    cfg->size = (uint32_t)size;
+}
+
+/* The caller's configuration over the defaults (ABI: devactor.h). */
+static int config_read(const dv_actor_config *cfg, dv_actor_config *full, const char *op)
+{
+    config_defaults(full);
+    if (!dv__abi_size_ok(cfg->size, DV_ABI_CONFIG_MIN))
+        return dv__fail(DV_EINVAL, op,
+                        "%s: dv_actor_config.size is %u: not set up with dv_actor_config_init", op,
+                        cfg->size);
+    if (!dv__abi_copy_in(full, sizeof(*full), cfg, cfg->size))
+        return dv__fail(DV_EINVAL, op,
+                        "%s: dv_actor_config of %u bytes sets fields this library (%s, %zu bytes) "
+                        "does not know",
+                        op, cfg->size, dv_version(), sizeof(*full));
+    full->size = sizeof(*full);
+    return DV_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -365,9 +400,16 @@ static void client_dropped(void *arg, dv_client *c)
     dv__ref_cache_return(a->refs, &c->refs);
 }
 
-int dv__actor_start(const dv_actor_config *cfg, dv_driver *shared, bool registered, dv_actor **out)
+int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool registered,
+                    dv_actor **out)
 {
     int rc;
+    dv_actor_config full;
+    const dv_actor_config *cfg = &full;
+    if ((rc = config_read(caller_cfg, &full, registered ? "actor_get" : "actor_create")) != DV_OK)
+        return rc;
+    if (shared == NULL)
+        shared = (dv_driver *)full.driver;
     if (cfg->backend != DV_BACKEND_AUTO && cfg->backend != DV_BACKEND_CUDA &&
         cfg->backend != DV_BACKEND_SIM)
         return dv__fail(DV_EINVAL, "actor_create",
@@ -479,7 +521,7 @@ int dv_actor_create(const dv_actor_config *cfg, dv_actor **out)
         dv_actor_config_init(&defaults);
         cfg = &defaults;
     }
-    return dv__actor_start(cfg, (dv_driver *)cfg->driver, false, out);
+    return dv__actor_start(cfg, NULL, false, out);
 }
 
 static void actor_stop(dv_actor *a)
@@ -557,11 +599,15 @@ const char *dv_actor_backend_name(const dv_actor *a)
     return a != NULL ? dv__driver_backend_name(a->drv) : "none";
 }
 
-int dv_actor_health_get(const dv_actor *a, dv_actor_health *out)
+int dv_actor_health_get_sized(const dv_actor *a, dv_actor_health *caller, size_t size)
 {
-    if (a == NULL || out == NULL)
+    if (a == NULL || caller == NULL)
         return dv__fail(DV_EINVAL, "actor_health", "NULL actor or out");
+    if (!dv__abi_size_ok(size, DV_ABI_HEALTH_MIN))
+        return dv__fail(DV_EINVAL, "actor_health", "actor_health: size %zu (at least %u)", size,
+                        DV_ABI_HEALTH_MIN);
     dv_actor *m = (dv_actor *)a;
+    dv_actor_health h, *out = &h;
     pthread_mutex_lock(&m->health_mu);
     *out = m->health;
     pthread_mutex_unlock(&m->health_mu);
@@ -569,5 +615,6 @@ int dv_actor_health_get(const dv_actor *a, dv_actor_health *out)
         out->state = DV_ACTOR_LOST;
     else if (atomic_load(&m->state) == DV_ACTOR_STOPPED)
         out->state = DV_ACTOR_STOPPED;
+    dv__abi_copy_out(caller, size, &h, sizeof(h));
     return DV_OK;
 }
