@@ -397,11 +397,18 @@ DV_EXPORT int dv_actor_shutdown(dv_actor *actor);
  * actor (inside a task or a host function) and DV_EFORKED in a child on
  * its parent's actor, and then change nothing. */
 DV_EXPORT int dv_actor_destroy(dv_actor *actor);
-/* Drop everything and rebuild the context on a healthy device: every
- * older handle answers DV_ESTALE, accounting restarts from zero.  A
- * transient failure on the way (memory, a driver error that is not a
- * fault) is tried again a few times; if it persists, this actor alone is
- * LOST (DV_EDEVICE_LOST, the cause in its health), not the other devices. */
+/* Drop everything of devactor's on the device and build it again: every
+ * older handle answers DV_ESTALE, accounting restarts from zero, the
+ * actor's memory goes back to the device, its streams, events and
+ * modules are made again.  The CUDA context -- the device's primary
+ * context, which cudart, cuBLAS, PyTorch and every other library of the
+ * process share -- is kept, and so is their memory; devactor allocates
+ * from a pool of its own, never the device's default pool.  (A sticky
+ * fault is different: the context is already lost for every library, and
+ * devactor's rebuild after one resets it.)  A transient failure on the
+ * way (memory, a driver error that is not a fault) is tried again a few
+ * times; if it persists, this actor alone is LOST (DV_EDEVICE_LOST, the
+ * cause in its health), not the other devices. */
 DV_EXPORT int dv_actor_reset(dv_actor *actor);
 DV_EXPORT int dv_actor_device(const dv_actor *actor);
 DV_EXPORT const char *dv_actor_backend_name(const dv_actor *actor);
@@ -787,7 +794,14 @@ typedef struct dv_task_ctx {
     void *internal;
     uint64_t context_generation; /* the actor's context (dv_actor_health):
                                   * library state made in an older one is
-                                  * gone with it */
+                                  * stale: make it again */
+    uint64_t driver_context;     /* the CUDA context's own instance: changes
+                                  * only when a fault made devactor reset the
+                                  * context.  State made under an older one
+                                  * is gone with it (forget it); made under
+                                  * this one in an older generation (after
+                                  * dv_actor_reset, which keeps the context)
+                                  * it still holds memory: destroy it */
 } dv_task_ctx;
 
 typedef int (*dv_task_fn)(const dv_task_ctx *ctx, void *user);

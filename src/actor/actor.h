@@ -195,6 +195,9 @@ struct dv_actor {
     pthread_mutex_t health_mu;
     dv_actor_health health;
     dv_error_detail last_hazard; /* under health_mu */
+    /* The CUDA context's instance: +1 at every reset of the context itself
+     * (a fault), not at a rebuild that keeps it (dv_task_ctx). */
+    uint64_t driver_context;
 
     struct dv_actor *next_live; /* the process's list of actors */
 };
@@ -218,7 +221,11 @@ void *dv__actor_main(void *arg);
 int dv__actor_start_state(dv_actor *a);
 /* Drop every block and handle, reset the context, build it all again;
  * where the driver refuses, every actor on the driver becomes LOST. */
-int dv__actor_rebuild(dv_actor *a);
+/* Rebuild the device state: keep_context (dv_actor_reset on a healthy
+ * device) keeps the CUDA context, which other libraries share, and drops
+ * only devactor's state; otherwise (a sticky fault) the context is reset
+ * too.  A fault met while keeping it resets it after all. */
+int dv__actor_rebuild(dv_actor *a, bool keep_context);
 /* Shutdown's last steps on the actor's thread. */
 void dv__actor_stop_state(dv_actor *a);
 /* What a lost actor answers: DV_EDEVICE_LOST with the driver's first fault
@@ -345,7 +352,7 @@ void dv__kernels_forget_context(dv_actor *a);
 void dv__kernels_free(dv_actor *a);
 
 /* ---- events.c */
-void dv__events_forget_context(dv_actor *a);
+void dv__events_forget_context(dv_actor *a, bool context_kept);
 void dv__events_free(dv_actor *a);
 void dv__handle_event(dv_actor *a, const dv_envelope *e);
 

@@ -188,7 +188,7 @@ void dv__on_fault(dv_actor *a, int status, dv_stream s, const dv_envelope *culpr
     dv__stat_inc(&a->st_failures);
     /* Rebuild (or become LOST) before answering: a caller that sees
      * DV_ECONTEXT_LOST then finds the actor rebuilt or lost. */
-    (void)dv__actor_rebuild(a);
+    (void)dv__actor_rebuild(a, false);
     dv__fail_pending(a, DV_ECONTEXT_LOST, &d);
     /* The rebuild's own calls overwrote this thread's detail: the caller of
      * the failed operation gets the fault's. */

@@ -491,11 +491,14 @@ void dv__handle_event(dv_actor *a, const dv_envelope *env)
     }
 }
 
-void dv__events_forget_context(dv_actor *a)
+void dv__events_forget_context(dv_actor *a, bool context_kept)
 {
-    /* The port destroyed every event of the context with it. */
+    /* A reset context took every event with it; one that lives on still
+     * holds them (every one left was made in it: a reset forgot the rest). */
     for (dv_event *e = a->events.next; e != &a->events; e = e->next) {
-        atomic_store_explicit(&e->drv, NULL, memory_order_release);
+        dv_drv_event *ev = atomic_exchange_explicit(&e->drv, NULL, memory_order_acq_rel);
+        if (context_kept && ev != NULL)
+            (void)dv__drv_event_destroy(ev);
         e->context = 0;
     }
 }

@@ -141,13 +141,14 @@ fail_stack:
 }
 
 /* Drop blocks with the stack, then the rest of the state over the
- * context (not the streams). */
-static void teardown_state(dv_actor *a)
+ * context (not the streams).  kept: the context lives on (a reset the
+ * caller asked for), so what was made in it is destroyed, not forgotten. */
+static void teardown_state(dv_actor *a, bool kept)
 {
     dv__host_unpin_all(a);
     dv__task_streams_drop(a);
     dv__kernels_forget_context(a);
-    dv__events_forget_context(a);
+    dv__events_forget_context(a, kept);
     if (a->done != NULL)
         dv__tracker_destroy(a->done);
     a->done = NULL;
@@ -233,7 +234,33 @@ static void health_set(dv_actor *a, dv_actor_state state)
     pthread_mutex_unlock(&a->health_mu);
 }
 
-int dv__actor_rebuild(dv_actor *a)
+/*
+ * Rebuild on a context that lives on: devactor's memory, streams, events
+ * and modules go, the context stays, and with it every other library's
+ * memory in the process.  The pool gives back what it held.
+ */
+static int rebuild_kept(dv_actor *a)
+{
+    /* The device finished everything (handle_reset drained it); the
+     * frees the stack queues as it goes are waited for before the trim. */
+    teardown_state(a, true);
+    int rc = dv__res_env_sync(&a->env);
+    dv__res_env_drop_streams(&a->env);
+    /* Nothing is in flight; positions on the old streams mean nothing. */
+    dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
+    dv__staging_abort(a);
+    dv__host_forget_uses(a);
+    if (rc == DV_OK) {
+        rc = dv__drv_pool_trim(a->env.ctx, 0);
+        if (rc == DV_ENOTSUP)
+            rc = DV_OK; /* no pool: nothing held */
+    }
+    if (rc == DV_OK)
+        rc = build_state(a);
+    return rc;
+}
+
+int dv__actor_rebuild(dv_actor *a, bool keep_context)
 {
     DV_ASSERT_ACTOR(a);
     atomic_store(&a->state, DV_ACTOR_REBUILDING);
@@ -249,9 +276,18 @@ int dv__actor_rebuild(dv_actor *a)
             struct timespec pause = {0, 1000000L << (2 * attempt)}; /* 4, 16, 64 ms */
             nanosleep(&pause, NULL);
         }
-        teardown_state(a); /* what a failed try built, the first time the old state */
+        if (keep_context) {
+            rc = rebuild_kept(a);
+            if (rc == DV_OK)
+                break;
+            /* A fault met on the way needs the context reset after all. */
+            keep_context = !fault_of_device(rc);
+            continue;
+        }
+        teardown_state(a, false); /* what a failed try built, the first time the old state */
         dv__res_env_drop_streams(&a->env);
         rc = dv__drv_ctx_reset(a->env.ctx);
+        a->driver_context++;
         if (rc == DV_OK) {
             /* Nothing of the old context runs any more. */
             dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
@@ -300,7 +336,7 @@ void dv__actor_stop_state(dv_actor *a)
     }
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     dv__host_stop(a);
-    teardown_state(a);
+    teardown_state(a, false);
     dv__res_env_drop_streams(&a->env);
     dv__staging_abort(a); /* copies of this context wait for its device no more */
     /* A context left with a sticky error holds its memory until reset:
@@ -443,6 +479,7 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     atomic_init(&a->state, DV_ACTOR_RUNNING);
     a->health.state = DV_ACTOR_RUNNING;
     a->health.context_generation = 1;
+    a->driver_context = 1;
 
     if (shared != NULL) {
         a->drv = shared;

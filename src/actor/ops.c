@@ -338,6 +338,7 @@ static int enqueue_task(dv_recorder *r, void *arg)
     t->ctx.simulated = dv__driver_backend(a->drv) == DV_BACKEND_SIM;
     t->ctx.internal = a;
     t->ctx.context_generation = a->health.context_generation;
+    t->ctx.driver_context = a->driver_context;
     a->task_env = r->e;
     a->task_hazard = false;
     a->task_opaque_args = false;
@@ -540,7 +541,7 @@ static void handle_reset(dv_actor *a, const dv_envelope *e)
         dv__on_fault(a, rc, 0, e);
         rc = dv_last_error()->status ? dv_last_error()->status : rc;
     } else {
-        rc = dv__actor_rebuild(a);
+        rc = dv__actor_rebuild(a, true);
     }
     if (e->m.reply != NULL)
         dv__future_complete(e->m.reply, rc);

@@ -62,7 +62,6 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuDeviceGetName)                                                                             \
     X(cuDeviceTotalMem)                                                                            \
     X(cuDeviceGetAttribute)                                                                        \
-    X(cuDeviceGetDefaultMemPool)                                                                   \
     X(cuDevicePrimaryCtxRetain)                                                                    \
     X(cuDevicePrimaryCtxRelease)                                                                   \
     X(cuDevicePrimaryCtxReset)                                                                     \
@@ -85,6 +84,9 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuMemFreeAsync)                                                                              \
     X(cuMemPoolSetAttribute)                                                                       \
     X(cuMemPoolGetAttribute)                                                                       \
+    X(cuMemPoolCreate)                                                                             \
+    X(cuMemPoolDestroy)                                                                            \
+    X(cuMemPoolTrimTo)                                                                             \
     X(cuMemcpyHtoDAsync)                                                                           \
     X(cuMemcpyDtoHAsync)                                                                           \
     X(cuMemcpyDtoDAsync)                                                                           \
@@ -148,7 +150,9 @@ struct cu_ctx {
     CUcontext ctx;
     CUdevice dev;
     int ordinal;
-    CUmemoryPool pool; /* default stream-ordered pool; NULL where unsupported */
+    CUmemoryPool pool; /* devactor's own stream-ordered pool (never the device's
+                        * default one, which every cudaMallocAsync user of the
+                        * process shares); NULL where unsupported */
 };
 
 struct cu_stream {
@@ -513,6 +517,38 @@ static CUresult cu_set_threshold(const struct cu_api *api, CUmemoryPool pool, ui
     return api->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value);
 }
 
+/* A pool of the context's own on its device, its release threshold set.
+ * NOT_SUPPORTED leaves none (the pool ops answer it). */
+static CUresult cu_pool_make(const struct cu_api *api, struct cu_ctx *c, uint64_t threshold)
+{
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = c->ordinal;
+    c->pool = NULL;
+    CUresult rc = api->cuMemPoolCreate(&c->pool, &props);
+    if (rc != CUDA_SUCCESS) {
+        c->pool = NULL;
+        return rc;
+    }
+    rc = cu_set_threshold(api, c->pool, threshold);
+    if (rc != CUDA_SUCCESS) {
+        (void)api->cuMemPoolDestroy(c->pool);
+        c->pool = NULL;
+    }
+    return rc;
+}
+
+/* Blocks still out are released by the driver once freed. */
+static void cu_pool_drop(const struct cu_api *api, struct cu_ctx *c)
+{
+    if (c->pool != NULL)
+        (void)api->cuMemPoolDestroy(c->pool);
+    c->pool = NULL;
+}
+
 static int cu_ctx_retain(dv_drv_obj *obj, int ordinal)
 {
     struct cu_ctx *c = (struct cu_ctx *)obj;
@@ -532,14 +568,9 @@ static int cu_ctx_retain(dv_drv_obj *obj, int ordinal)
         goto fail_enter;
     /* A device without stream-ordered pools still gives a context; the
      * pool ops answer NOT_SUPPORTED there instead of failing the retain. */
-    rc = api->cuDeviceGetDefaultMemPool(&c->pool, c->dev);
-    if (rc == CUDA_ERROR_NOT_SUPPORTED) {
-        c->pool = NULL;
+    rc = cu_pool_make(api, c, impl->release_threshold);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED)
         return 0;
-    }
-    if (rc != CUDA_SUCCESS)
-        goto fail_pool;
-    rc = cu_set_threshold(api, c->pool, impl->release_threshold);
     if (rc != CUDA_SUCCESS)
         goto fail_pool;
     return 0;
@@ -556,6 +587,7 @@ fail_enter:
 static int cu_ctx_release(dv_drv_obj *obj)
 {
     struct cu_ctx *c = (struct cu_ctx *)obj;
+    cu_pool_drop(cu_api_of(obj), c);
     CUresult rc = cu_api_of(obj)->cuDevicePrimaryCtxRelease(c->dev);
     /* The last release destroys the context under every thread that has it
      * current. */
@@ -579,6 +611,9 @@ static int cu_ctx_reset(dv_drv_obj *obj)
             threshold = now;
     }
 
+    /* The pool goes first: its memory goes with the reset anyway. */
+    bool had_pool = c->pool != NULL;
+    cu_pool_drop(api, c);
     CUresult rc = api->cuDevicePrimaryCtxReset(c->dev);
     if (rc == CUDA_SUCCESS)
         atomic_store_explicit(&impl->revive[c->ordinal], true, memory_order_relaxed);
@@ -590,13 +625,8 @@ static int cu_ctx_reset(dv_drv_obj *obj)
      * back.  Failures from here on are not the reset's: after a sticky
      * fault the reset "succeeds" and the next real call reports the fault,
      * as the port promises. */
-    if (cu_enter(obj) == CUDA_SUCCESS) {
-        CUmemoryPool pool;
-        if (c->pool && api->cuDeviceGetDefaultMemPool(&pool, c->dev) == CUDA_SUCCESS) {
-            c->pool = pool;
-            (void)cu_set_threshold(api, c->pool, threshold);
-        }
-    }
+    if (cu_enter(obj) == CUDA_SUCCESS && had_pool)
+        (void)cu_pool_make(api, c, threshold);
     return 0;
 }
 
@@ -722,10 +752,8 @@ static int cu_mem_free(dv_drv_obj *ctx, dv_dptr dptr)
     return (int)cu_api_of(ctx)->cuMemFree((CUdeviceptr)dptr);
 }
 
-/* From the ctx's default pool by name rather than cuMemAllocAsync's
- * "current pool of the device": the port promises the default pool, and
- * the threshold ops act on that same pool even if other code in the
- * process swapped the device's current pool. */
+/* From the ctx's own pool by name, never cuMemAllocAsync's "current pool
+ * of the device", which other code in the process may set. */
 static int cu_mem_alloc_async(dv_drv_obj *stream, uint64_t bytes, dv_dptr *dptr)
 {
     struct cu_stream *s = (struct cu_stream *)stream;
@@ -756,6 +784,15 @@ static int cu_pool_set_threshold(dv_drv_obj *ctx, uint64_t bytes)
         return CUDA_ERROR_NOT_SUPPORTED;
     CU_TRY(cu_enter(ctx));
     return (int)cu_set_threshold(cu_api_of(ctx), c->pool, bytes);
+}
+
+static int cu_pool_trim(dv_drv_obj *ctx, uint64_t keep_bytes)
+{
+    const struct cu_ctx *c = cu_ctx_of(ctx);
+    if (!c->pool)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemPoolTrimTo(c->pool, (size_t)keep_bytes);
 }
 
 static int cu_pool_get_threshold(dv_drv_obj *ctx, uint64_t *bytes)
@@ -1254,6 +1291,7 @@ const dv_driver_ops dv__cuda_ops = {
     .mem_free_async = cu_mem_free_async,
     .pool_set_threshold = cu_pool_set_threshold,
     .pool_get_threshold = cu_pool_get_threshold,
+    .pool_trim = cu_pool_trim,
 
     .memcpy_htod = cu_memcpy_htod,
     .memcpy_dtoh = cu_memcpy_dtoh,

@@ -684,6 +684,12 @@ int dv__drv_pool_set_release_threshold(dv_drv_ctx *ctx, uint64_t bytes)
                       OPS(ctx)->pool_set_threshold(OBJ(ctx), bytes));
 }
 
+int dv__drv_pool_trim(dv_drv_ctx *ctx, uint64_t keep_bytes)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "pool_trim");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_POOL_TRIM, OPS(ctx)->pool_trim(OBJ(ctx), keep_bytes));
+}
+
 int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "pool_get_release_threshold");

@@ -100,8 +100,8 @@ typedef struct dv_sim_config {
 
 typedef struct dv_driver_config {
     dv_backend backend;
-    /* Release threshold set on each device's default stream-ordered pool
-     * when a context is retained (cuda).  0 means UINT64_MAX: keep freed
+    /* Release threshold set on each context's own stream-ordered pool
+     * when it is made (cuda).  0 means UINT64_MAX: keep freed
      * memory in the pool instead of returning it at every sync. */
     uint64_t pool_release_threshold;
     dv_sim_config sim;
@@ -148,6 +148,7 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(MEM_FREE_ASYNC, "mem_free_async")                                                            \
     X(POOL_SET_THRESHOLD, "pool_set_release_threshold")                                            \
     X(POOL_GET_THRESHOLD, "pool_get_release_threshold")                                            \
+    X(POOL_TRIM, "pool_trim")                                                                      \
     X(MEMCPY_HTOD, "memcpy_htod_async")                                                            \
     X(MEMCPY_DTOH, "memcpy_dtoh_async")                                                            \
     X(MEMCPY_DTOD, "memcpy_dtod_async")                                                            \
@@ -232,14 +233,19 @@ int dv__drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event);
  * for the device's outstanding work first (as the real driver does). */
 int dv__drv_mem_alloc(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *dptr);
 int dv__drv_mem_free(dv_drv_ctx *ctx, dv_dptr dptr);
-/* Stream-ordered allocation from the device's default pool.  The memory is
+/* Stream-ordered allocation from the context's own pool (made with the
+ * context, never the device's default pool, which belongs to every
+ * cudaMallocAsync user of the process).  The memory is
  * usable in stream order on stream; after free_async it is reusable only
  * once stream reaches the free. */
 int dv__drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr);
 int dv__drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr);
-/* Release threshold of the device's default stream-ordered pool. */
+/* Release threshold of the context's pool. */
 int dv__drv_pool_set_release_threshold(dv_drv_ctx *ctx, uint64_t bytes);
 int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes);
+/* Give the device back what the pool holds unused, beyond keep_bytes
+ * (cuMemPoolTrimTo); memory of frees not yet reached stays. */
+int dv__drv_pool_trim(dv_drv_ctx *ctx, uint64_t keep_bytes);
 
 /* Asynchronous copies and sets, ordered on stream.  Host buffers are read
  * or written when the stream reaches the op, not at the call. */
@@ -515,6 +521,7 @@ typedef struct dv_driver_ops {
     int (*mem_free_async)(dv_drv_obj *stream, dv_dptr dptr);
     int (*pool_set_threshold)(dv_drv_obj *ctx, uint64_t bytes);
     int (*pool_get_threshold)(dv_drv_obj *ctx, uint64_t *bytes);
+    int (*pool_trim)(dv_drv_obj *ctx, uint64_t keep_bytes);
 
     int (*memcpy_htod)(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes);
     int (*memcpy_dtoh)(dv_drv_obj *stream, void *dst, dv_dptr src, uint64_t bytes);

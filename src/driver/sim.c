@@ -1314,6 +1314,16 @@ static int sim_pool_get_threshold(dv_drv_obj *ctx, uint64_t *bytes)
     return DV_CU_SUCCESS;
 }
 
+/* The sim's pool keeps nothing it could give back (freed memory returns
+ * to the device at once): a trim has nothing to do. */
+static int sim_pool_trim(dv_drv_obj *ctx, uint64_t keep_bytes)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    (void)keep_bytes;
+    SIM_ENTER(dev, DV_CALL_POOL_TRIM);
+    return DV_CU_SUCCESS;
+}
+
 static int copy_op(struct sim_stream *s, enum op_kind kind, void *host, dv_dptr d, uint64_t bytes)
 {
     void *dev_host = dev_range(s->dev, d, bytes);
@@ -1837,6 +1847,7 @@ const dv_driver_ops dv__sim_ops = {
     .mem_free_async = sim_mem_free_async,
     .pool_set_threshold = sim_pool_set_threshold,
     .pool_get_threshold = sim_pool_get_threshold,
+    .pool_trim = sim_pool_trim,
     .memcpy_htod = sim_memcpy_htod,
     .memcpy_dtoh = sim_memcpy_dtoh,
     .memcpy_dtod = sim_memcpy_dtod,

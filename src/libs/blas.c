@@ -87,6 +87,7 @@ struct dv_blas {
     struct {
         cublas_t h;
         uint64_t context; /* the context generation h was made in */
+        uint64_t driver;  /* the CUDA context it lives in (dv_task_ctx) */
         int mode;         /* its pointer mode */
         void *stream;     /* the stream and workspace last set (cuBLAS */
         uint64_t ws, ws_bytes; /* resets the workspace when the stream is set) */
@@ -231,8 +232,8 @@ static int destroy_task(const dv_task_ctx *ctx, void *user)
 {
     dv_blas *b = user;
     for (unsigned s = 0; s < NSTREAMS; s++) {
-        /* A handle of an older context went with it: only forgotten. */
-        if (b->handle[s].h != NULL && b->handle[s].context == ctx->context_generation)
+        /* A handle of a context since reset went with it: only forgotten. */
+        if (b->handle[s].h != NULL && b->handle[s].driver == ctx->driver_context)
             (void)b->destroy(b->handle[s].h);
         b->handle[s].h = NULL;
     }
@@ -719,7 +720,10 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
                             (unsigned)ctx->stream);
     __typeof__(b->handle[0]) *h = &b->handle[ctx->stream];
     if (h->h == NULL || h->context != ctx->context_generation) {
-        /* None yet, or one of a context since rebuilt (gone with it). */
+        /* None yet, or one of an older generation: still alive where the
+         * CUDA context was kept (destroyed now), gone with it otherwise. */
+        if (h->h != NULL && h->driver == ctx->driver_context)
+            (void)b->destroy(h->h);
         h->h = NULL;
         int st = b->create(&h->h);
         if (st != 0) {
@@ -727,6 +731,7 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
             return cublas_failed(c, "cublasCreate", st);
         }
         h->context = ctx->context_generation;
+        h->driver = ctx->driver_context;
         h->mode = CUBLAS_POINTER_MODE_HOST;
         h->stream = NULL;
         h->ws = h->ws_bytes = 0;

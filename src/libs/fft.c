@@ -77,6 +77,7 @@ typedef struct fft_plan {
     struct fft_plan *prev, *next; /* most recently used first */
     fft_key key;
     uint64_t context; /* the context generation it was made in (cuda) */
+    uint64_t driver;  /* the CUDA context it lives in (dv_task_ctx) */
     int cu;           /* cuFFT's plan */
     void *w;          /* FFTW's plan */
     const fftw_lib *wl;
@@ -274,15 +275,17 @@ static void unlink_plan(dv_fft *f, fft_plan *p)
 /* Let p go: destroyed now on cuda when its context is the current one (a
  * plan of a context since rebuilt went with it: only its memory here);
  * on the sim when no host function still holds it. */
-static void drop_plan(dv_fft *f, fft_plan *p, uint64_t context)
+/* driver: the CUDA context now (dv_task_ctx.driver_context); a plan made
+ * in one since reset went with it. */
+static void drop_plan(dv_fft *f, fft_plan *p, uint64_t driver)
 {
     unlink_plan(f, p);
-    if (f->cuda && p->context == context)
+    if (f->cuda && p->driver == driver)
         (void)f->cu_destroy(p->cu);
     plan_unref(p);
 }
 
-static void make_room(dv_fft *f, uint64_t need, uint64_t context, const fft_plan *keep)
+static void make_room(dv_fft *f, uint64_t need, uint64_t driver, const fft_plan *keep)
 {
     fft_plan *last = f->head;
     while (last != NULL && last->next != NULL)
@@ -290,7 +293,7 @@ static void make_room(dv_fft *f, uint64_t need, uint64_t context, const fft_plan
     while (last != NULL && f->st.bytes + need > f->cap) {
         fft_plan *prev = last->prev;
         if (last != keep) {
-            drop_plan(f, last, context);
+            drop_plan(f, last, driver);
             f->st.evictions++;
         }
         last = prev;
@@ -483,8 +486,9 @@ static int plan_get(const dv_task_ctx *ctx, dv_fft *f, const fft_key *k, void *i
         if (!same_key(&p->key, k))
             continue;
         if (f->cuda && p->context != ctx->context_generation) {
-            /* Made in a context since rebuilt: gone with it. */
-            drop_plan(f, p, ctx->context_generation);
+            /* Made in an older generation: stale (destroyed where the
+             * CUDA context was kept). */
+            drop_plan(f, p, ctx->driver_context);
             f->st.remade++;
             break;
         }
@@ -505,6 +509,7 @@ static int plan_get(const dv_task_ctx *ctx, dv_fft *f, const fft_key *k, void *i
         return dv_error_set(DV_ENOMEM, "fft", sizeof(*p), 0, "fft_exec: out of host memory");
     p->key = *k;
     p->context = ctx->context_generation;
+    p->driver = ctx->driver_context;
     atomic_init(&p->refs, 1);
     if (f->cuda) {
         int st = f->cu_create(&p->cu);
@@ -531,7 +536,7 @@ static int plan_get(const dv_task_ctx *ctx, dv_fft *f, const fft_key *k, void *i
         }
     }
     p->bytes = p->work + PLAN_OVERHEAD;
-    make_room(f, p->bytes, ctx->context_generation, NULL);
+    make_room(f, p->bytes, ctx->driver_context, NULL);
     p->next = f->head;
     if (f->head != NULL)
         f->head->prev = p;
@@ -671,7 +676,7 @@ static int destroy_task(const dv_task_ctx *ctx, void *user)
 {
     dv_fft *f = user;
     while (f->head != NULL)
-        drop_plan(f, f->head, ctx->context_generation);
+        drop_plan(f, f->head, ctx->driver_context);
     return DV_OK;
 }
 

@@ -363,6 +363,10 @@ static int spy_pool_get(dv_drv_obj *c, uint64_t *n)
 {
     SPY(POOL_GET_THRESHOLD, SIM.pool_get_threshold(c, n));
 }
+static int spy_pool_trim(dv_drv_obj *c, uint64_t n)
+{
+    SPY(POOL_TRIM, SIM.pool_trim(c, n));
+}
 static int spy_htod(dv_drv_obj *s, dv_dptr d, const void *h, uint64_t n)
 {
     SPY(MEMCPY_HTOD, SIM.memcpy_htod(s, d, h, n));
@@ -437,6 +441,7 @@ static void spy_install(dv_driver *drv)
     spy_ops.mem_free_async = spy_mem_free_async;
     spy_ops.pool_set_threshold = spy_pool_set;
     spy_ops.pool_get_threshold = spy_pool_get;
+    spy_ops.pool_trim = spy_pool_trim;
     spy_ops.memcpy_htod = spy_htod;
     spy_ops.memcpy_dtoh = spy_dtoh;
     spy_ops.memcpy_dtod = spy_dtod;
