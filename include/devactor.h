@@ -380,8 +380,30 @@ typedef struct dv_actor_config {
 /* Defaults, and size (ABI, above); the macro passes the caller's sizeof. */
 DV_EXPORT void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size);
 #define dv_actor_config_init(cfg) dv_actor_config_init_sized((cfg), sizeof(*(cfg)))
+/*
+ * Configuration as text, over what cfg holds (set up with
+ * dv_actor_config_init): key:value pairs split by commas, as
+ *
+ *     "budget:8G,pool_initial:256M,streams:8,guard:1,log:/tmp/dv-%d.csv"
+ *
+ * Keys: backend (auto, cuda, sim), streams, queue, pool, pool_initial,
+ * pool_max_chunk, budget, guard, log, synchronous, permissive,
+ * check_order, host_budget, staging, staging_chunk, copy_threads (the
+ * fields of dv_actor_config).  Sizes take K, M, G or T (powers of 1024;
+ * "MiB" and "MB" read the same); switches 1/0, true/false, on/off,
+ * yes/no.  "%d" in a log path is the device's ordinal.  An unknown key or
+ * a value that does not parse answers DV_EINVAL naming it, and cfg is
+ * unchanged.  The log path is copied into memory the library keeps for
+ * the life of the process.
+ */
+DV_EXPORT int dv_actor_config_parse(dv_actor_config *cfg, const char *text);
 /* The process-wide actor of a device, started on first use (devices
- * 0 .. DV_MAX_DEVICES-1).  Concurrent first callers: one builds it. */
+ * 0 .. DV_MAX_DEVICES-1).  Concurrent first callers: one builds it, with
+ * the defaults and then the environment variable DEVACTOR_CONF in the
+ * syntax of dv_actor_config_parse (for every device: an operator turns
+ * on a budget or a log without code).  A DEVACTOR_CONF it cannot take
+ * answers DV_EINVAL naming the key, and builds nothing; the backend it
+ * names applies to the first actor's driver, shared by all of them. */
 #define DV_MAX_DEVICES 16
 DV_EXPORT int dv_actor_get(int ordinal, dv_actor **out);
 /* A composed actor with its own configuration; not registered. */

@@ -226,6 +226,11 @@ int dv__actor_start_state(dv_actor *a);
  * only devactor's state; otherwise (a sticky fault) the context is reset
  * too.  A fault met while keeping it resets it after all. */
 int dv__actor_rebuild(dv_actor *a, bool keep_context);
+/* The caller's configuration over the defaults (the ABI rule of
+ * devactor.h): DV_EINVAL for a size it cannot take. */
+int dv__config_read(const dv_actor_config *cfg, dv_actor_config *full, const char *op);
+/* DEVACTOR_CONF over *cfg (a full configuration); unset: nothing. */
+int dv__config_from_env(dv_actor_config *cfg);
 /* Shutdown's last steps on the actor's thread. */
 void dv__actor_stop_state(dv_actor *a);
 /* What a lost actor answers: DV_EDEVICE_LOST with the driver's first fault

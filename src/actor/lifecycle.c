@@ -42,7 +42,7 @@ void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size)
 }
 
 /* The caller's configuration over the defaults (ABI: devactor.h). */
-static int config_read(const dv_actor_config *cfg, dv_actor_config *full, const char *op)
+int dv__config_read(const dv_actor_config *cfg, dv_actor_config *full, const char *op)
 {
     config_defaults(full);
     if (!dv__abi_size_ok(cfg->size, DV_ABI_CONFIG_MIN))
@@ -442,7 +442,7 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     int rc;
     dv_actor_config full;
     const dv_actor_config *cfg = &full;
-    if ((rc = config_read(caller_cfg, &full, registered ? "actor_get" : "actor_create")) != DV_OK)
+    if ((rc = dv__config_read(caller_cfg, &full, registered ? "actor_get" : "actor_create")) != DV_OK)
         return rc;
     if (shared == NULL)
         shared = (dv_driver *)full.driver;
@@ -509,8 +509,18 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     }
     if ((rc = dv__device_claim(a)) != DV_OK)
         goto fail;
-    if (cfg->log_path != NULL && (rc = dv__log_sink_file(cfg->log_path, &a->sink)) != DV_OK)
-        goto fail;
+    if (cfg->log_path != NULL) {
+        /* "%d" in the path is the device (one file per actor). */
+        char path[4096];
+        const char *d = strstr(cfg->log_path, "%d");
+        if (d != NULL)
+            snprintf(path, sizeof(path), "%.*s%d%s", (int)(d - cfg->log_path), cfg->log_path,
+                     cfg->device, d + 2);
+        else
+            snprintf(path, sizeof(path), "%s", cfg->log_path);
+        if ((rc = dv__log_sink_file(path, &a->sink)) != DV_OK)
+            goto fail;
+    }
     if ((rc = dv__inbox_create(cfg->shared_queue ? DV_INBOX_MPSC : DV_INBOX_SPSC,
                                cfg->queue_capacity, a->uid, client_dropped, a, &a->inbox)) != DV_OK)
         goto fail;

@@ -213,13 +213,16 @@ static void register_exit(void)
     atexit(stop_all);
 }
 
-static int shared_driver(dv_driver **out)
+/* backend: DEVACTOR_CONF's, for the first open (AUTO: DV_BACKEND, else
+ * cuda if a device answers, else the sim). */
+static int shared_driver(dv_backend backend, dv_driver **out)
 {
     int rc = DV_OK;
     pthread_mutex_lock(&driver_mu);
     if (process_driver == NULL) {
         dv_driver_config cfg;
         dv__driver_config_init(&cfg);
+        cfg.backend = backend;
         rc = dv__driver_open(&cfg, &process_driver);
     }
     *out = process_driver;
@@ -248,10 +251,13 @@ int dv_actor_get(int ordinal, dv_actor **out)
     int rc = DV_OK;
     if (a == NULL) {
         dv_driver *drv = NULL;
+        dv_actor_config cfg;
+        dv_actor_config_init(&cfg);
+        /* An operator's configuration, read at each build (a refused one
+         * builds nothing; a later call reads it again). */
+        rc = dv__config_from_env(&cfg);
         /* dv__actor_start checks the ordinal against the driver. */
-        if ((rc = shared_driver(&drv)) == DV_OK) {
-            dv_actor_config cfg;
-            dv_actor_config_init(&cfg);
+        if (rc == DV_OK && (rc = shared_driver(cfg.backend, &drv)) == DV_OK) {
             cfg.device = ordinal;
             cfg.driver = drv;
             if ((rc = dv__actor_start(&cfg, drv, true, &a)) == DV_OK) {
