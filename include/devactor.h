@@ -59,7 +59,8 @@ extern "C" {
     X(EDEADLK, -18, "the call would wait on an actor's own thread")                                \
     X(EBUSY, -19, "the device already has an actor")                                               \
     X(EFORKED, -20, "the actor belongs to the parent process (inherited across fork)")             \
-    X(ENOKERNEL, -21, "no such kernel in the module image")
+    X(ENOKERNEL, -21, "no such kernel in the module image")                                        \
+    X(EIO, -22, "a file could not be written or read")
 
 typedef enum dv_status {
     DV_OK = 0,
@@ -485,6 +486,79 @@ typedef struct dv_actor_stats {
  * only memory still held. */
 DV_EXPORT int dv_actor_stats_get_sized(dv_actor *actor, dv_actor_stats *out, size_t size);
 #define dv_actor_stats_get(actor, out) dv_actor_stats_get_sized((actor), (out), sizeof(*(out)))
+
+/* ------------------------------------------------------------------------
+ * Memory: what it is, who holds it, and when
+ *
+ * Every allocation carries its tag and the posting thread's current query
+ * (dv_query_set): a query executor sets the query a thread works for, and
+ * the query's memory shows by its id in the statistics, the CSV log
+ * (cfg.log_path: Thread names the posting thread, QueryId the query) and
+ * snapshots; tools/dv-viz draws a log or a snapshot.
+ * ------------------------------------------------------------------------ */
+
+/* The calling thread's current query: the allocations it posts from now on
+ * belong to query_id (0: none).  Returns the one it replaces.  Thread-local,
+ * costs nothing to the actor. */
+DV_EXPORT uint64_t dv_query_set(uint64_t query_id);
+DV_EXPORT uint64_t dv_query_get(void);
+
+/* current now, peak since the actor started or the last
+ * dv_memory_reset_peaks, total ever added. */
+typedef struct dv_memory_counter {
+    uint64_t current, peak, total;
+} dv_memory_counter;
+
+typedef struct dv_memory_stats {
+    dv_memory_counter bytes;    /* of live handles' blocks, as requested */
+    dv_memory_counter blocks;   /* live handles */
+    dv_memory_counter reserved; /* device memory the actor holds from the
+                                 * driver (the pool's chunks included) */
+    dv_memory_counter host;     /* page-locked bytes handed out by
+                                 * dv_host_alloc */
+    dv_memory_counter pinned;   /* page-locked bytes the actor holds: its
+                                 * host pool and the staging of copies */
+    uint64_t failures;          /* allocations refused */
+    uint64_t tags, queries;     /* rows of dv_memory_usage_get now */
+} dv_memory_stats;
+/* In the actor's order (a message, like dv_actor_stats_get; size: ABI). */
+DV_EXPORT int dv_memory_stats_get_sized(dv_actor *actor, dv_memory_stats *out, size_t size);
+#define dv_memory_stats_get(actor, out) dv_memory_stats_get_sized((actor), (out), sizeof(*(out)))
+/* Every peak (the actor's, each tag's and query's) becomes its current
+ * value: the next peak is of what comes after. */
+DV_EXPORT int dv_memory_reset_peaks(dv_actor *actor);
+
+typedef enum dv_memory_key {
+    DV_MEMORY_BY_TAG = 1,
+    DV_MEMORY_BY_QUERY = 2,
+} dv_memory_key;
+typedef struct dv_memory_usage {
+    const char *tag;   /* by tag: its name (lives for the process) */
+    uint64_t query_id; /* by query: its id (0: allocations under no query) */
+    dv_memory_counter bytes, blocks;
+} dv_memory_usage;
+/*
+ * The actor's memory by tag or by query: up to cap rows into rows, most
+ * bytes held first (then the highest peak); *count (may be NULL) says how
+ * many there are, which may be more than cap.  A query whose memory was
+ * all freed stays listed (its peak and total) among the 4096 most recently
+ * finished; older ones are forgotten.  cap 0 (rows may be NULL) counts.
+ */
+DV_EXPORT int dv_memory_usage_get(dv_actor *actor, dv_memory_key by, dv_memory_usage *rows,
+                                  size_t cap, size_t *count);
+/*
+ * Every live block, written to path as CSV (truncated; "-": standard
+ * output), one row each:
+ *
+ *   Pointer,Size,Requested,Stream,Device,Tag,QueryId,Thread,Time,Age
+ *
+ * Size usable bytes, Requested what was asked for, Thread the kernel id of
+ * the thread that posted the allocation, Time when (seconds since the
+ * epoch), Age seconds since (both to a few milliseconds).  Taken in the
+ * actor's order; written on the calling thread.  DV_EIO where the file
+ * cannot be written.
+ */
+DV_EXPORT int dv_memory_snapshot(dv_actor *actor, const char *path);
 
 /*
  * Allocate bytes ordered on stream; the handle holds one reference and is

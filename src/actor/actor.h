@@ -41,6 +41,7 @@
 #include "actor/checker.h"
 #include "actor/future.h"
 #include "actor/host.h"
+#include "actor/memstats.h"
 #include "actor/msg.h"
 #include "actor/queue.h"
 #include "actor/staging.h"
@@ -140,6 +141,10 @@ struct dv_actor {
 
     dv_res_env env;
     dv_resource *stack;
+    dv_resource *bottom; /* the stack's last: what it holds is reserved from the device */
+    dv_memstats mem;     /* memstats.h */
+    uint64_t batch_time; /* when the batch being handled was taken:
+                          * CLOCK_REALTIME_COARSE, ns (blocks' birth) */
     dv_log_sink *sink;
     dv_tracker *done;            /* completion positions, one event ring per stream */
     dv_checker *chk;             /* the stream-order checker, or NULL */

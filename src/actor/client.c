@@ -8,9 +8,12 @@
  * is complete with it too (a wait on it never hangs), provided the future
  * was set up with dv_future_init and is not in flight.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "actor/actor.h"
 #include "base/abi.h"
@@ -145,6 +148,9 @@ int dv__actor_call(dv_actor *a, dv_msg *m, dv_future *own)
 }
 
 /* Post m with f, or wait for it on a future of our own when f is NULL. */
+/* The calling thread's current query (dv_query_set). */
+static _Thread_local uint64_t current_query;
+
 static int call(dv_actor *a, dv_msg *m, dv_future *f)
 {
     dv_future own;
@@ -194,6 +200,125 @@ int dv_actor_stats_get_sized(dv_actor *a, dv_actor_stats *out, size_t size)
     return rc;
 }
 
+/* ------------------------------------------------------------------------
+ * Memory statistics, by tag and query, and snapshots
+ * ------------------------------------------------------------------------ */
+
+_Static_assert(sizeof(dv_memory_stats) >= DV_ABI_MEMORY_STATS_MIN, "dv_memory_stats only grows");
+
+uint64_t dv_query_set(uint64_t query_id)
+{
+    uint64_t was = current_query;
+    current_query = query_id;
+    return was;
+}
+
+uint64_t dv_query_get(void)
+{
+    return current_query;
+}
+
+static int memory_call(dv_actor *a, dv_stats_kind kind, void *out, size_t cap, size_t *count,
+                       int by)
+{
+    if (a == NULL)
+        return dv__fail(DV_EINVAL, "memory_stats", "memory_stats: NULL actor");
+    dv_msg m = {.type = DV_MSG_STATS,
+                .u.stats = {.out = out, .cap = cap, .count = count, .kind = (uint8_t)kind,
+                            .by = (uint8_t)by}};
+    return call(a, &m, NULL);
+}
+
+int dv_memory_stats_get_sized(dv_actor *a, dv_memory_stats *out, size_t size)
+{
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "memory_stats", "memory_stats: NULL out");
+    if (!dv__abi_size_ok(size, DV_ABI_MEMORY_STATS_MIN))
+        return dv__fail(DV_EINVAL, "memory_stats", "memory_stats: size %zu (at least %u)", size,
+                        DV_ABI_MEMORY_STATS_MIN);
+    dv_memory_stats full;
+    int rc = memory_call(a, DV_STATS_MEMORY, &full, 0, NULL, 0);
+    if (rc == DV_OK)
+        dv__abi_copy_out(out, size, &full, sizeof(full));
+    return rc;
+}
+
+int dv_memory_reset_peaks(dv_actor *a)
+{
+    return memory_call(a, DV_STATS_RESET_PEAKS, NULL, 0, NULL, 0);
+}
+
+int dv_memory_usage_get(dv_actor *a, dv_memory_key by, dv_memory_usage *rows, size_t cap,
+                        size_t *count)
+{
+    if (rows == NULL && cap > 0)
+        return dv__fail(DV_EINVAL, "memory_usage", "memory_usage: NULL rows for %zu", cap);
+    if (by != DV_MEMORY_BY_TAG && by != DV_MEMORY_BY_QUERY)
+        return dv__fail(DV_EINVAL, "memory_usage", "memory_usage: key %d (by tag %d, by query %d)",
+                        (int)by, DV_MEMORY_BY_TAG, DV_MEMORY_BY_QUERY);
+    size_t n = 0;
+    int rc = memory_call(a, DV_STATS_USAGE, rows, cap, &n, by);
+    if (rc == DV_OK && count != NULL)
+        *count = n;
+    return rc;
+}
+
+static void csv_text(FILE *f, const char *s)
+{
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s != '\0'; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int dv_memory_snapshot(dv_actor *a, const char *path)
+{
+    if (path == NULL || *path == '\0')
+        return dv__fail(DV_EINVAL, "memory_snapshot", "memory_snapshot: no path");
+    dv_snapshot_row *rows = NULL;
+    size_t n = 0;
+    int rc = memory_call(a, DV_STATS_SNAPSHOT, &rows, 0, &n, 0);
+    if (rc != DV_OK)
+        return rc;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    bool out = strcmp(path, "-") == 0;
+    FILE *f = out ? stdout : fopen(path, "w");
+    if (f == NULL) {
+        free(rows);
+        return dv__fail(DV_EIO, "memory_snapshot", "memory_snapshot: %s: %s", path,
+                        strerror(errno));
+    }
+    fputs("Pointer,Size,Requested,Stream,Device,Tag,QueryId,Thread,Time,Age\n", f);
+    for (size_t i = 0; i < n; i++) {
+        const dv_snapshot_row *r = &rows[i];
+        uint64_t age = now_ns > r->born ? now_ns - r->born : 0;
+        fprintf(f, "0x%" PRIx64 ",%" PRIu64 ",%" PRIu64 ",%u,%d,", r->ptr, r->bytes, r->requested,
+                r->stream, r->device);
+        csv_text(f, r->tag != NULL ? r->tag : "");
+        fprintf(f, ",%" PRIu64 ",%u,%" PRIu64 ".%06" PRIu64 ",%" PRIu64 ".%03" PRIu64 "\n",
+                r->query, r->poster, r->born / 1000000000u, r->born % 1000000000u / 1000u,
+                age / 1000000000u, age % 1000000000u / 1000000u);
+    }
+    free(rows);
+    bool failed = ferror(f) != 0;
+    if (out)
+        failed |= fflush(f) != 0;
+    else
+        failed |= fclose(f) != 0;
+    if (failed)
+        return dv__fail(DV_EIO, "memory_snapshot", "memory_snapshot: %s: write failed", path);
+    return DV_OK;
+}
+
 int dv_actor_last_hazard(dv_actor *a, dv_error_detail *out)
 {
     if (a == NULL || out == NULL)
@@ -224,7 +349,7 @@ static int alloc_post(dv_actor *a, uint64_t bytes, dv_stream stream, const char 
                       op);
     dv_msg m = {.type = DV_MSG_ALLOC,
                 .stream = (uint16_t)stream,
-                .u.alloc = {.bytes = bytes, .tag = dv__intern(tag)}};
+                .u.alloc = {.bytes = bytes, .tag = dv__intern(tag), .query = current_query}};
     if ((rc = dv__actor_post(a, &m, f)) != DV_OK)
         return rc;
     if (out != NULL)

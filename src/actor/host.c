@@ -159,6 +159,12 @@ static int region_add(dv_actor *a, dv_host_region *r)
         return rc;
     }
     stat_add(r->kind == DV_HR_USER ? &a->host.registered : &a->host.reserved, (int64_t)r->bytes);
+    if (r->kind != DV_HR_USER) {
+        stat_add(&a->host.reserved_total, (int64_t)r->bytes);
+        uint64_t held = atomic_load_explicit(&a->host.reserved, memory_order_relaxed);
+        if (held > atomic_load_explicit(&a->host.reserved_peak, memory_order_relaxed))
+            atomic_store_explicit(&a->host.reserved_peak, held, memory_order_relaxed);
+    }
     return DV_OK;
 }
 
@@ -470,6 +476,7 @@ static int host_alloc(dv_actor *a, uint64_t bytes, void **out)
     b->requested = bytes;
     clear_uses(b);
     stat_add(&h->bytes, (int64_t)buf_bytes(b));
+    stat_add(&h->total, (int64_t)buf_bytes(b));
     stat_add(&h->buffers, 1);
     uint64_t now = atomic_load_explicit(&h->bytes, memory_order_relaxed);
     if (now > atomic_load_explicit(&h->peak, memory_order_relaxed))

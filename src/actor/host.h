@@ -93,6 +93,7 @@ typedef struct dv_hostmem {
     uint32_t unregistering; /* USER regions with a dv_host_unregister waiting */
     /* The actor writes, anyone reads. */
     atomic_uint_fast64_t bytes, peak, buffers, reserved, registered;
+    atomic_uint_fast64_t total, reserved_peak, reserved_total; /* dv_memory_stats */
 } dv_hostmem;
 
 /* Init and teardown (the actor's creator and its destroy): teardown

@@ -70,6 +70,7 @@ static int build_stack(dv_actor *a)
     if (rc != DV_OK)
         return rc;
     top = r;
+    a->bottom = r;
     if (a->cfg.pool && !a->cfg.direct_alloc) {
         dv_pool_config pcfg;
         dv__pool_config_init(&pcfg);
@@ -95,6 +96,7 @@ static int build_stack(dv_actor *a)
     a->stack = top;
     return DV_OK;
 fail:
+    a->bottom = NULL;
     dv__res_destroy_stack(top);
     return rc;
 }
@@ -155,6 +157,7 @@ static void teardown_state(dv_actor *a, bool kept)
     if (a->stack != NULL)
         dv__res_destroy_stack(a->stack); /* frees the blocks still live */
     a->stack = NULL;
+    a->bottom = NULL;
     dv__checker_destroy(a->chk);
     a->chk = NULL;
 }
@@ -267,6 +270,7 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
     health_set(a, DV_ACTOR_REBUILDING);
 
     dv__ref_invalidate_all(a->refs, NULL, NULL);
+    dv__memstats_restart(&a->mem); /* the handles are gone */
     /* A failure is tried again a few times, a little later each time:
      * memory, a driver error that is no fault, or a fault that came
      * during the rebuild may be gone; a fault the driver keeps is not. */
@@ -398,6 +402,7 @@ static void actor_free(dv_actor *a)
         free(a->pend[s].items);
     dv__kernels_free(a);
     dv__events_free(a);
+    dv__memstats_free(&a->mem);
     if (a->sink != NULL)
         dv__log_sink_destroy(a->sink);
     if (a->own_drv)

@@ -5,6 +5,7 @@
  */
 #include <sched.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 #include "actor/actor.h"
 #include "base/futex.h"
@@ -65,8 +66,15 @@ void *dv__actor_main(void *arg)
          * take that finds nothing after it has seen them all. */
         bool closed = dv__inbox_closed(a->inbox);
         unsigned n = dv__inbox_take(a->inbox, &batch, BATCH);
+        if (n > 0) {
+            /* The coarse clock: a few ns, to a few ms (a block's age). */
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME_COARSE, &t);
+            a->batch_time = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+        }
         for (unsigned i = 0; i < n; i++)
             dv__handle(a, &batch[i]);
+        a->env.poster = 0;
         bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
         if (lost && !a->lost_seen) {
             a->lost_seen = true;

@@ -69,6 +69,7 @@ typedef struct dv_msg_alloc {
     dv_ref ref; /* the handle the poster minted (pending until handled) */
     uint64_t bytes;
     const char *tag; /* interned: lives for the process */
+    uint64_t query;  /* the poster's current query (dv_query_set), 0: none */
 } dv_msg_alloc;
 
 typedef struct dv_msg_free {
@@ -133,8 +134,28 @@ typedef struct dv_msg_host_access {
     uint8_t access;
 } dv_msg_host_access;
 
+typedef enum dv_stats_kind {
+    DV_STATS_ACTOR = 0,  /* out: dv_actor_stats */
+    DV_STATS_MEMORY,     /* out: dv_memory_stats */
+    DV_STATS_RESET_PEAKS,
+    DV_STATS_USAGE,      /* out: dv_memory_usage[cap], by; *count */
+    DV_STATS_SNAPSHOT,   /* out: dv_snapshot_row ** (the actor's malloc); *count */
+} dv_stats_kind;
+
+/* One live block in a snapshot. */
+typedef struct dv_snapshot_row {
+    uint64_t ptr, bytes, requested, query, born;
+    const char *tag;
+    uint32_t stream, poster;
+    int device;
+} dv_snapshot_row;
+
 typedef struct dv_msg_stats {
-    dv_actor_stats *out;
+    void *out;
+    size_t cap;
+    size_t *count;
+    uint8_t kind; /* dv_stats_kind */
+    uint8_t by;   /* dv_memory_key */
 } dv_msg_stats;
 
 struct dv_drv_event;

@@ -33,8 +33,9 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     dv_block b;
     int rc = dv__check_stream(&a->env, e->m.stream, "alloc");
     if (rc == DV_OK)
-        rc = dv__res_allocate(a->stack, m->bytes, e->m.stream, (dv_tag){m->tag, 0}, &b);
+        rc = dv__res_allocate(a->stack, m->bytes, e->m.stream, (dv_tag){m->tag, m->query}, &b);
     if (rc != DV_OK) {
+        a->mem.failures++;
         if (rc == DV_ECONTEXT_LOST) {
             dv__on_fault(a, rc, e->m.stream, e);
             rc = dv_last_error()->status;
@@ -45,6 +46,10 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     }
     dv_ref_slot *slot = dv__ref_settle(a->refs, m->ref, &b);
     dv_assert(slot != NULL);
+    slot->poster = e->from->tid;
+    slot->born = a->batch_time;
+    dv__memstats_alloc(&a->mem, m->tag, m->query, b.requested);
+    dv__memstats_reserved(&a->mem, dv__res_bytes_outstanding(a->bottom));
     dv__stat_inc(&a->st_allocs);
     /* A hazard here is the allocator's own: counted, the block kept. */
     if (a->chk != NULL)
@@ -72,6 +77,9 @@ static void handle_free(dv_actor *a, const dv_envelope *e)
         }
         if (rc != DV_OK && rc != DV_ECONTEXT_LOST)
             dv__stat_inc(&a->st_failures);
+        /* The handle is gone either way. */
+        dv__memstats_release(&a->mem, slot->block.tag.name, slot->block.tag.query_id,
+                             slot->block.requested);
         /* After the resource fenced the free: a use it could not see races. */
         if (rc == DV_OK && a->chk != NULL)
             (void)dv__checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
@@ -488,9 +496,85 @@ static void handle_sync(dv_actor *a, const dv_envelope *e)
     dv__reply(a, e, rc);
 }
 
+struct snapshot_fill {
+    dv_snapshot_row *rows;
+    size_t n, cap;
+};
+
+static void snapshot_one(const dv_ref_slot *s, void *arg)
+{
+    struct snapshot_fill *f = arg;
+    if (f->n == f->cap)
+        return;
+    f->rows[f->n++] = (dv_snapshot_row){.ptr = s->block.ptr,
+                                        .bytes = s->block.bytes,
+                                        .requested = s->block.requested,
+                                        .query = s->block.tag.query_id,
+                                        .born = s->born,
+                                        .tag = s->block.tag.name,
+                                        .stream = s->block.alloc_stream,
+                                        .poster = s->poster,
+                                        .device = s->block.device};
+}
+
+/* The memory statistics' messages: answered from the actor's counts, in
+ * its order (a snapshot sees every allocation and free posted before). */
+static int handle_memory(dv_actor *a, const dv_msg_stats *m)
+{
+    dv_memstats *ms = &a->mem;
+    switch ((dv_stats_kind)m->kind) {
+    case DV_STATS_MEMORY: {
+        dv_memory_stats *out = m->out;
+        if (a->bottom != NULL)
+            dv__memstats_reserved(ms, dv__res_bytes_outstanding(a->bottom));
+        out->bytes = ms->bytes;
+        out->blocks = ms->blocks;
+        out->reserved = ms->reserved;
+        out->host = (dv_memory_counter){atomic_load(&a->host.bytes), atomic_load(&a->host.peak),
+                                        atomic_load(&a->host.total)};
+        out->pinned =
+            (dv_memory_counter){atomic_load(&a->host.reserved), atomic_load(&a->host.reserved_peak),
+                                atomic_load(&a->host.reserved_total)};
+        out->failures = ms->failures;
+        out->tags = dv__memstats_count(ms, DV_MEMORY_BY_TAG);
+        out->queries = dv__memstats_count(ms, DV_MEMORY_BY_QUERY);
+        return DV_OK;
+    }
+    case DV_STATS_RESET_PEAKS:
+        dv__memstats_reset_peaks(ms);
+        atomic_store(&a->host.peak, atomic_load(&a->host.bytes));
+        atomic_store(&a->host.reserved_peak, atomic_load(&a->host.reserved));
+        return DV_OK;
+    case DV_STATS_USAGE: {
+        size_t n;
+        int rc = dv__memstats_rows(ms, (dv_memory_key)m->by, m->out, m->cap, &n);
+        if (rc == DV_OK && m->count != NULL)
+            *m->count = n;
+        return rc;
+    }
+    case DV_STATS_SNAPSHOT: {
+        struct snapshot_fill f = {NULL, 0, dv__ref_held(a->refs)};
+        if (f.cap > 0 && (f.rows = malloc(f.cap * sizeof(*f.rows))) == NULL)
+            return dv__fail(DV_ENOMEM, "memory_snapshot",
+                            "memory_snapshot: no host memory for %zu rows", f.cap);
+        dv__ref_each_live(a->refs, snapshot_one, &f);
+        *(dv_snapshot_row **)m->out = f.rows;
+        *m->count = f.n;
+        return DV_OK;
+    }
+    case DV_STATS_ACTOR:
+        break;
+    }
+    return dv__fail(DV_EINVAL, "stats", "stats: kind %u", m->kind);
+}
+
 static void handle_stats(dv_actor *a, const dv_envelope *e)
 {
     DV_ASSERT_ACTOR(a);
+    if (e->m.u.stats.kind != DV_STATS_ACTOR) {
+        dv__reply(a, e, handle_memory(a, &e->m.u.stats));
+        return;
+    }
     dv_actor_stats *out = e->m.u.stats.out;
     /* In the actor's order: frees queued before this message count as
      * outstanding only until the device reaches them, so wait for that. */
@@ -603,7 +687,9 @@ void dv__handle(dv_actor *a, const dv_envelope *e)
         return;
     }
     /* No dv_error_clear here: a failure always writes the detail it
-     * reports, and success never reads it. */
+     * reports, and success never reads it.  The log names the thread
+     * that posted what the stack does now. */
+    a->env.poster = e->from != NULL ? e->from->tid : 0;
     switch ((enum dv_msg_type)e->m.type) {
     case DV_MSG_ALLOC:
         handle_alloc(a, e);

@@ -139,6 +139,7 @@ static dv_client *client_new(dv_inbox *in, bool with_ring)
     atomic_init(&c->orphaned, false);
     atomic_init(&c->closed, false);
     c->id = atomic_fetch_add_explicit(&in->next_id, 1, memory_order_relaxed);
+    c->tid = dv__thread_id(); /* made on the thread that posts through it */
     c->inbox_uid = in->uid;
     return c;
 }

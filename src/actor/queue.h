@@ -93,6 +93,7 @@ typedef struct dv_client {
     /* The poster's side. */
     uint32_t id;  /* unique in the inbox: "client N" in reports */
     uint32_t seq; /* the next message's sequence number */
+    uint32_t tid; /* the posting thread's kernel id (statistics, logs, snapshots) */
     uint64_t inbox_uid;
     dv_known *known;   /* the thread's knowledge of this actor (checker) */
     dv_know_list know; /* its snapshots on their way to the actor */

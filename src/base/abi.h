@@ -22,6 +22,8 @@
 #define DV_ABI_STATS_MIN     216u
 #define DV_ABI_HEALTH_MIN    384u
 #define DV_ABI_FFT_STATS_MIN 48u
+/* 0.2.0, later than the first layouts above. */
+#define DV_ABI_MEMORY_STATS_MIN 144u
 
 /* No struct of the rule will ever be larger: a bigger "size" is memory
  * that was never set up (and so is one that is not a multiple of 8, the

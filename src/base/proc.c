@@ -2,6 +2,8 @@
  * Threads that must not wait, and fork() (proc.h).
  */
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/fence.h"
@@ -45,4 +47,12 @@ static void watch(void)
 void dv__fork_watch(void)
 {
     pthread_once(&watch_once, watch);
+}
+
+uint32_t dv__thread_id(void)
+{
+    static _Thread_local uint32_t tid;
+    if (tid == 0)
+        tid = (uint32_t)syscall(SYS_gettid);
+    return tid;
 }

@@ -61,4 +61,8 @@ void dv__fork_watch(void);
 /* DV_EFORKED with a detail naming op. */
 int dv__forked(const char *op);
 
+/* The calling thread's kernel id (gettid): the number debuggers, perf and
+ * logs show.  Cached per thread. */
+uint32_t dv__thread_id(void);
+
 #endif /* DV_BASE_PROC_H */

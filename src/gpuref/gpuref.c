@@ -892,6 +892,19 @@ void dv__ref_invalidate_all(dv_ref_domain *d, void (*drop)(dv_block *block, void
     dv__ref_flush_recycled(d);
 }
 
+void dv__ref_each_live(dv_ref_domain *d, void (*fn)(const dv_ref_slot *slot, void *arg), void *arg)
+{
+    uint32_t n = atomic_load_explicit(&d->nchunks, memory_order_acquire);
+    for (uint32_t k = 0; k < n; k++) {
+        ref_chunk *c = chunk_of(d, k * CHUNK);
+        for (uint32_t i = 0; i < CHUNK; i++) {
+            const dv_ref_slot *s = &c->slot[i];
+            if (s->gen != 0 && s->status == DV_OK && s->block.state == DV_BLOCK_LIVE)
+                fn(s, arg);
+        }
+    }
+}
+
 _Atomic uint64_t *dv__ref_word(dv_ref ref)
 {
     dv_ref_domain *d = domain_at(REF_DOMAIN(ref.bits));

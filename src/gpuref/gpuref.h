@@ -88,6 +88,8 @@ typedef struct dv_ref_slot {
     uint32_t gen;    /* the generation the actor holds it for; 0: free */
     uint32_t index;  /* its index in the domain */
     int32_t status;  /* DV_OK, or the allocation's failure */
+    uint32_t poster; /* the kernel id of the thread that posted the allocation */
+    uint64_t born;   /* when it was settled: CLOCK_REALTIME_COARSE, ns */
 } dv_ref_slot;
 
 /* The block's address was handed out (dv_ref_access, a task's resolved
@@ -158,6 +160,8 @@ void dv__ref_cache_return(dv_ref_domain *d, dv_ref_cache *cache);
 void dv__ref_invalidate_all(dv_ref_domain *d, void (*drop)(dv_block *block, void *arg), void *arg);
 /* Slots the actor holds (settled, not freed).  Any thread. */
 uint64_t dv__ref_held(const dv_ref_domain *d);
+/* Call fn for every slot holding a live block (the actor's thread). */
+void dv__ref_each_live(dv_ref_domain *d, void (*fn)(const dv_ref_slot *slot, void *arg), void *arg);
 /* The count word of ref's slot, or NULL (white-box tests of the limits). */
 _Atomic uint64_t *dv__ref_word(dv_ref ref);
 /* dv_ref_try_access for devactor's own look (any thread): the address is

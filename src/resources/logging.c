@@ -8,8 +8,9 @@
  *
  *   Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId
  *
- *   Thread   the calling thread's kernel id (gettid): numeric, and the
- *            same number debuggers and perf show
+ *   Thread   the kernel id (gettid) of the thread that posted the
+ *            allocation or the last release (env->poster), else the
+ *            calling thread's: numeric, the number debuggers and perf show
  *   Time     wall-clock seconds since the Unix epoch, with microseconds
  *   Action   allocate | free | allocate failure | free failure
  *   Pointer  0x-hex device address (0x0 for a failed allocation)
@@ -21,7 +22,7 @@
  *   Device   ordinal
  *   Tag      the caller's tag, CSV-quoted where it holds a comma, a quote
  *            or a line break
- *   QueryId  the tag's query id
+ *   QueryId  the query the allocation was posted under (dv_query_set)
  *
  * The first six columns keep the names and meanings of RMM's
  * logging_resource_adaptor, so a reader of one log can read the other;
@@ -49,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/proc.h"
 #include "resources/resource.h"
 
 /* ------------------------------------------------------------------------
@@ -210,6 +212,7 @@ void dv__log_sink_destroy(dv_log_sink *sink)
  * ------------------------------------------------------------------------ */
 
 typedef struct log_row {
+    uint32_t thread;
     const char *action;
     dv_dptr ptr;
     uint64_t size;
@@ -218,14 +221,6 @@ typedef struct log_row {
     dv_tag tag;
 } log_row;
 
-static long thread_id(void)
-{
-    /* A syscall per row would be the costliest part of it. */
-    static _Thread_local long tid;
-    if (tid == 0)
-        tid = (long)syscall(SYS_gettid);
-    return tid;
-}
 
 static bool needs_quotes(const char *s)
 {
@@ -265,7 +260,7 @@ static size_t csv_field(char *dst, size_t cap, const char *field)
 static size_t format_row(char *buf, size_t cap, const log_row *row, const struct timespec *now)
 {
     const char *tag = row->tag.name != NULL ? row->tag.name : "";
-    int head = snprintf(buf, cap, "%ld,%lld.%06ld,%s,0x%" PRIx64 ",%" PRIu64 ",%u,%d,", thread_id(),
+    int head = snprintf(buf, cap, "%u,%lld.%06ld,%s,0x%" PRIx64 ",%" PRIu64 ",%u,%d,", row->thread,
                         (long long)now->tv_sec, now->tv_nsec / 1000L, row->action, row->ptr,
                         row->size, row->stream, row->device);
     size_t n = head > 0 ? (size_t)head : 0;
@@ -304,6 +299,13 @@ static void log_write(dv_log_sink *sink, const log_row *row)
  * The resource
  * ------------------------------------------------------------------------ */
 
+/* The thread a row names: the one that posted what the owner serves, or
+ * the calling thread where nothing was posted (the resource used alone). */
+static uint32_t poster_of(const dv_resource *r)
+{
+    return r->env != NULL && r->env->poster != 0 ? r->env->poster : dv__thread_id();
+}
+
 typedef struct logging_res {
     dv_resource base;
     dv_log_sink *sink; /* not owned */
@@ -315,19 +317,20 @@ static int logging_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
                             dv_block *out)
 {
     int rc = dv__res_allocate(r->upstream, bytes, stream, tag, out);
+    uint32_t who = poster_of(r);
     if (rc == DV_OK)
-        log_write(LOGGING(r)->sink,
-                  &(log_row){"allocate", out->ptr, out->requested, stream, out->device, out->tag});
+        log_write(LOGGING(r)->sink, &(log_row){who, "allocate", out->ptr, out->requested, stream,
+                                               out->device, out->tag});
     else
         log_write(LOGGING(r)->sink,
-                  &(log_row){"allocate failure", 0, bytes, stream, r->device, tag});
+                  &(log_row){who, "allocate failure", 0, bytes, stream, r->device, tag});
     return rc;
 }
 
 static int logging_deallocate(dv_resource *r, dv_block *block)
 {
-    log_row row = {"free",        block->ptr, block->requested, block->alloc_stream,
-                   block->device, block->tag};
+    log_row row = {poster_of(r),  "free",        block->ptr, block->requested,
+                   block->alloc_stream, block->device, block->tag};
     int rc = dv__res_deallocate(r->upstream, block);
     if (rc != DV_OK)
         row.action = "free failure";

@@ -123,6 +123,9 @@ typedef struct dv_res_env {
     uint32_t nstreams;
     pthread_t owner;
     uint64_t gen_next, gen_end; /* block generations not handed out yet */
+    /* The thread whose message the owner is serving (its kernel id), for
+     * logs; 0: the owner's own work (the log names the owner). */
+    uint32_t poster;
 } dv_res_env;
 
 /*
