@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "actor/actor.h"
+#include "actor/nvtx.h"
 #include "base/futex.h"
 
 #define BATCH 64
@@ -61,6 +62,7 @@ void *dv__actor_main(void *arg)
      * slack (50 us) would stretch every one. */
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     dv__res_env_adopt(&a->env);
+    dv__nvtx_thread(a->device);
     for (;;) {
         /* Read before the take: every post came before the close, so a
          * take that finds nothing after it has seen them all. */

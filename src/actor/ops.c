@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "actor/nvtx.h"
 #include "actor/recorder.h"
 #include "driver/sim.h"
 
@@ -690,6 +691,7 @@ void dv__handle(dv_actor *a, const dv_envelope *e)
      * reports, and success never reads it.  The log names the thread
      * that posted what the stack does now. */
     a->env.poster = e->from != NULL ? e->from->tid : 0;
+    dv__nvtx_push(e->m.type);
     switch ((enum dv_msg_type)e->m.type) {
     case DV_MSG_ALLOC:
         handle_alloc(a, e);
@@ -764,4 +766,5 @@ void dv__handle(dv_actor *a, const dv_envelope *e)
         dv__reply(a, e, DV_EINVAL);
         break;
     }
+    dv__nvtx_pop();
 }
