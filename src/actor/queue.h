@@ -93,7 +93,6 @@ typedef struct dv_client {
     /* The poster's side. */
     uint32_t id;  /* unique in the inbox: "client N" in reports */
     uint32_t seq; /* the next message's sequence number */
-    uint32_t tid; /* the posting thread's kernel id (statistics, logs, snapshots) */
     uint64_t inbox_uid;
     dv_known *known;   /* the thread's knowledge of this actor (checker) */
     dv_know_list know; /* its snapshots on their way to the actor */
@@ -103,6 +102,10 @@ typedef struct dv_client {
     atomic_bool closed;   /* its inbox is gone */
     /* The actor's side, on a line of its own. */
     _Alignas(64) uint32_t expect_seq; /* the next sequence number it should see */
+    /* The posting thread's kernel id (logs, snapshots): set when made, read
+     * by the actor with every message, so on the actor's line, not on the
+     * poster's, which every post writes. */
+    uint32_t tid;
 } dv_client;
 
 /* A message as the actor takes it: with the client that posted it (valid
