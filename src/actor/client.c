@@ -219,10 +219,10 @@ uint64_t dv_query_get(void)
 }
 
 static int memory_call(dv_actor *a, dv_stats_kind kind, void *out, size_t cap, size_t *count,
-                       int by)
+                       int by, const char *op)
 {
     if (a == NULL)
-        return dv__fail(DV_EINVAL, "memory_stats", "memory_stats: NULL actor");
+        return dv__fail(DV_EINVAL, op, "%s: NULL actor", op);
     dv_msg m = {.type = DV_MSG_STATS,
                 .u.stats = {.out = out, .cap = cap, .count = count, .kind = (uint8_t)kind,
                             .by = (uint8_t)by}};
@@ -237,7 +237,7 @@ int dv_memory_stats_get_sized(dv_actor *a, dv_memory_stats *out, size_t size)
         return dv__fail(DV_EINVAL, "memory_stats", "memory_stats: size %zu (at least %u)", size,
                         DV_ABI_MEMORY_STATS_MIN);
     dv_memory_stats full;
-    int rc = memory_call(a, DV_STATS_MEMORY, &full, 0, NULL, 0);
+    int rc = memory_call(a, DV_STATS_MEMORY, &full, 0, NULL, 0, "memory_stats");
     if (rc == DV_OK)
         dv__abi_copy_out(out, size, &full, sizeof(full));
     return rc;
@@ -245,7 +245,7 @@ int dv_memory_stats_get_sized(dv_actor *a, dv_memory_stats *out, size_t size)
 
 int dv_memory_reset_peaks(dv_actor *a)
 {
-    return memory_call(a, DV_STATS_RESET_PEAKS, NULL, 0, NULL, 0);
+    return memory_call(a, DV_STATS_RESET_PEAKS, NULL, 0, NULL, 0, "memory_reset_peaks");
 }
 
 int dv_memory_usage_get(dv_actor *a, dv_memory_key by, dv_memory_usage *rows, size_t cap,
@@ -257,7 +257,7 @@ int dv_memory_usage_get(dv_actor *a, dv_memory_key by, dv_memory_usage *rows, si
         return dv__fail(DV_EINVAL, "memory_usage", "memory_usage: key %d (by tag %d, by query %d)",
                         (int)by, DV_MEMORY_BY_TAG, DV_MEMORY_BY_QUERY);
     size_t n = 0;
-    int rc = memory_call(a, DV_STATS_USAGE, rows, cap, &n, by);
+    int rc = memory_call(a, DV_STATS_USAGE, rows, cap, &n, by, "memory_usage");
     if (rc == DV_OK && count != NULL)
         *count = n;
     return rc;
@@ -284,7 +284,7 @@ int dv_memory_snapshot(dv_actor *a, const char *path)
         return dv__fail(DV_EINVAL, "memory_snapshot", "memory_snapshot: no path");
     dv_snapshot_row *rows = NULL;
     size_t n = 0;
-    int rc = memory_call(a, DV_STATS_SNAPSHOT, &rows, 0, &n, 0);
+    int rc = memory_call(a, DV_STATS_SNAPSHOT, &rows, 0, &n, 0, "memory_snapshot");
     if (rc != DV_OK)
         return rc;
     struct timespec now;

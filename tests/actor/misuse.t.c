@@ -137,6 +137,8 @@ static dv_event *eout;
 static float ms;
 static dv_ref_info info;
 static dv_actor_stats stats;
+static dv_memory_stats mstats;
+static dv_memory_usage usage[4];
 static dv_actor_health health;
 static dv_error_detail hz;
 static dv_actor *aout;
@@ -191,6 +193,11 @@ static const struct {
     {"dv_actor_shutdown", "shutdown"},
     {"dv_actor_destroy", "destroy|shutdown"},
     {"dv_actor_health_get", "health"},
+    {"dv_memory_stats_get", "memory_stats|statistics"},
+    {"dv_memory_reset_peaks", "memory_reset_peaks|statistics"},
+    {"dv_memory_usage_get", "memory_usage|memory_stats|statistics"},
+    {"dv_memory_snapshot", "memory_snapshot|statistics"},
+    {"dv_actor_config_parse", "config"},
     {"dv_actor_last_hazard", "last_hazard"},
     {"dv_kernel_get", "kernel_get|module_load|func_get"},
     {"dv_launch", "launch"},
@@ -590,6 +597,7 @@ static int create(const dv_actor_config *config)
 enum cfg_field {
     CFG_BACKEND,
     CFG_STREAMS,
+    CFG_SIZE,
     CFG_QUEUE,
     CFG_DEVICE,
     CFG_SIM_DEVICES,
@@ -598,6 +606,7 @@ enum cfg_field {
     CFG_ON_A,     /* A's driver (2 devices: A serves 0, B serves 1), this device */
 };
 static dv_actor_config cfg_store;
+/* A configuration in a static store (dv_actor_config_parse may write it). */
 static const dv_actor_config *cfg(enum cfg_field field, uint64_t value)
 {
     dv_actor_config *c = &cfg_store;
@@ -611,6 +620,9 @@ static const dv_actor_config *cfg(enum cfg_field field, uint64_t value)
         break;
     case CFG_STREAMS:
         c->streams = (uint32_t)value;
+        break;
+    case CFG_SIZE:
+        c->size = (uint32_t)value;
         break;
     case CFG_QUEUE:
         c->queue_capacity = (uint32_t)value;
@@ -771,6 +783,8 @@ enum probe_call {
     P_BLOCK_MEMSET,
     P_BLOCK_DTOD,
     P_BLOCK_STATS,
+    P_BLOCK_MEMSTATS,
+    P_BLOCK_SNAPSHOT,
     P_BLOCK_KERNEL_GET,
     P_BLOCK_EVENT_SYNC,
     P_BLOCK_SHUTDOWN,
@@ -904,6 +918,12 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
         break;
     case P_BLOCK_STATS:
         rc = dv_actor_stats_get(a, &stats);
+        break;
+    case P_BLOCK_MEMSTATS:
+        rc = dv_memory_stats_get(a, &mstats);
+        break;
+    case P_BLOCK_SNAPSHOT:
+        rc = dv_memory_snapshot(a, "/dev/null");
         break;
     case P_BLOCK_KERNEL_GET:
         rc = dv_kernel_get(a, NULL, 0, "empty", &kout);
@@ -1244,6 +1264,18 @@ static void table_actors(void)
 {
     VAL("dv_actor_config_init", "NULL config", (dv_actor_config_init(NULL), true));
 
+    ROW("dv_actor_config_parse", DV_EINVAL, "NULL config",
+        dv_actor_config_parse(NULL, "streams:2"));
+    ROW("dv_actor_config_parse", DV_EINVAL, "NULL text",
+        dv_actor_config_parse((dv_actor_config *)cfg(CFG_STREAMS, 4), NULL));
+    ROW("dv_actor_config_parse", DV_EINVAL, "an unknown key",
+        dv_actor_config_parse((dv_actor_config *)cfg(CFG_STREAMS, 4), "streams:2,nonsense:1"));
+    ROW("dv_actor_config_parse", DV_EINVAL, "a config never set up (size 0)",
+        dv_actor_config_parse((dv_actor_config *)cfg(CFG_SIZE, 0), "streams:2"));
+    ROW("dv_actor_create", DV_EINVAL, "a config never set up (size 0)", create(cfg(CFG_SIZE, 0)));
+    ROW("dv_actor_create", DV_EINVAL, "a size that is not a multiple of 8",
+        create(cfg(CFG_SIZE, 137)));
+
     ROW("dv_actor_get", DV_EINVAL, "NULL out", dv_actor_get(0, NULL));
     ROW("dv_actor_get", DV_EINVAL, "ordinal -1", dv_actor_get(-1, &aout));
     ROW("dv_actor_get", DV_EINVAL, "ordinal DV_MAX_DEVICES", dv_actor_get(DV_MAX_DEVICES, &aout));
@@ -1308,6 +1340,36 @@ static void table_actors(void)
     ROW("dv_actor_stats_get", DV_EINVAL, "NULL out", dv_actor_stats_get(A, NULL));
     ROW("dv_actor_stats_get", DV_ESHUTDOWN, "after shutdown", dv_actor_stats_get(SD, &stats));
     ROW("dv_actor_stats_get", DV_EDEADLK, "inside a task on its own actor", in_task(P_BLOCK_STATS));
+    ROW("dv_memory_stats_get", DV_EINVAL, "NULL actor", dv_memory_stats_get(NULL, &mstats));
+    ROW("dv_memory_stats_get", DV_EINVAL, "NULL out",
+        dv_memory_stats_get_sized(A, NULL, sizeof(mstats)));
+    ROW("dv_memory_stats_get", DV_EINVAL, "a size below the first layout",
+        dv_memory_stats_get_sized(A, &mstats, 8));
+    ROW("dv_memory_stats_get", DV_EINVAL, "a size over 4096",
+        dv_memory_stats_get_sized(A, &mstats, 8192));
+    ROW("dv_memory_stats_get", DV_ESHUTDOWN, "after shutdown", dv_memory_stats_get(SD, &mstats));
+    ROW("dv_memory_stats_get", DV_EDEADLK, "inside a task on its own actor",
+        in_task(P_BLOCK_MEMSTATS));
+    ROW("dv_memory_reset_peaks", DV_EINVAL, "NULL actor", dv_memory_reset_peaks(NULL));
+    ROW("dv_memory_reset_peaks", DV_ESHUTDOWN, "after shutdown", dv_memory_reset_peaks(SD));
+    ROW("dv_memory_usage_get", DV_EINVAL, "NULL actor",
+        dv_memory_usage_get(NULL, DV_MEMORY_BY_TAG, usage, 4, NULL));
+    ROW("dv_memory_usage_get", DV_EINVAL, "key 0",
+        dv_memory_usage_get(A, (dv_memory_key)0, usage, 4, NULL));
+    ROW("dv_memory_usage_get", DV_EINVAL, "NULL rows with room for 4",
+        dv_memory_usage_get(A, DV_MEMORY_BY_QUERY, NULL, 4, NULL));
+    ROW("dv_memory_usage_get", DV_OK, "NULL rows and cap 0 (a count) [silent]",
+        dv_memory_usage_get(A, DV_MEMORY_BY_QUERY, NULL, 0, NULL));
+    ROW("dv_memory_usage_get", DV_ESHUTDOWN, "after shutdown",
+        dv_memory_usage_get(SD, DV_MEMORY_BY_TAG, usage, 4, NULL));
+    ROW("dv_memory_snapshot", DV_EINVAL, "NULL actor", dv_memory_snapshot(NULL, "/dev/null"));
+    ROW("dv_memory_snapshot", DV_EINVAL, "NULL path", dv_memory_snapshot(A, NULL));
+    ROW("dv_memory_snapshot", DV_EINVAL, "an empty path", dv_memory_snapshot(A, ""));
+    ROW("dv_memory_snapshot", DV_EIO, "a directory that does not exist",
+        dv_memory_snapshot(A, "/nonexistent/dir/snap.csv"));
+    ROW("dv_memory_snapshot", DV_ESHUTDOWN, "after shutdown", dv_memory_snapshot(SD, "/dev/null"));
+    ROW("dv_memory_snapshot", DV_EDEADLK, "inside a task on its own actor",
+        in_task(P_BLOCK_SNAPSHOT));
     ROW("dv_actor_last_hazard", DV_EINVAL, "NULL actor", dv_actor_last_hazard(NULL, &hz));
     ROW("dv_actor_last_hazard", DV_EINVAL, "NULL out", dv_actor_last_hazard(A, NULL));
     ROW("dv_actor_last_hazard", DV_OK, "after shutdown [silent: it reads published state]",
