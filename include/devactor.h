@@ -336,6 +336,7 @@ DV_EXPORT bool dv_future_reached(const dv_future *f, dv_milestone m);
 DV_EXPORT int dv_future_fail(dv_future *f, int status);
 
 typedef struct dv_actor dv_actor;
+struct dv_resource; /* devactor_resource.h */
 
 /* The resource stack an actor allocates through, bottom to top:
  * the driver's stream-ordered allocator, then optional layers. */
@@ -376,6 +377,12 @@ typedef struct dv_actor_config {
     uint64_t sim_seed;
     uint32_t sim_delay_max_us;
     void *driver; /* share an open driver (tests, several devices) */
+    /* Since 0.2: a stack of resources of the caller's making
+     * (devactor_resource.h); NULL: the one pool, guard, log_path and
+     * budget_bytes describe.  Called on the actor's thread at its start and
+     * after every rebuild, with the bottom (the driver's allocator). */
+    int (*stack)(struct dv_resource *bottom, void *user, struct dv_resource **top);
+    void *stack_user;
 } dv_actor_config;
 
 /* Defaults, and size (ABI, above); the macro passes the caller's sizeof. */

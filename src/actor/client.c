@@ -229,6 +229,14 @@ static int memory_call(dv_actor *a, dv_stats_kind kind, void *out, size_t cap, s
     return call(a, &m, NULL);
 }
 
+int dv_actor_resources(dv_actor *a, int (*fn)(struct dv_resource *top, void *user), void *user)
+{
+    if (fn == NULL)
+        return dv__fail(DV_EINVAL, "actor_resources", "actor_resources: NULL function");
+    dv_stack_visit v = {fn, user};
+    return memory_call(a, DV_STATS_VISIT, &v, 0, NULL, 0, "actor_resources");
+}
+
 int dv_memory_stats_get_sized(dv_actor *a, dv_memory_stats *out, size_t size)
 {
     if (out == NULL)

@@ -71,6 +71,19 @@ static int build_stack(dv_actor *a)
         return rc;
     top = r;
     a->bottom = r;
+    if (a->cfg.stack != NULL) {
+        /* The caller's stack (devactor_resource.h), on this thread. */
+        rc = a->cfg.stack(r, a->cfg.stack_user, &top);
+        if (rc == DV_OK && top == NULL)
+            rc = dv__fail(DV_EINVAL, "stack", "the stack function returned no top");
+        if (rc != DV_OK) {
+            a->bottom = NULL;
+            dv__res_destroy_stack(r); /* it destroyed what it made */
+            return rc;
+        }
+        a->stack = top;
+        return DV_OK;
+    }
     if (a->cfg.pool && !a->cfg.direct_alloc) {
         dv_pool_config pcfg;
         dv__pool_config_init(&pcfg);
@@ -101,6 +114,15 @@ fail:
     return rc;
 }
 
+/* Does the stack suballocate somewhere (a pool hands memory out again)? */
+static bool stack_pools(const dv_actor *a)
+{
+    for (const dv_resource *r = a->stack; r != NULL; r = r->upstream)
+        if (strcmp(dv__res_name(r), "pool") == 0)
+            return true;
+    return false;
+}
+
 /*
  * Everything on top of a retained context: streams, the pool's release
  * threshold, the resource stack, the completion tracker, the checker.
@@ -123,7 +145,7 @@ static int build_state(dv_actor *a)
     /* Reuse is checked where devactor's pool hands memory out again; the
      * driver orders its own. */
     if (a->cfg.check_order &&
-        (rc = dv__checker_create(&a->env, a->cfg.pool && !a->cfg.direct_alloc, a->uid,
+        (rc = dv__checker_create(&a->env, stack_pools(a), a->uid,
                                  dv__ref_domain_context(a->refs), &a->chk)) != DV_OK)
         goto fail_done;
     /* Host memory the actor holds is pinned again in this context. */

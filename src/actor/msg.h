@@ -140,7 +140,14 @@ typedef enum dv_stats_kind {
     DV_STATS_RESET_PEAKS,
     DV_STATS_USAGE,      /* out: dv_memory_usage[cap], by; *count */
     DV_STATS_SNAPSHOT,   /* out: dv_snapshot_row ** (the actor's malloc); *count */
+    DV_STATS_VISIT,      /* out: dv_stack_visit */
 } dv_stats_kind;
+
+/* dv_actor_resources: fn(the stack's top, user) on the actor's thread. */
+typedef struct dv_stack_visit {
+    int (*fn)(struct dv_resource *top, void *user);
+    void *user;
+} dv_stack_visit;
 
 /* One live block in a snapshot. */
 typedef struct dv_snapshot_row {

@@ -563,6 +563,12 @@ static int handle_memory(dv_actor *a, const dv_msg_stats *m)
         *m->count = f.n;
         return DV_OK;
     }
+    case DV_STATS_VISIT: {
+        const dv_stack_visit *v = m->out;
+        if (a->stack == NULL)
+            return dv__fail(DV_ESTALE, "actor_resources", "actor_resources: the actor has no stack");
+        return v->fn(a->stack, v->user);
+    }
     case DV_STATS_ACTOR:
         break;
     }

@@ -145,7 +145,7 @@ static void budget_destroy(dv_resource *r)
     free(BUDGET(r));
 }
 
-static const dv_resource_ops budget_ops = {
+static const dv_res_ops budget_ops = {
     .name = "budget",
     .allocate = budget_allocate,
     .deallocate = budget_deallocate,

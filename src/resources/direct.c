@@ -117,7 +117,7 @@ static void direct_destroy(dv_resource *r)
     free(r);
 }
 
-static const dv_resource_ops direct_ops = {
+static const dv_res_ops direct_ops = {
     .name = "direct",
     .allocate = direct_allocate,
     .deallocate = direct_deallocate,

@@ -577,7 +577,7 @@ static void guard_destroy(dv_resource *r)
     free(g);
 }
 
-static const dv_resource_ops guard_ops = {
+static const dv_res_ops guard_ops = {
     .name = "guard",
     .allocate = guard_allocate,
     .deallocate = guard_deallocate,

@@ -308,7 +308,8 @@ static uint32_t poster_of(const dv_resource *r)
 
 typedef struct logging_res {
     dv_resource base;
-    dv_log_sink *sink; /* not owned */
+    dv_log_sink *sink;
+    bool owns_sink; /* made for it (dv_resource_logging): destroyed with it */
 } logging_res;
 
 #define LOGGING(r) ((logging_res *)(r))
@@ -340,10 +341,12 @@ static int logging_deallocate(dv_resource *r, dv_block *block)
 
 static void logging_destroy(dv_resource *r)
 {
+    if (LOGGING(r)->owns_sink)
+        dv__log_sink_destroy(LOGGING(r)->sink);
     free(LOGGING(r));
 }
 
-static const dv_resource_ops logging_ops = {
+static const dv_res_ops logging_ops = {
     .name = "logging",
     .allocate = logging_allocate,
     .deallocate = logging_deallocate,
@@ -364,5 +367,19 @@ int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_res
                             .device = upstream->device};
     l->sink = sink;
     *out = &l->base;
+    return DV_OK;
+}
+
+int dv__logging_resource_create_file(dv_resource *upstream, const char *path, dv_resource **out)
+{
+    dv_log_sink *sink = NULL;
+    int rc = dv__log_sink_file(path, &sink);
+    if (rc != DV_OK)
+        return rc;
+    if ((rc = dv__logging_resource_create(upstream, sink, out)) != DV_OK) {
+        dv__log_sink_destroy(sink);
+        return rc;
+    }
+    LOGGING(*out)->owns_sink = true;
     return DV_OK;
 }

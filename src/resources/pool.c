@@ -181,7 +181,7 @@ typedef struct pool_res {
     atomic_uint_fast64_t outstanding; /* read from any thread */
 } pool_res;
 
-static const dv_resource_ops pool_ops;
+static const dv_res_ops pool_ops;
 
 static pool_res *pool_of(dv_resource *r)
 {
@@ -900,7 +900,7 @@ static void pool_note_stream_wait(dv_resource *res, dv_stream_id waiter, dv_stre
     dv__tracker_note_wait(pool_of(res)->t, waiter, signaler, pos);
 }
 
-static const dv_resource_ops pool_ops = {
+static const dv_res_ops pool_ops = {
     .name = "pool",
     .allocate = pool_allocate,
     .deallocate = pool_deallocate,

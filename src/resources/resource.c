@@ -204,7 +204,7 @@ int dv__res_deallocate(dv_resource *r, dv_block *block)
  * resource upstream whose op is set.  A decorator leaves NULL the ops it
  * would only forward (as Redis's ConnectionType does).
  */
-#define IMPL(r, op) ((dv_resource *)impl_of((r), offsetof(dv_resource_ops, op)))
+#define IMPL(r, op) ((dv_resource *)impl_of((r), offsetof(dv_res_ops, op)))
 
 static const dv_resource *impl_of(const dv_resource *r, size_t op)
 {

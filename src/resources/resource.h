@@ -43,6 +43,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "devactor_resource.h"
+
 #include "base/assert.h"
 #include "base/slab.h"
 #include "driver/port.h"
@@ -61,37 +63,7 @@ typedef enum dv_access {
     DV_ACCESS_READ_WRITE = 3,
 } dv_access;
 
-/* Who asked: name must outlive the block (a literal, or interned). */
-typedef struct dv_tag {
-    const char *name;
-    uint64_t query_id;
-} dv_tag;
-
-typedef enum dv_block_state {
-    DV_BLOCK_LIVE = 1,    /* allocated, usable in alloc_stream order */
-    DV_BLOCK_RETIRED,     /* deallocated, its free queued but not reached */
-    DV_BLOCK_QUARANTINED, /* held back by the guard before reuse */
-    DV_BLOCK_FREED,       /* gone */
-} dv_block_state;
-
-/*
- * One cache line.  slot is where the resource that handed the block out
- * keeps its record (an index, never a pointer: a foreign or forged value
- * is bounds-checked and then fails the generation check), so finding a
- * block costs one access to its record instead of a hash probe.  0: none.
- */
-typedef struct dv_block {
-    dv_dptr ptr;
-    uint64_t bytes;      /* usable bytes, >= requested */
-    uint64_t requested;  /* what the caller asked for */
-    uint64_t generation; /* process-wide, monotonic, never reused */
-    dv_tag tag;
-    uint16_t alloc_stream; /* a dv_stream_id, < DV_MAX_STREAMS */
-    uint16_t state;        /* a dv_block_state */
-    uint32_t align;
-    int device;
-    uint32_t slot;
-} dv_block;
+/* dv_tag, dv_block_state and dv_block are public (devactor_resource.h). */
 
 _Static_assert(sizeof(dv_block) == 64, "a block is one cache line");
 _Static_assert(DV_MAX_STREAMS <= UINT16_MAX, "alloc_stream holds any stream id");
@@ -166,7 +138,7 @@ int dv__res_env_sync(dv_res_env *env);
 
 typedef struct dv_resource dv_resource;
 
-typedef struct dv_resource_ops {
+typedef struct dv_res_ops {
     const char *name;
     int (*allocate)(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag, dv_block *out);
     /* On success the block's state reads RETIRED, QUARANTINED or FREED. */
@@ -188,7 +160,7 @@ typedef struct dv_resource_ops {
     /* Frees what the resource holds (not its upstream). Blocks still live
      * are returned upstream first. */
     void (*destroy)(dv_resource *r);
-} dv_resource_ops;
+} dv_res_ops;
 
 /* Every op but allocate, deallocate and destroy may be NULL in a
  * decorator: the wrappers below then call the first resource upstream
@@ -196,7 +168,7 @@ typedef struct dv_resource_ops {
 
 /* Base of every resource; implementations embed it first. */
 struct dv_resource {
-    const dv_resource_ops *ops;
+    const dv_res_ops *ops;
     dv_resource *upstream; /* NULL for direct and async */
     dv_res_env *env;
     int device;
@@ -259,14 +231,7 @@ typedef struct dv_pool_config {
 void dv__pool_config_init(dv_pool_config *cfg);
 int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
 
-typedef struct dv_pool_stats {
-    uint64_t chunk_bytes;   /* held from upstream */
-    uint64_t free_bytes;    /* in chunks, not handed out */
-    uint64_t stacked_bytes; /* of those, freed small blocks on their stacks (not coalesced) */
-    uint64_t largest_free;  /* largest block allocatable without growing */
-    uint32_t chunks;
-    double fragmentation; /* 1 - largest_free / free_bytes (0 when empty) */
-} dv_pool_stats;
+/* dv_pool_stats: public (devactor_resource.h). */
 /* Owner thread only. */
 int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out);
 /* Return every empty chunk upstream (owner thread).  *released may be NULL. */
@@ -288,6 +253,8 @@ void dv__log_sink_destroy(dv_log_sink *sink);
 /* CSV: header, then one row per allocate, free and failure.  The sink is
  * not owned; destroy it after the resource. */
 int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out);
+/* The same with a file sink of its own, destroyed with it. */
+int dv__logging_resource_create_file(dv_resource *upstream, const char *path, dv_resource **out);
 #define DV_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"
 
 typedef struct dv_guard_config {

@@ -1,0 +1,248 @@
+/*
+ * The public face of the resources (devactor_resource.h): the dv_res_*
+ * wrappers behind a check that the caller is the stack's owner thread, the
+ * layers' constructors, and the adapter that runs a caller's own
+ * allocate and deallocate as a layer.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devactor_resource.h"
+#include "resources/resource.h"
+
+/* Public calls on the wrong thread are refused rather than asserted: a
+ * stack belongs to one thread, and a caller's mistake must not corrupt it. */
+static int owner_check(const dv_resource *r, const char *op)
+{
+    if (r == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: NULL resource", op);
+    if (r->env == NULL || !pthread_equal(pthread_self(), r->env->owner))
+        return dv__fail(DV_EINVAL, op,
+                        "%s: resource %s used off its actor's thread (only in the stack "
+                        "function, a resource's own calls, or dv_actor_resources)",
+                        op, dv__res_name(r));
+    return DV_OK;
+}
+
+int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_tag tag,
+                         dv_block *out)
+{
+    int rc = owner_check(r, "resource_allocate");
+    if (rc != DV_OK)
+        return rc;
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, "resource_allocate", "resource_allocate: NULL out");
+    return dv__res_allocate(r, bytes, stream, tag, out);
+}
+
+int dv_resource_deallocate(dv_resource *r, dv_block *block)
+{
+    int rc = owner_check(r, "resource_deallocate");
+    return rc != DV_OK ? rc : dv__res_deallocate(r, block);
+}
+
+uint64_t dv_resource_bytes_outstanding(const dv_resource *r)
+{
+    return r != NULL ? dv__res_bytes_outstanding(r) : 0;
+}
+
+/* A caller's layer (dv_resource_adapt, below). */
+typedef struct adapter {
+    dv_resource base;
+    const dv_resource_ops *ops;
+    void *self;
+} adapter;
+
+#define ADAPTER(r) ((adapter *)(r))
+
+static const dv_res_ops adapter_ops;
+
+const char *dv_resource_name(const dv_resource *r)
+{
+    if (r != NULL && r->ops == &adapter_ops)
+        return ADAPTER(r)->ops->name != NULL ? ADAPTER(r)->ops->name : "adapter";
+    return dv__res_name(r);
+}
+
+dv_resource *dv_resource_upstream(const dv_resource *r)
+{
+    return r != NULL ? r->upstream : NULL;
+}
+
+void dv_resource_destroy(dv_resource *r)
+{
+    if (owner_check(r, "resource_destroy") == DV_OK)
+        r->ops->destroy(r);
+}
+
+static int layer_check(dv_resource *upstream, dv_resource **out, const char *op)
+{
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, op, "%s: NULL out", op);
+    *out = NULL;
+    return owner_check(upstream, op);
+}
+
+int dv_resource_pool(dv_resource *upstream, const dv_pool_options *opts, dv_resource **out)
+{
+    int rc = layer_check(upstream, out, "resource_pool");
+    if (rc != DV_OK)
+        return rc;
+    dv_pool_config cfg;
+    dv__pool_config_init(&cfg);
+    if (opts != NULL) {
+        if (opts->initial_chunk_bytes)
+            cfg.initial_chunk_bytes = opts->initial_chunk_bytes;
+        if (opts->max_chunk_bytes)
+            cfg.max_chunk_bytes = opts->max_chunk_bytes;
+        cfg.max_pool_bytes = opts->max_pool_bytes;
+    }
+    return dv__pool_resource_create(upstream, &cfg, out);
+}
+
+int dv_resource_budget(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out)
+{
+    int rc = layer_check(upstream, out, "resource_budget");
+    return rc != DV_OK ? rc : dv__budget_resource_create(upstream, limit_bytes, out);
+}
+
+int dv_resource_logging(dv_resource *upstream, const char *path, dv_resource **out)
+{
+    int rc = layer_check(upstream, out, "resource_logging");
+    if (rc != DV_OK)
+        return rc;
+    if (path == NULL || *path == '\0')
+        return dv__fail(DV_EINVAL, "resource_logging", "resource_logging: no path");
+    return dv__logging_resource_create_file(upstream, path, out);
+}
+
+int dv_resource_guard(dv_resource *upstream, dv_resource **out)
+{
+    int rc = layer_check(upstream, out, "resource_guard");
+    if (rc != DV_OK)
+        return rc;
+    dv_guard_config cfg;
+    dv__guard_config_init(&cfg);
+    return dv__guard_resource_create(upstream, &cfg, out);
+}
+
+/* The first layout of dv_pool_stats (0.2.0). */
+#define POOL_STATS_MIN 48u
+_Static_assert(sizeof(dv_pool_stats) >= POOL_STATS_MIN, "dv_pool_stats only grows");
+
+int dv_resource_pool_stats_sized(dv_resource *pool, dv_pool_stats *out, size_t size)
+{
+    int rc = owner_check(pool, "resource_pool_stats");
+    if (rc != DV_OK)
+        return rc;
+    if (out == NULL || size < POOL_STATS_MIN || size > 4096 || size % 8 != 0)
+        return dv__fail(DV_EINVAL, "resource_pool_stats", "resource_pool_stats: %s",
+                        out == NULL ? "NULL out" : "a size it cannot take");
+    dv_pool_stats full;
+    if ((rc = dv__pool_stats_get(pool, &full)) != DV_OK)
+        return rc;
+    memcpy(out, &full, size < sizeof(full) ? size : sizeof(full));
+    if (size > sizeof(full))
+        memset((char *)out + sizeof(full), 0, size - sizeof(full));
+    return DV_OK;
+}
+
+int dv_resource_trim(dv_resource *r, uint64_t *released)
+{
+    int rc = owner_check(r, "resource_trim");
+    if (released != NULL)
+        *released = 0;
+    if (rc != DV_OK)
+        return rc;
+    /* Frees queued on the streams are reached first, so the pools see
+     * every block their callers gave back. */
+    if ((rc = dv__res_reap_pending(r)) != DV_OK)
+        return rc;
+    uint64_t total = 0;
+    for (dv_resource *x = r; x != NULL; x = x->upstream) {
+        if (strcmp(dv__res_name(x), "pool") != 0)
+            continue;
+        uint64_t n = 0;
+        if ((rc = dv__pool_trim(x, &n)) != DV_OK)
+            return rc;
+        total += n;
+    }
+    if (released != NULL)
+        *released = total;
+    /* The chunks' frees are queued on their streams: wait for them, so the
+     * driver's pool has them back before it is trimmed. */
+    if (total > 0 && (rc = dv__res_reap_pending(r)) != DV_OK)
+        return rc;
+    /* And the driver's pool underneath: its cached memory goes back. */
+    rc = dv__drv_pool_trim(r->env->ctx, 0);
+    return rc == DV_ENOTSUP ? DV_OK : rc;
+}
+
+/* ------------------------------------------------------------------------
+ * A caller's layer
+ * ------------------------------------------------------------------------ */
+
+static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
+                            dv_block *out)
+{
+    adapter *a = ADAPTER(r);
+    int rc = a->ops->allocate(a->self, r->upstream, bytes, stream, tag, out);
+    if (rc == DV_OK && out->state != DV_BLOCK_LIVE)
+        return dv__fail(DV_EINVAL, "allocate",
+                        "resource %s: allocate answered DV_OK without a live block from its "
+                        "upstream",
+                        a->ops->name != NULL ? a->ops->name : "(unnamed)");
+    return rc;
+}
+
+static int adapter_deallocate(dv_resource *r, dv_block *block)
+{
+    adapter *a = ADAPTER(r);
+    int rc = a->ops->deallocate(a->self, r->upstream, block);
+    if (rc == DV_OK && block->state == DV_BLOCK_LIVE)
+        return dv__fail(DV_EINVAL, "deallocate",
+                        "resource %s: deallocate answered DV_OK but did not give the block "
+                        "back upstream",
+                        a->ops->name != NULL ? a->ops->name : "(unnamed)");
+    return rc;
+}
+
+static void adapter_destroy(dv_resource *r)
+{
+    adapter *a = ADAPTER(r);
+    if (a->ops->destroy != NULL)
+        a->ops->destroy(a->self);
+    free(a);
+}
+
+/* Every other op (tracking, positions, reaping) is the upstream's: the
+ * blocks are its. */
+static const dv_res_ops adapter_ops = {
+    .name = "adapter",
+    .allocate = adapter_allocate,
+    .deallocate = adapter_deallocate,
+    .destroy = adapter_destroy,
+};
+
+int dv_resource_adapt(dv_resource *upstream, const dv_resource_ops *ops, void *self,
+                      dv_resource **out)
+{
+    int rc = layer_check(upstream, out, "resource_adapt");
+    if (rc != DV_OK)
+        return rc;
+    if (ops == NULL || ops->allocate == NULL || ops->deallocate == NULL)
+        return dv__fail(DV_EINVAL, "resource_adapt",
+                        "resource_adapt: ops with allocate and deallocate are needed");
+    adapter *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return dv__fail(DV_ENOMEM, "resource_adapt", "resource_adapt: out of host memory");
+    a->base = (dv_resource){.ops = &adapter_ops,
+                            .upstream = upstream,
+                            .env = upstream->env,
+                            .device = upstream->device};
+    a->ops = ops;
+    a->self = self;
+    *out = &a->base;
+    return DV_OK;
+}

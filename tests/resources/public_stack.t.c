@@ -1,0 +1,244 @@
+/*
+ * A stack of the caller's making (devactor_resource.h): budget over pool
+ * over the driver, and on top a layer of the caller's own that keeps a
+ * cache of device memory and spills it when the budget refuses.
+ *
+ *   - the stack function runs on the actor's thread, at the start and
+ *     after a reset; the layer's destroy runs when the stack goes;
+ *   - an allocation the budget refuses succeeds after the layer frees its
+ *     cache, and the layer sees the tag and the query;
+ *   - dv_actor_resources walks the stack: names, a pool's statistics, a
+ *     trim that gives the pool's chunks back;
+ *   - a failing stack function fails the start with its status; calls off
+ *     the actor's thread and a layer that breaks the contract are refused.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "devactor.h"
+#include "devactor_resource.h"
+#include "tap.h"
+
+#define MiB (UINT64_C(1) << 20)
+
+typedef struct spill {
+    dv_block cache[6]; /* 1 MiB each: memory it can give up */
+    int cached;
+    int spills, allocs, destroyed;
+    uint64_t last_query;
+    char last_tag[32];
+    int builds;
+    pthread_t built_on;
+    int fail_build; /* the next build fails with this */
+    bool cheat;     /* allocate answers DV_OK without a block */
+} spill;
+
+static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream,
+                          dv_tag tag, dv_block *out)
+{
+    spill *s = self;
+    s->allocs++;
+    s->last_query = tag.query_id;
+    snprintf(s->last_tag, sizeof(s->last_tag), "%s", tag.name ? tag.name : "");
+    if (s->cheat) {
+        memset(out, 0, sizeof(*out));
+        return DV_OK;
+    }
+    int rc = dv_resource_allocate(up, bytes, stream, tag, out);
+    while ((rc == DV_EOUT_OF_BUDGET || rc == DV_EDEVICE_OOM) && s->cached > 0) {
+        /* Give up what the cache holds, and ask again. */
+        while (s->cached > 0)
+            dv_resource_deallocate(up, &s->cache[--s->cached]);
+        s->spills++;
+        rc = dv_resource_allocate(up, bytes, stream, tag, out);
+    }
+    return rc;
+}
+
+static int spill_deallocate(void *self, dv_resource *up, dv_block *block)
+{
+    (void)self;
+    return dv_resource_deallocate(up, block);
+}
+
+static void spill_destroy(void *self)
+{
+    spill *s = self;
+    s->destroyed++;
+    s->cached = 0; /* its blocks go with the stack */
+}
+
+static const dv_resource_ops spill_ops = {
+    .name = "spill",
+    .allocate = spill_allocate,
+    .deallocate = spill_deallocate,
+    .destroy = spill_destroy,
+};
+
+static dv_resource *captured; /* a layer, to misuse from another thread */
+
+static int build(dv_resource *bottom, void *user, dv_resource **top)
+{
+    spill *s = user;
+    s->builds++;
+    s->built_on = pthread_self();
+    if (s->fail_build != 0) {
+        int rc = s->fail_build;
+        s->fail_build = 0;
+        return dv_error_set(rc, "build", 0, 0, "the stack function refuses");
+    }
+    dv_resource *pool = NULL, *budget = NULL, *mine = NULL;
+    dv_pool_options po = {.initial_chunk_bytes = 2 * MiB, .max_chunk_bytes = 4 * MiB};
+    int rc = dv_resource_pool(bottom, &po, &pool);
+    if (rc == DV_OK && (rc = dv_resource_budget(pool, 8 * MiB, &budget)) != DV_OK)
+        dv_resource_destroy(pool);
+    if (rc == DV_OK && (rc = dv_resource_adapt(budget, &spill_ops, s, &mine)) != DV_OK) {
+        dv_resource_destroy(budget);
+        dv_resource_destroy(pool);
+    }
+    if (rc != DV_OK)
+        return rc;
+    /* The cache: 6 of the budget's 8 MiB. */
+    s->cached = 0;
+    for (int i = 0; i < 6; i++) {
+        if (dv_resource_allocate(budget, MiB, 0, (dv_tag){"cache", 0}, &s->cache[i]) == DV_OK)
+            s->cached++;
+    }
+    captured = mine;
+    *top = mine;
+    return DV_OK;
+}
+
+typedef struct walk {
+    char names[128];
+    dv_pool_stats pool;
+    int pool_rc;
+    uint64_t released, outstanding_before, outstanding_after;
+    int trim_rc;
+    bool trim;
+} walk;
+
+static int visit(dv_resource *top, void *user)
+{
+    walk *w = user;
+    w->names[0] = '\0';
+    dv_resource *pool = NULL;
+    for (dv_resource *r = top; r != NULL; r = dv_resource_upstream(r)) {
+        strncat(w->names, dv_resource_name(r), sizeof(w->names) - strlen(w->names) - 2);
+        strncat(w->names, " ", sizeof(w->names) - strlen(w->names) - 1);
+        if (strcmp(dv_resource_name(r), "pool") == 0)
+            pool = r;
+    }
+    w->pool_rc = pool != NULL ? dv_resource_pool_stats(pool, &w->pool) : DV_EINVAL;
+    if (w->trim) {
+        dv_resource *bottom = top;
+        while (dv_resource_upstream(bottom) != NULL)
+            bottom = dv_resource_upstream(bottom);
+        w->outstanding_before = dv_resource_bytes_outstanding(bottom);
+        w->trim_rc = dv_resource_trim(top, &w->released);
+        w->outstanding_after = dv_resource_bytes_outstanding(bottom);
+    }
+    return DV_OK;
+}
+
+static void *off_thread(void *arg)
+{
+    dv_block b;
+    *(int *)arg = dv_resource_allocate(captured, 4096, 0, (dv_tag){"x", 0}, &b);
+    return NULL;
+}
+
+int main(void)
+{
+    plan(26);
+    spill s = {0};
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.stack = build;
+    cfg.stack_user = &s;
+    dv_actor *a = NULL;
+    if (!is_status(dv_actor_create(&cfg, &a), DV_OK, "an actor over a stack of the caller's"))
+        bail_out("no actor");
+    ok(s.builds == 1 && !pthread_equal(s.built_on, pthread_self()),
+       "the stack function ran once, on the actor's thread");
+    is_int(s.cached, 6, "the layer holds a 6 MiB cache of the 8 MiB budget");
+
+    walk w = {0};
+    is_status(dv_actor_resources(a, visit, &w), DV_OK, "dv_actor_resources");
+    is_str(w.names, "spill budget pool async ", "top to bottom: spill, budget, pool, async");
+    ok(w.pool_rc == DV_OK && w.pool.chunk_bytes >= 6 * MiB && w.pool.chunks >= 2,
+       "the pool's statistics (%llu bytes in %u chunks)", (unsigned long long)w.pool.chunk_bytes,
+       w.pool.chunks);
+
+    dv_query_set(5);
+    dv_ref r = DV_REF_NULL;
+    dv_ref_info info;
+    int rc = dv_alloc(a, 4 * MiB, 1, "payload", &r);
+    rc = rc == DV_OK ? dv_ref_access(r, &info) : rc;
+    dv_query_set(0);
+    is_status(rc, DV_OK, "4 MiB over a budget with 2 MiB left: granted");
+    ok(s.spills == 1 && s.cached == 0, "after the layer spilled its cache (%d spill)", s.spills);
+    ok(strcmp(s.last_tag, "payload") == 0 && s.last_query == 5,
+       "the layer saw the tag and the query (%s, %llu)", s.last_tag,
+       (unsigned long long)s.last_query);
+    uint8_t back[16];
+    rc = dv_memset(a, r, 0, 0x42, 4 * MiB, 1);
+    rc = rc == DV_OK ? dv_copy_dtoh(a, back, r, 4 * MiB - 16, 16, 1) : rc;
+    ok(rc == DV_OK && back[15] == 0x42, "the block works");
+    dv_ref big = DV_REF_NULL;
+    dv_alloc(a, 6 * MiB, 0, "too much", &big);
+    is_status(dv_ref_access(big, &info), DV_EOUT_OF_BUDGET,
+              "6 MiB more, nothing left to spill: the budget's refusal");
+    dv_ref_release(big);
+    dv_ref_release(r);
+    dv_flush(a);
+
+    walk t = {.trim = true};
+    is_status(dv_actor_resources(a, visit, &t), DV_OK, "a trim through dv_actor_resources");
+    ok(t.trim_rc == DV_OK && t.released > 0, "the pool gave back %llu bytes",
+       (unsigned long long)t.released);
+    ok(t.outstanding_after < t.outstanding_before,
+       "the driver holds less for the actor (%llu -> %llu)",
+       (unsigned long long)t.outstanding_before, (unsigned long long)t.outstanding_after);
+
+    int off = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, off_thread, &off);
+    pthread_join(th, NULL);
+    is_status(off, DV_EINVAL, "a layer used off the actor's thread: refused");
+    is_status(dv_resource_allocate(NULL, 1, 0, (dv_tag){0}, NULL), DV_EINVAL, "a NULL resource");
+    is_status(dv_actor_resources(a, NULL, NULL), DV_EINVAL, "dv_actor_resources without a function");
+
+    /* A rebuild builds the stack again; the old layer is destroyed. */
+    is_status(dv_actor_reset(a), DV_OK, "reset");
+    ok(s.builds == 2 && s.destroyed == 1 && s.cached == 6,
+       "the stack was built again (builds %d, destroyed %d, cache %d)", s.builds, s.destroyed,
+       s.cached);
+    rc = dv_alloc(a, MiB, 0, "after", &r);
+    rc = rc == DV_OK ? dv_ref_access(r, &info) : rc;
+    is_status(rc, DV_OK, "and allocates");
+    dv_ref_release(r);
+
+    /* A layer that breaks its contract: DV_OK without a block. */
+    s.cheat = true;
+    dv_alloc(a, MiB, 0, "cheat", &r);
+    is_status(dv_ref_access(r, &info), DV_EINVAL, "a layer's DV_OK without a block: refused");
+    dv_ref_release(r);
+    s.cheat = false;
+    is_status(dv_actor_destroy(a), DV_OK, "destroyed");
+    is_int(s.destroyed, 2, "the layer's destroy ran with the stack");
+
+    /* A stack function that fails. */
+    spill f = {.fail_build = DV_ENOMEM};
+    cfg.stack_user = &f;
+    a = NULL;
+    is_status(dv_actor_create(&cfg, &a), DV_ENOMEM, "a failing stack function fails the start");
+    ok(a == NULL && strstr(dv_last_error()->message, "refuses") != NULL,
+       "with its own detail (%s)", dv_last_error()->message);
+    cfg.stack = NULL;
+    is_status(dv_actor_create(&cfg, &a), DV_OK, "without one: the default stack");
+    dv_actor_destroy(a);
+    return tap_done();
+}
