@@ -458,7 +458,9 @@ typedef struct dv_actor_health {
     dv_actor_state state;
     uint64_t context_generation; /* starts at 1, +1 per rebuild */
     uint32_t rebuilds;
-    dv_error_detail first_fault; /* status 0 when there was none */
+    dv_error_detail first_fault; /* the first fault of the latest trouble (a fault
+                                  * after a rebuild mended one replaces it);
+                                  * status 0 when there was none */
 } dv_actor_health;
 /* The actor's health, from any thread, never waiting (size: ABI, above). */
 DV_EXPORT int dv_actor_health_get_sized(const dv_actor *actor, dv_actor_health *out, size_t size);

@@ -203,6 +203,7 @@ struct dv_actor {
     /* The CUDA context's instance: +1 at every reset of the context itself
      * (a fault), not at a rebuild that keeps it (dv_task_ctx). */
     uint64_t driver_context;
+    bool fault_mended; /* under health_mu: a rebuild mended first_fault's trouble */
 
     struct dv_actor *next_live; /* the process's list of actors */
 };

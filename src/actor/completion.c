@@ -182,8 +182,10 @@ void dv__on_fault(dv_actor *a, int status, dv_stream s, const dv_envelope *culpr
     memcpy(d.message, msg, sizeof(d.message));
 
     pthread_mutex_lock(&a->health_mu);
-    if (a->health.first_fault.status == 0)
+    if (a->health.first_fault.status == 0 || a->fault_mended) {
         a->health.first_fault = d;
+        a->fault_mended = false;
+    }
     pthread_mutex_unlock(&a->health_mu);
     dv__stat_inc(&a->st_failures);
     /* Rebuild (or become LOST) before answering: a caller that sees

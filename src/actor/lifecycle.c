@@ -336,6 +336,10 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
     }
     pthread_mutex_lock(&a->health_mu);
     a->health.rebuilds++;
+    /* Recovered: the fault stays in the health for the record, but a
+     * later one starts new trouble (a LOST actor names what lost it, not
+     * what was mended). */
+    a->fault_mended = true;
     a->health.context_generation = dv__ref_domain_context(a->refs);
     a->health.state = DV_ACTOR_RUNNING;
     pthread_mutex_unlock(&a->health_mu);

@@ -82,8 +82,10 @@ void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault)
         ;
     dv__ref_domain_set_state(a->refs, DV_DOMAIN_LOST);
     pthread_mutex_lock(&a->health_mu);
-    if (a->health.first_fault.status == 0)
+    if (a->health.first_fault.status == 0 || a->fault_mended) {
         a->health.first_fault = *fault;
+        a->fault_mended = false;
+    }
     a->health.state = DV_ACTOR_LOST;
     pthread_mutex_unlock(&a->health_mu);
     dv__inbox_kick(a->inbox); /* it fails what it holds */

@@ -640,7 +640,11 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
 {
     const char *op = dv__msg_name(dir);
     dv_staging *st;
-    int rc = staging_get(a, &st);
+    /* The blocking form waits for the copy: not on an actor's thread. */
+    int rc = f == NULL ? dv__no_wait(op) : DV_OK;
+    if (rc != DV_OK)
+        return rc;
+    rc = staging_get(a, &st);
     if (rc != DV_OK)
         return f != NULL && dv__future_arm(f, op) == DV_OK ? (dv__future_complete(f, rc), rc) : rc;
     if (st == NULL)

@@ -242,7 +242,9 @@ static int destroy_task(const dv_task_ctx *ctx, void *user)
 
 void dv_blas_destroy(dv_blas *b)
 {
-    if (b == NULL)
+    /* It waits for the actor: on an actor's thread it does nothing (the
+     * detail says so), and b stays usable, to be destroyed elsewhere. */
+    if (b == NULL || dv__lib_no_wait("blas_destroy") != DV_OK)
         return;
     uint64_t used = atomic_load(&b->streams_used);
     for (unsigned s = 0; s < NSTREAMS; s++)
@@ -380,7 +382,10 @@ static int post(blas_call *c, const dv_ref *refs, const uint64_t *offs, const ui
     }
     if (p->f == NULL)
         return dv_task(c->b->actor, dv__blas_task, c, stream, args, nargs);
-    int rc = dv_task_async(c->b->actor, dv__blas_task, c, stream, args, nargs, p->f);
+    int rc = dv__lib_no_wait("blas");
+    if (rc != DV_OK)
+        return rc; /* not posted: settle completes the future */
+    rc = dv_task_async(c->b->actor, dv__blas_task, c, stream, args, nargs, p->f);
     p->posted = true; /* refused or not, the future is the task's now */
     return rc != DV_OK ? rc : dv_future_wait_ordered(p->f);
 }

@@ -396,6 +396,8 @@ static int exec_common(dv_fft *f, dv_stream stream, dv_fft_kind kind, dv_fft_pre
     }
     if (fut == NULL)
         return dv_task(f->actor, dv__fft_task, &c, stream, args, nargs);
+    if ((rc = dv__lib_no_wait("fft")) != DV_OK)
+        return rc; /* not posted: the caller completes the future */
     rc = dv_task_async(f->actor, dv__fft_task, &c, stream, args, nargs, fut);
     *posted = true;
     return rc != DV_OK ? rc : dv_future_wait_ordered(fut);
@@ -682,7 +684,9 @@ static int destroy_task(const dv_task_ctx *ctx, void *user)
 
 void dv_fft_destroy(dv_fft *f)
 {
-    if (f == NULL)
+    /* It waits for the actor: on an actor's thread it does nothing (the
+     * detail says so), and f stays usable, to be destroyed elsewhere. */
+    if (f == NULL || dv__lib_no_wait("fft_destroy") != DV_OK)
         return;
     uint64_t used = atomic_load(&f->streams_used);
     for (unsigned s = 0; s < NSTREAMS; s++)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/proc.h"
 #include "libs/libload.h"
 
 void *dv__lib_open(const char *env, const char *const *names, char *tried, size_t cap,
@@ -138,4 +139,9 @@ float dv__f32_to_tf32(float f)
         return f;
     x += 0xFFFu + ((x >> 13) & 1u);
     return float_of(x & ~0x1FFFu);
+}
+
+int dv__lib_no_wait(const char *op)
+{
+    return dv__no_wait(op);
 }

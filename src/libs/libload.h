@@ -28,6 +28,10 @@ void *dv__lib_open(const char *env, const char *const *names, char *tried, size_
  * operand <name>": the handle's own error, DV_EINVAL for an offset that is
  * not a multiple of es, DV_EOUT_OF_BOUNDS (requested: bytes, remaining:
  * what the block has from off) past the block as it was asked for. */
+/* DV_EDEADLK (with its detail) on a thread that serves an actor: a library
+ * call's _async form waits until its task is ordered (the call's state
+ * lives on the caller's stack until then), which such a thread must not. */
+int dv__lib_no_wait(const char *op);
 int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
                     dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base);
 

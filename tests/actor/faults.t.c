@@ -120,6 +120,18 @@ static void test_fatal(void)
     uint64_t args[4] = {0x10, 0, 0, 0};
 
     ok(a != NULL && b != NULL, "fatal: two actors on a two-device sim");
+    /* A recoverable fault first, mended by a rebuild: the fault that loses
+     * the actor later is the one its health and its answers name. */
+    dv_ref w;
+    uint32_t one = 1;
+    dv_alloc(a, 64, 0, "w", &w);
+    dv_ref_access(w, NULL);
+    dv__sim_poison(drv, 0, DV_SIM_POISON_RECOVERABLE, 0);
+    (void)dv_copy_htod(a, w, 0, &one, 4, 0);
+    dv_actor_health_get(a, &h);
+    ok(h.rebuilds == 1 && h.state == DV_ACTOR_RUNNING && h.first_fault.status != 0,
+       "a recoverable fault first, mended (rebuilds %u): %s", h.rebuilds, h.first_fault.message);
+    dv_ref_release(w);
     dv_alloc(a, 4096, 0, "a-block", &x);
     dv_alloc(b, 4096, 0, "b-block", &y);
     /* Both assigned before the fault: nothing but a's kernel is in flight
@@ -283,7 +295,7 @@ static void test_tracked_launch(void)
 
 int main(void)
 {
-    plan(47);
+    plan(48);
     test_synchronous();
     test_tracked_launch();
     test_regressions();

@@ -782,6 +782,8 @@ enum probe_call {
     P_BLOCK_FLUSH,
     P_BLOCK_MEMSET,
     P_BLOCK_DTOD,
+    P_BLOCK_HTOD_PAGEABLE,
+    P_BLOCK_DTOH_PAGEABLE,
     P_BLOCK_STATS,
     P_BLOCK_MEMSTATS,
     P_BLOCK_SNAPSHOT,
@@ -915,6 +917,12 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
         break;
     case P_BLOCK_DTOD:
         rc = dv_copy_dtod(a, x, 0, y, 0, 16, 0);
+        break;
+    case P_BLOCK_HTOD_PAGEABLE:
+        rc = dv_copy_htod(a, x, 0, host, 16, 0);
+        break;
+    case P_BLOCK_DTOH_PAGEABLE:
+        rc = dv_copy_dtoh(a, sink, x, 0, 16, 0);
         break;
     case P_BLOCK_STATS:
         rc = dv_actor_stats_get(a, &stats);
@@ -1524,6 +1532,12 @@ static void table_memory(void)
     ROW("dv_copy_htod", DV_EOUT_OF_BUDGET, "its allocation refused",
         dv_copy_htod(A, failed, 0, host, 16, 0));
     ROW("dv_copy_htod", DV_ESHUTDOWN, "after shutdown", dv_copy_htod(SD, shut_h, 0, host, 16, 0));
+    /* Pageable memory goes through the staging (made by the copies above):
+     * the blocking form would wait for a copy thread. */
+    ROW("dv_copy_htod", DV_EDEADLK, "pageable, inside a task on its own actor",
+        in_task(P_BLOCK_HTOD_PAGEABLE));
+    ROW("dv_copy_dtoh", DV_EDEADLK, "pageable, inside a task on its own actor",
+        in_task(P_BLOCK_DTOH_PAGEABLE));
     ROW("dv_copy_htod_async", DV_EINVAL, "NULL future",
         dv_copy_htod_async(A, x, 0, host, 16, 0, NULL));
     ROW("dv_copy_htod_async", DV_EINVAL, "NULL actor",

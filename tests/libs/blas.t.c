@@ -678,6 +678,48 @@ static void test_rebuild(void)
        "strided-batched gemm F16 after the rebuild: %.2e", w);
 }
 
+/* Inside a task: the library's _async form cannot wait to be ordered
+ * there, and its destroy cannot wait for the actor. */
+typedef struct in_task_probe {
+    dv_ref x, y;
+    int async_rc, future_rc;
+    int destroy_status;
+} in_task_probe;
+
+static int probe_task(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    in_task_probe *p = user;
+    dv_future f;
+    dv_future_init(&f, 0);
+    p->async_rc = dv_blas_axpy_async(B, 0, DV_BLAS_F32, 16, 1.0, (dv_blas_vector){p->x, 0, 1},
+                                     (dv_blas_vector){p->y, 0, 1}, &f);
+    p->future_rc = dv_future_done(&f) ? f.status : 1;
+    dv_error_clear();
+    dv_blas_destroy(B);
+    p->destroy_status = dv_last_error()->status;
+    return DV_OK;
+}
+
+static void test_in_task(void)
+{
+    in_task_probe p = {0};
+    dv_alloc(A, 64, 0, "x", &p.x);
+    dv_alloc(A, 64, 0, "y", &p.y);
+    dv_memset(A, p.x, 0, 0, 64, 0);
+    dv_memset(A, p.y, 0, 0, 64, 0);
+    is_status(dv_task(A, probe_task, &p, 1, NULL, 0), DV_OK, "a task calling the BLAS actor");
+    ok(p.async_rc == DV_EDEADLK && p.future_rc == DV_EDEADLK,
+       "inside it, blas_axpy_async answers DV_EDEADLK and completes its future so (%s, %s)",
+       dv_err_name(p.async_rc), dv_err_name(p.future_rc));
+    is_status(p.destroy_status, DV_EDEADLK, "dv_blas_destroy there does nothing, and says why");
+    is_status(dv_blas_axpy(B, 0, DV_BLAS_F32, 16, 1.0, (dv_blas_vector){p.x, 0, 1},
+                           (dv_blas_vector){p.y, 0, 1}),
+              DV_OK, "the BLAS actor still works after it");
+    dv_ref_release(p.x);
+    dv_ref_release(p.y);
+}
+
 int main(void)
 {
     dv_actor_config cfg;
@@ -697,7 +739,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(39);
+    plan(43);
     is_status(rc, DV_OK, "the BLAS library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_blas_library(B) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -716,6 +758,7 @@ int main(void)
     test_async();
     dv_ref_release(big), dv_ref_release(small4), dv_ref_release(outb);
 
+    test_in_task();
     test_rebuild();
     dv_blas_destroy(B);
     dv_actor_destroy(A);

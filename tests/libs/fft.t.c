@@ -449,6 +449,47 @@ static void test_async(void)
        "a refused fft_exec_async answers DV_EINVAL and completes its future with it");
 }
 
+/* Inside a task: the _async form cannot wait to be ordered there, and
+ * dv_fft_destroy cannot wait for the actor. */
+typedef struct in_task_probe {
+    dv_ref buf;
+    int async_rc, future_rc, destroy_status;
+} in_task_probe;
+
+static int probe_task(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    in_task_probe *p = user;
+    dv_future f;
+    dv_future_init(&f, 0);
+    dv_fft_shape shape = {.rank = 1, .n = {64}, .batch = 1};
+    p->async_rc = dv_fft_exec_async(F, 0, DV_FFT_C2C, DV_FFT_F32, DV_FFT_FORWARD, &shape,
+                                    p->buf, 0, p->buf, 0, &f);
+    p->future_rc = dv_future_done(&f) ? f.status : 1;
+    dv_error_clear();
+    dv_fft_destroy(F);
+    p->destroy_status = dv_last_error()->status;
+    return DV_OK;
+}
+
+static void test_in_task(void)
+{
+    in_task_probe p = {0};
+    dv_alloc(A, 64 * 8, 0, "in task", &p.buf);
+    dv_memset(A, p.buf, 0, 0, 64 * 8, 0);
+    int rc = dv_task(A, probe_task, &p, 1, NULL, 0);
+    ok(rc == DV_OK && p.async_rc == DV_EDEADLK && p.future_rc == DV_EDEADLK &&
+           p.destroy_status == DV_EDEADLK,
+       "inside a task: fft_exec_async and its future answer DV_EDEADLK, dv_fft_destroy does "
+       "nothing (%s, %s, %s)",
+       dv_err_name(p.async_rc), dv_err_name(p.future_rc), dv_err_name(p.destroy_status));
+    dv_fft_shape shape = {.rank = 1, .n = {64}, .batch = 1};
+    is_status(dv_fft_exec(F, 0, DV_FFT_C2C, DV_FFT_F32, DV_FFT_FORWARD, &shape, p.buf, 0,
+                          p.buf, 0),
+              DV_OK, "the FFT actor still works after it");
+    dv_ref_release(p.buf);
+}
+
 int main(void)
 {
     dv_actor_config cfg;
@@ -468,7 +509,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(16);
+    plan(18);
     is_status(rc, DV_OK, "the FFT library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_fft_library(F) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -482,6 +523,7 @@ int main(void)
     dv_ref_release(released);
     test_mistakes();
     test_async();
+    test_in_task();
     dv_ref_release(big), dv_ref_release(out4k);
 
     is_status(dv_actor_reset(A), DV_OK, "the actor's context rebuilt (dv_actor_reset)");
