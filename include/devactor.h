@@ -126,15 +126,18 @@ DV_EXPORT const char *dv_version(void);
  *     multiple of 8, or larger than its own with non-zero bytes past
  *     them) answers DV_EINVAL.
  *   - Structs the library fills for the caller (dv_actor_stats,
- *     dv_actor_health, dv_fft_stats) are read through calls that take the
- *     caller's size: the macros dv_actor_stats_get, dv_actor_health_get
- *     and dv_fft_stats_get pass sizeof(*out).  The library writes that
+ *     dv_actor_health, dv_memory_stats, dv_fft_stats, dv_pool_stats) are
+ *     read through calls that take the caller's size: the macros
+ *     dv_actor_stats_get, dv_actor_health_get, dv_memory_stats_get,
+ *     dv_fft_stats_get and dv_resource_pool_stats pass sizeof(*out).  The library writes that
  *     many bytes at most (zero past what it knows); they too grow only at
  *     the end.
  *   - Structs passed by value or in arrays (dv_ref, dv_ref_info, dv_dim3,
- *     dv_arg, dv_error_detail, dv_order_token, dv_blas_matrix,
- *     dv_blas_vector, dv_fft_shape, dv_sim_*) never change within a major
- *     version; a change comes as a new struct with new functions.
+ *     dv_arg, dv_error_detail, dv_order_token, dv_memory_counter,
+ *     dv_memory_usage, dv_blas_matrix, dv_blas_vector, dv_fft_shape,
+ *     dv_tag, dv_block, dv_pool_options, dv_resource_ops, dv_sim_*) never
+ *     change within a major version; a change comes as a new struct with
+ *     new functions.
  *   - Structs the library hands to the caller (dv_task_ctx) grow only at
  *     the end; dv_actor, dv_event, dv_kernel, dv_blas and dv_fft are
  *     opaque.
@@ -151,7 +154,8 @@ DV_EXPORT const char *dv_version(void);
  * thread that owns the device) or reads state the actor publishes;
  * nothing here touches CUDA on the calling thread.  Some calls wait for
  * the actor: every blocking form, dv_flush, dv_kernel_get,
- * dv_actor_stats_get, dv_actor_reset, dv_event_create, dv_event_sync,
+ * dv_actor_stats_get, the dv_memory_* calls but dv_query_set,
+ * dv_actor_resources, dv_actor_reset, dv_event_create, dv_event_sync,
  * dv_event_query, dv_event_elapsed, dv_ref_access on a pending handle,
  * dv_future_wait* on an operation not yet there, and dv_stream_wait_event
  * on another actor's event.  On a thread that serves an actor -- inside a
@@ -397,9 +401,9 @@ DV_EXPORT void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size);
  * Keys: backend (auto, cuda, sim), streams, queue, pool, pool_initial,
  * pool_max_chunk, budget, guard, log, synchronous, permissive,
  * check_order, host_budget, staging, staging_chunk, copy_threads (the
- * fields of dv_actor_config).  Sizes take K, M, G or T (powers of 1024;
- * "MiB" and "MB" read the same); switches 1/0, true/false, on/off,
- * yes/no.  "%d" in a log path is the device's ordinal.  An unknown key or
+ * fields of dv_actor_config).  Sizes and counts take K, M, G or T, either
+ * case, powers of 1024 ("1M", "1MiB", "1MB" and "1m" read the same);
+ * switches 1/0, true/false, on/off, yes/no.  "%d" in a log path is the device's ordinal.  An unknown key or
  * a value that does not parse answers DV_EINVAL naming it, and cfg is
  * unchanged.  The log path is copied into memory the library keeps for
  * the life of the process.
@@ -420,7 +424,8 @@ DV_EXPORT int dv_actor_create(const dv_actor_config *cfg, dv_actor **out);
  * posted, free every block, destroy the streams, join the thread.  Handles
  * still held answer DV_ESTALE.  The actor's memory stays valid, so threads
  * still posting get DV_ESHUTDOWN, until dv_actor_destroy.  For a
- * registered actor: it is gone for the process. */
+ * process-wide actor (dv_actor_get): it leaves the registry, and the next
+ * dv_actor_get of its device builds a new one. */
 DV_EXPORT int dv_actor_shutdown(dv_actor *actor);
 /* Shut down (if not yet) and free the actor: no thread may use it after
  * (DV_OK for NULL).  Both answer DV_EDEADLK on a thread that serves an

@@ -73,7 +73,7 @@ typedef struct dv_block {
     uint32_t slot; /* the resource's */
 } dv_block;
 
-/* Ask r for bytes ordered on stream (0 < bytes <= 1 TiB), or give a block
+/* Ask r for bytes ordered on stream (0 < bytes <= 2^48), or give a block
  * back to the resource that made it (its free is ordered on its alloc
  * stream, after every use the actor fenced). */
 DV_EXPORT int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_tag tag,

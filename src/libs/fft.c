@@ -660,7 +660,7 @@ int dv_fft_stats_get_sized(dv_fft *f, dv_fft_stats *out, size_t size)
     if (f == NULL || out == NULL)
         return dv_error_set(DV_EINVAL, "fft", 0, 0, "fft_stats_get: NULL %s",
                             f == NULL ? "dv_fft" : "out");
-    if (size < FFT_STATS_MIN || size > UINT32_MAX)
+    if (size < FFT_STATS_MIN || size > 4096 || size % 8 != 0) /* the ABI rule's bounds */
         return dv_error_set(DV_EINVAL, "fft", 0, 0, "fft_stats_get: size %zu (at least %u)", size,
                             FFT_STATS_MIN);
     dv_fft_stats full;
