@@ -1,6 +1,8 @@
 /*
- * A program built against an older devactor.h (tests/package/abi/0.2.0,
- * the header as 0.2.0 shipped it), linked with today's shared library:
+ * A program built against an older devactor.h (tests/package/abi/first:
+ * the header as it first carried the sizes, before the resource stack's
+ * config fields and the memory statistics), linked with today's shared
+ * library:
  * the ABI rule of devactor.h.  The library must take the old structs' sizes
  * and never write past them; structs "from a newer header" (larger, zero
  * past the library's own bytes) are taken, non-zero bytes there refused.
