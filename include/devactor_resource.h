@@ -121,6 +121,14 @@ typedef struct dv_pool_stats {
 DV_EXPORT int dv_resource_pool_stats_sized(dv_resource *pool, dv_pool_stats *out, size_t size);
 #define dv_resource_pool_stats(pool, out)                                                          \
     dv_resource_pool_stats_sized((pool), (out), sizeof(*(out)))
+/* A budget's limit and the bytes it counts now (live, and freed but not yet
+ * reached by the device).  DV_EINVAL for a resource that is not a budget;
+ * limit or used may be NULL. */
+DV_EXPORT int dv_resource_budget_stats(const dv_resource *budget, uint64_t *limit, uint64_t *used);
+/* Check the canaries of every block a guard holds, now: DV_OK, or
+ * DV_EOUT_OF_BOUNDS for the first damaged one (the detail names its
+ * generation and offset).  DV_EINVAL for a resource that is not a guard. */
+DV_EXPORT int dv_resource_guard_check(dv_resource *guard);
 /* Give back what r and every resource under it hold and do not use: a
  * pool's empty chunks, the driver pool's free memory.  *released (may be
  * NULL): the bytes the pools let go. */

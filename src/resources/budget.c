@@ -171,6 +171,20 @@ int dv__budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_r
     return DV_OK;
 }
 
+int dv__budget_stats(const dv_resource *budget, uint64_t *limit, uint64_t *used)
+{
+    if (budget == NULL || budget->ops != &budget_ops)
+        return dv__fail(DV_EINVAL, "resource_budget_stats",
+                        "resource_budget_stats: %s resource is not a budget",
+                        dv__res_name(budget));
+    const budget_res *b = (const budget_res *)budget;
+    if (limit != NULL)
+        *limit = b->limit;
+    if (used != NULL)
+        *used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    return DV_OK;
+}
+
 uint64_t dv__budget_limit(const dv_resource *budget)
 {
     return budget != NULL && budget->ops == &budget_ops ? ((const budget_res *)budget)->limit : 0;

@@ -148,6 +148,18 @@ int dv_resource_pool_stats_sized(dv_resource *pool, dv_pool_stats *out, size_t s
     return DV_OK;
 }
 
+int dv_resource_budget_stats(const dv_resource *budget, uint64_t *limit, uint64_t *used)
+{
+    int rc = owner_check(budget, "resource_budget_stats");
+    return rc != DV_OK ? rc : dv__budget_stats(budget, limit, used);
+}
+
+int dv_resource_guard_check(dv_resource *guard)
+{
+    int rc = owner_check(guard, "resource_guard_check");
+    return rc != DV_OK ? rc : dv__guard_check(guard);
+}
+
 int dv_resource_trim(dv_resource *r, uint64_t *released)
 {
     int rc = owner_check(r, "resource_trim");

@@ -241,6 +241,7 @@ int dv__pool_trim(dv_resource *pool, uint64_t *released);
  * requested and remaining bytes in the detail. */
 int dv__budget_resource_create(dv_resource *upstream, uint64_t limit_bytes, dv_resource **out);
 uint64_t dv__budget_limit(const dv_resource *budget);
+int dv__budget_stats(const dv_resource *budget, uint64_t *limit, uint64_t *used);
 
 typedef struct dv_log_sink dv_log_sink;
 /* Sinks: a file (appended, flushed per row), memory, nothing. */

@@ -111,6 +111,8 @@ static int build(dv_resource *bottom, void *user, dv_resource **top)
 }
 
 typedef struct walk {
+    uint64_t limit, used;
+    int budget_rc, guard_rc;
     char names[128];
     dv_pool_stats pool;
     int pool_rc;
@@ -131,6 +133,8 @@ static int visit(dv_resource *top, void *user)
             pool = r;
     }
     w->pool_rc = pool != NULL ? dv_resource_pool_stats(pool, &w->pool) : DV_EINVAL;
+    w->budget_rc = dv_resource_budget_stats(dv_resource_upstream(top), &w->limit, &w->used);
+    w->guard_rc = dv_resource_guard_check(top); /* not a guard */
     if (w->trim) {
         dv_resource *bottom = top;
         while (dv_resource_upstream(bottom) != NULL)
@@ -151,7 +155,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(26);
+    plan(28);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -168,6 +172,10 @@ int main(void)
     walk w = {0};
     is_status(dv_actor_resources(a, visit, &w), DV_OK, "dv_actor_resources");
     is_str(w.names, "spill budget pool async ", "top to bottom: spill, budget, pool, async");
+    ok(w.budget_rc == DV_OK && w.limit == 8 * MiB && w.used == 6 * MiB,
+       "the budget's statistics: 8 MiB limit, the cache's 6 MiB used (%llu)",
+       (unsigned long long)w.used);
+    is_status(w.guard_rc, DV_EINVAL, "a guard check on a layer that is not a guard");
     ok(w.pool_rc == DV_OK && w.pool.chunk_bytes >= 6 * MiB && w.pool.chunks >= 2,
        "the pool's statistics (%llu bytes in %u chunks)", (unsigned long long)w.pool.chunk_bytes,
        w.pool.chunks);
