@@ -138,6 +138,7 @@ static int build_state(dv_actor *a)
      * sticky fault met here is the context's, and ends the build. */
     if ((rc = dv__drv_pool_set_release_threshold(a->env.ctx, UINT64_MAX)) == DV_ECONTEXT_LOST)
         return rc;
+    a->env.fence_always = a->cfg.check_order;
     if ((rc = build_stack(a)) != DV_OK)
         return rc;
     if ((rc = dv__tracker_create(&a->env, &a->done)) != DV_OK)

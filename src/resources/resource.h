@@ -98,6 +98,10 @@ typedef struct dv_res_env {
     /* The thread whose message the owner is serving (its kernel id), for
      * logs; 0: the owner's own work (the log names the owner). */
     uint32_t poster;
+    /* Fence on the device even where the owner saw the other stream's work
+     * finish (the stream-order checker is on: it sees only device edges,
+     * never what the actor happened to see complete). */
+    bool fence_always;
 } dv_res_env;
 
 /*
