@@ -725,10 +725,11 @@ static int cuda_run(const dv_task_ctx *ctx, const blas_call *c)
                             (unsigned)ctx->stream);
     __typeof__(b->handle[0]) *h = &b->handle[ctx->stream];
     if (h->h == NULL || h->context != ctx->context_generation) {
-        /* None yet, or one of an older generation: still alive where the
-         * CUDA context was kept (destroyed now), gone with it otherwise. */
-        if (h->h != NULL && h->driver == ctx->driver_context)
-            (void)b->destroy(h->h);
+        /* None yet, or one of an older generation: forgotten.  One made in
+         * a context that was kept (dv_actor_reset) still holds its memory,
+         * but it cannot be destroyed here: with the checker on, a task's
+         * work is being captured, and cublasDestroy synchronises, which
+         * breaks the capture. */
         h->h = NULL;
         int st = b->create(&h->h);
         if (st != 0) {
