@@ -24,6 +24,7 @@
 #define DV_ABI_FFT_STATS_MIN 48u
 /* 0.2.0, later than the first layouts above. */
 #define DV_ABI_MEMORY_STATS_MIN 144u
+#define DV_ABI_POOL_STATS_MIN   48u
 
 /* No struct of the rule will ever be larger: a bigger "size" is memory
  * that was never set up (and so is one that is not a multiple of 8, the

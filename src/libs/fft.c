@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/abi.h"
 #include "devactor_fft.h"
 #include "libs/libload.h"
 
@@ -651,26 +652,21 @@ static int stats_task(const dv_task_ctx *ctx, void *user)
     return DV_OK;
 }
 
-/* The first layout of dv_fft_stats (0.2.0): the smallest size taken. */
-#define FFT_STATS_MIN 48u
-_Static_assert(sizeof(dv_fft_stats) >= FFT_STATS_MIN, "dv_fft_stats only grows");
+_Static_assert(sizeof(dv_fft_stats) >= DV_ABI_FFT_STATS_MIN, "dv_fft_stats only grows");
 
 int dv_fft_stats_get_sized(dv_fft *f, dv_fft_stats *out, size_t size)
 {
     if (f == NULL || out == NULL)
         return dv_error_set(DV_EINVAL, "fft", 0, 0, "fft_stats_get: NULL %s",
                             f == NULL ? "dv_fft" : "out");
-    if (size < FFT_STATS_MIN || size > 4096 || size % 8 != 0) /* the ABI rule's bounds */
+    if (!dv__abi_size_ok(size, DV_ABI_FFT_STATS_MIN))
         return dv_error_set(DV_EINVAL, "fft", 0, 0, "fft_stats_get: size %zu (at least %u)", size,
-                            FFT_STATS_MIN);
+                            DV_ABI_FFT_STATS_MIN);
     dv_fft_stats full;
     stats_call s = {f, &full};
     int rc = dv_task(f->actor, stats_task, &s, 0, NULL, 0);
-    if (rc == DV_OK) {
-        memcpy(out, &full, size < sizeof(full) ? size : sizeof(full));
-        if (size > sizeof(full))
-            memset((char *)out + sizeof(full), 0, size - sizeof(full));
-    }
+    if (rc == DV_OK)
+        dv__abi_copy_out(out, size, &full, sizeof(full));
     return rc;
 }
 

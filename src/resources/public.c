@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/abi.h"
 #include "devactor_resource.h"
 #include "resources/resource.h"
 
@@ -127,24 +128,20 @@ int dv_resource_guard(dv_resource *upstream, dv_resource **out)
     return dv__guard_resource_create(upstream, &cfg, out);
 }
 
-/* The first layout of dv_pool_stats (0.2.0). */
-#define POOL_STATS_MIN 48u
-_Static_assert(sizeof(dv_pool_stats) >= POOL_STATS_MIN, "dv_pool_stats only grows");
+_Static_assert(sizeof(dv_pool_stats) >= DV_ABI_POOL_STATS_MIN, "dv_pool_stats only grows");
 
 int dv_resource_pool_stats_sized(dv_resource *pool, dv_pool_stats *out, size_t size)
 {
     int rc = owner_check(pool, "resource_pool_stats");
     if (rc != DV_OK)
         return rc;
-    if (out == NULL || size < POOL_STATS_MIN || size > 4096 || size % 8 != 0)
+    if (out == NULL || !dv__abi_size_ok(size, DV_ABI_POOL_STATS_MIN))
         return dv__fail(DV_EINVAL, "resource_pool_stats", "resource_pool_stats: %s",
                         out == NULL ? "NULL out" : "a size it cannot take");
     dv_pool_stats full;
     if ((rc = dv__pool_stats_get(pool, &full)) != DV_OK)
         return rc;
-    memcpy(out, &full, size < sizeof(full) ? size : sizeof(full));
-    if (size > sizeof(full))
-        memset((char *)out + sizeof(full), 0, size - sizeof(full));
+    dv__abi_copy_out(out, size, &full, sizeof(full));
     return DV_OK;
 }
 
