@@ -118,7 +118,7 @@ fail:
 static bool stack_pools(const dv_actor *a)
 {
     for (const dv_resource *r = a->stack; r != NULL; r = r->upstream)
-        if (strcmp(dv__res_name(r), "pool") == 0)
+        if (dv__res_is_pool(r))
             return true;
     return false;
 }
@@ -265,6 +265,16 @@ static void health_set(dv_actor *a, dv_actor_state state)
  * and modules go, the context stays, and with it every other library's
  * memory in the process.  The pool gives back what it held.
  */
+/* Nothing of the streams just dropped runs any more: host functions never
+ * run, staged copies stop waiting for them, and host buffers forget the
+ * positions of copies there. */
+static void forget_in_flight(dv_actor *a)
+{
+    dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
+    dv__staging_abort(a);
+    dv__host_forget_uses(a);
+}
+
 static int rebuild_kept(dv_actor *a)
 {
     /* The device finished everything (handle_reset drained it); the
@@ -272,10 +282,7 @@ static int rebuild_kept(dv_actor *a)
     teardown_state(a, true);
     int rc = dv__res_env_sync(&a->env);
     dv__res_env_drop_streams(&a->env);
-    /* Nothing is in flight; positions on the old streams mean nothing. */
-    dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
-    dv__staging_abort(a);
-    dv__host_forget_uses(a);
+    forget_in_flight(a);
     if (rc == DV_OK) {
         rc = dv__drv_pool_trim(a->env.ctx, 0);
         if (rc == DV_ENOTSUP)
@@ -316,10 +323,7 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
         rc = dv__drv_ctx_reset(a->env.ctx);
         a->driver_context++;
         if (rc == DV_OK) {
-            /* Nothing of the old context runs any more. */
-            dv__host_jobs_cancel(a, DV_ECONTEXT_LOST);
-            dv__staging_abort(a);
-            dv__host_forget_uses(a);
+            forget_in_flight(a); /* nothing of the old context runs any more */
             rc = build_state(a);
         }
         /* A fault too is tried again: a recoverable one may have landed

@@ -188,6 +188,11 @@ static pool_res *pool_of(dv_resource *r)
     return r != NULL && r->ops == &pool_ops ? (pool_res *)r : NULL;
 }
 
+bool dv__res_is_pool(const dv_resource *r)
+{
+    return r != NULL && r->ops == &pool_ops;
+}
+
 static uint64_t round_up(uint64_t n, uint64_t to)
 {
     return (n + to - 1) & ~(to - 1);

@@ -170,7 +170,7 @@ int dv_resource_trim(dv_resource *r, uint64_t *released)
         return rc;
     uint64_t total = 0;
     for (dv_resource *x = r; x != NULL; x = x->upstream) {
-        if (strcmp(dv__res_name(x), "pool") != 0)
+        if (!dv__res_is_pool(x))
             continue;
         uint64_t n = 0;
         if ((rc = dv__pool_trim(x, &n)) != DV_OK)

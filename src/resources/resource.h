@@ -238,6 +238,8 @@ int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, d
 /* dv_pool_stats: public (devactor_resource.h). */
 /* Owner thread only. */
 int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out);
+/* Is r a pool (not a layer that merely calls itself one)? */
+bool dv__res_is_pool(const dv_resource *r);
 /* Return every empty chunk upstream (owner thread).  *released may be NULL. */
 int dv__pool_trim(dv_resource *pool, uint64_t *released);
 
