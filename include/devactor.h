@@ -213,6 +213,9 @@ DV_EXPORT const char *dv_version(void);
  *   dv_event_record_async      recorded                       the device reached the record
  *   dv_flush, dv_kernel_get,   handled                        = ordered
  *   dv_actor_stats_get,
+ *   dv_memory_* (but
+ *   dv_query_*),
+ *   dv_actor_resources,
  *   dv_actor_reset
  *
  * Three kinds of call:

@@ -28,9 +28,8 @@ static uint64_t mix(uint64_t k)
     return k;
 }
 
-static uint64_t key_of(const dv_memtable *t, const dv_memrow *r, bool by_tag)
+static uint64_t key_of(const dv_memrow *r, bool by_tag)
 {
-    (void)t;
     return by_tag ? (uint64_t)(uintptr_t)r->tag : r->query;
 }
 
@@ -39,7 +38,7 @@ static dv_memrow *row_find(dv_memtable *t, uint64_t key, bool by_tag, bool make)
 
 static dv_memrow *row_at(dv_memtable *t, uint64_t key, bool by_tag, bool make)
 {
-    if (t->last != NULL && key_of(t, t->last, by_tag) == key)
+    if (t->last != NULL && key_of(t->last, by_tag) == key)
         return t->last;
     dv_memrow *r = row_find(t, key, by_tag, make);
     if (r != NULL)
@@ -57,7 +56,7 @@ static dv_memrow *row_find(dv_memtable *t, uint64_t key, bool by_tag, bool make)
         for (uint32_t i = 0; i < t->cap; i++) {
             if (!t->rows[i].used)
                 continue;
-            uint64_t h = mix(key_of(t, &t->rows[i], by_tag)) & (cap - 1);
+            uint64_t h = mix(key_of(&t->rows[i], by_tag)) & (cap - 1);
             while (rows[h].used)
                 h = (h + 1) & (cap - 1);
             rows[h] = t->rows[i];
@@ -71,7 +70,7 @@ static dv_memrow *row_find(dv_memtable *t, uint64_t key, bool by_tag, bool make)
         return NULL;
     uint64_t h = mix(key) & (t->cap - 1);
     while (t->rows[h].used) {
-        if (key_of(t, &t->rows[h], by_tag) == key)
+        if (key_of(&t->rows[h], by_tag) == key)
             return &t->rows[h];
         h = (h + 1) & (t->cap - 1);
     }

@@ -59,7 +59,8 @@
 #define VERSION_STR2(x) #x
 #define VERSION_STR(x)  VERSION_STR2(x)
 #define VERSION_TEXT                                                                               \
-    VERSION_STR(DV_VERSION_MAJOR) "." VERSION_STR(DV_VERSION_MINOR) "." VERSION_STR(DV_VERSION_PATCH)
+    VERSION_STR(DV_VERSION_MAJOR)                                                                  \
+    "." VERSION_STR(DV_VERSION_MINOR) "." VERSION_STR(DV_VERSION_PATCH)
 
 extern char **environ;
 
@@ -139,6 +140,15 @@ static dv_ref_info info;
 static dv_actor_stats stats;
 static dv_memory_stats mstats;
 static dv_memory_usage usage[4];
+
+/* For dv_actor_resources: a visit that changes nothing. */
+static int visit_nothing(struct dv_resource *top, void *user)
+{
+    (void)top;
+    (void)user;
+    return DV_OK;
+}
+
 static dv_actor_health health;
 static dv_error_detail hz;
 static dv_actor *aout;
@@ -197,6 +207,7 @@ static const struct {
     {"dv_memory_reset_peaks", "memory_reset_peaks|statistics"},
     {"dv_memory_usage_get", "memory_usage|memory_stats|statistics"},
     {"dv_memory_snapshot", "memory_snapshot|statistics"},
+    {"dv_actor_resources", "actor_resources|statistics"},
     {"dv_actor_config_parse", "config"},
     {"dv_actor_last_hazard", "last_hazard"},
     {"dv_kernel_get", "kernel_get|module_load|func_get"},
@@ -787,6 +798,7 @@ enum probe_call {
     P_BLOCK_STATS,
     P_BLOCK_MEMSTATS,
     P_BLOCK_SNAPSHOT,
+    P_BLOCK_RESOURCES,
     P_BLOCK_KERNEL_GET,
     P_BLOCK_EVENT_SYNC,
     P_BLOCK_SHUTDOWN,
@@ -932,6 +944,9 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
         break;
     case P_BLOCK_SNAPSHOT:
         rc = dv_memory_snapshot(a, "/dev/null");
+        break;
+    case P_BLOCK_RESOURCES:
+        rc = dv_actor_resources(a, visit_nothing, NULL);
         break;
     case P_BLOCK_KERNEL_GET:
         rc = dv_kernel_get(a, NULL, 0, "empty", &kout);
@@ -1378,6 +1393,15 @@ static void table_actors(void)
     ROW("dv_memory_snapshot", DV_ESHUTDOWN, "after shutdown", dv_memory_snapshot(SD, "/dev/null"));
     ROW("dv_memory_snapshot", DV_EDEADLK, "inside a task on its own actor",
         in_task(P_BLOCK_SNAPSHOT));
+    ROW("dv_actor_resources", DV_EINVAL, "NULL actor",
+        dv_actor_resources(NULL, visit_nothing, NULL));
+    ROW("dv_actor_resources", DV_EINVAL, "NULL function", dv_actor_resources(A, NULL, NULL));
+    ROW("dv_actor_resources", DV_OK, "a function that does nothing [silent]",
+        dv_actor_resources(A, visit_nothing, NULL));
+    ROW("dv_actor_resources", DV_ESHUTDOWN, "after shutdown",
+        dv_actor_resources(SD, visit_nothing, NULL));
+    ROW("dv_actor_resources", DV_EDEADLK, "inside a task on its own actor",
+        in_task(P_BLOCK_RESOURCES));
     ROW("dv_actor_last_hazard", DV_EINVAL, "NULL actor", dv_actor_last_hazard(NULL, &hz));
     ROW("dv_actor_last_hazard", DV_EINVAL, "NULL out", dv_actor_last_hazard(A, NULL));
     ROW("dv_actor_last_hazard", DV_OK, "after shutdown [silent: it reads published state]",
@@ -2224,8 +2248,7 @@ static void table_host(void)
     ROW("dv_host_alloc", DV_EINVAL, "UINT64_MAX bytes", dv_host_alloc(A, UINT64_MAX, &p));
     VAL("dv_host_alloc", "refused: *out is NULL", p == NULL);
     ROW("dv_host_alloc", DV_ESHUTDOWN, "after shutdown", dv_host_alloc(SD, 64, &p));
-    ROW("dv_host_alloc", DV_EDEADLK, "inside a task on its own actor",
-        in_task(P_BLOCK_HOST_ALLOC));
+    ROW("dv_host_alloc", DV_EDEADLK, "inside a task on its own actor", in_task(P_BLOCK_HOST_ALLOC));
     ROW("dv_host_alloc", DV_EFORKED, "in a child after fork()", after_fork(F_HOST_ALLOC));
     ROW("dv_host_free", DV_EINVAL, "NULL actor", dv_host_free(NULL, hbuf_a));
     ROW("dv_host_free", DV_EINVAL, "NULL pointer", dv_host_free(A, NULL));
@@ -2254,8 +2277,7 @@ static void table_host(void)
         in_task(P_BLOCK_HOST_REGISTER));
     ROW("dv_host_unregister", DV_EINVAL, "NULL actor", dv_host_unregister(NULL, hreg + 4096));
     ROW("dv_host_unregister", DV_EINVAL, "NULL pointer", dv_host_unregister(A, NULL));
-    ROW("dv_host_unregister", DV_EINVAL, "a range never registered",
-        dv_host_unregister(A, hreg));
+    ROW("dv_host_unregister", DV_EINVAL, "a range never registered", dv_host_unregister(A, hreg));
     ROW("dv_host_unregister", DV_EINVAL, "an address inside a registered range",
         dv_host_unregister(A, hreg + 4096 + 8));
     ROW("dv_host_unregister", DV_EINVAL, "a buffer of the pool", dv_host_unregister(A, hbuf_a));

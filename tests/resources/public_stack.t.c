@@ -34,8 +34,8 @@ typedef struct spill {
     bool cheat;     /* allocate answers DV_OK without a block */
 } spill;
 
-static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream,
-                          dv_tag tag, dv_block *out)
+static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
+                          dv_block *out)
 {
     spill *s = self;
     s->allocs++;
@@ -155,7 +155,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(28);
+    plan(30);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -217,7 +217,27 @@ int main(void)
     pthread_join(th, NULL);
     is_status(off, DV_EINVAL, "a layer used off the actor's thread: refused");
     is_status(dv_resource_allocate(NULL, 1, 0, (dv_tag){0}, NULL), DV_EINVAL, "a NULL resource");
-    is_status(dv_actor_resources(a, NULL, NULL), DV_EINVAL, "dv_actor_resources without a function");
+    is_status(dv_actor_resources(a, NULL, NULL), DV_EINVAL,
+              "dv_actor_resources without a function");
+    /* Every call with a NULL resource, and on a layer off its thread. */
+    dv_resource *o = NULL;
+    dv_pool_stats ps;
+    uint64_t n64;
+    ok(dv_resource_deallocate(NULL, NULL) == DV_EINVAL &&
+           dv_resource_pool(NULL, NULL, &o) == DV_EINVAL &&
+           dv_resource_budget(NULL, 1, &o) == DV_EINVAL &&
+           dv_resource_logging(NULL, "/dev/null", &o) == DV_EINVAL &&
+           dv_resource_guard(NULL, &o) == DV_EINVAL &&
+           dv_resource_adapt(NULL, &spill_ops, &s, &o) == DV_EINVAL &&
+           dv_resource_pool_stats(NULL, &ps) == DV_EINVAL &&
+           dv_resource_budget_stats(NULL, &n64, &n64) == DV_EINVAL &&
+           dv_resource_guard_check(NULL) == DV_EINVAL &&
+           dv_resource_trim(NULL, &n64) == DV_EINVAL && o == NULL,
+       "a NULL resource: DV_EINVAL from every call, nothing made");
+    ok(dv_resource_budget(captured, 1, &o) == DV_EINVAL &&
+           dv_resource_trim(captured, &n64) == DV_EINVAL &&
+           dv_resource_budget_stats(captured, &n64, NULL) == DV_EINVAL && o == NULL,
+       "a layer used off the actor's thread (from this one): DV_EINVAL, nothing made");
 
     /* A rebuild builds the stack again; the old layer is destroyed. */
     is_status(dv_actor_reset(a), DV_OK, "reset");
@@ -243,8 +263,8 @@ int main(void)
     cfg.stack_user = &f;
     a = NULL;
     is_status(dv_actor_create(&cfg, &a), DV_ENOMEM, "a failing stack function fails the start");
-    ok(a == NULL && strstr(dv_last_error()->message, "refuses") != NULL,
-       "with its own detail (%s)", dv_last_error()->message);
+    ok(a == NULL && strstr(dv_last_error()->message, "refuses") != NULL, "with its own detail (%s)",
+       dv_last_error()->message);
     cfg.stack = NULL;
     is_status(dv_actor_create(&cfg, &a), DV_OK, "without one: the default stack");
     dv_actor_destroy(a);
