@@ -91,6 +91,8 @@ static int build_stack(dv_actor *a)
             pcfg.initial_chunk_bytes = a->cfg.pool_initial_bytes;
         if (a->cfg.pool_max_chunk_bytes)
             pcfg.max_chunk_bytes = a->cfg.pool_max_chunk_bytes;
+        pcfg.chunks =
+            a->cfg.pool_chunks || a->cfg.pool_initial_bytes || a->cfg.pool_max_chunk_bytes;
         if ((rc = dv__pool_resource_create(top, &pcfg, &top)) != DV_OK)
             goto fail;
     }

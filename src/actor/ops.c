@@ -50,7 +50,8 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     slot->poster = e->from->tid;
     slot->born = a->batch_time;
     dv__memstats_alloc(&a->mem, m->tag, m->query, b.requested);
-    dv__memstats_reserved(&a->mem, dv__res_bytes_outstanding(a->bottom));
+    dv__memstats_reserved(&a->mem, dv__res_bytes_outstanding(a->bottom) +
+                                             atomic_load(&a->env.mapped_bytes));
     dv__stat_inc(&a->st_allocs);
     /* A hazard here is the allocator's own: counted, the block kept. */
     if (a->chk != NULL)
@@ -527,7 +528,8 @@ static int handle_memory(dv_actor *a, const dv_msg_stats *m)
     case DV_STATS_MEMORY: {
         dv_memory_stats *out = m->out;
         if (a->bottom != NULL)
-            dv__memstats_reserved(ms, dv__res_bytes_outstanding(a->bottom));
+            dv__memstats_reserved(ms, dv__res_bytes_outstanding(a->bottom) +
+                                              atomic_load(&a->env.mapped_bytes));
         out->bytes = ms->bytes;
         out->blocks = ms->blocks;
         out->reserved = ms->reserved;

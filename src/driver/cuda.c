@@ -87,6 +87,14 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers diff
     X(cuMemPoolCreate)                                                                             \
     X(cuMemPoolDestroy)                                                                            \
     X(cuMemPoolTrimTo)                                                                             \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)                                                                            \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemSetAccess)                                                                              \
     X(cuMemcpyHtoDAsync)                                                                           \
     X(cuMemcpyDtoHAsync)                                                                           \
     X(cuMemcpyDtoDAsync)                                                                           \
@@ -809,6 +817,91 @@ static int cu_pool_get_threshold(dv_drv_obj *ctx, uint64_t *bytes)
 }
 
 /* ------------------------------------------------------------------------
+ * Virtual memory
+ * ------------------------------------------------------------------------ */
+
+static void cu_vmm_prop(const struct cu_ctx *c, CUmemAllocationProp *prop)
+{
+    memset(prop, 0, sizeof(*prop));
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = c->ordinal;
+}
+
+static int cu_vmm_granularity(dv_drv_obj *ctx, uint64_t *bytes)
+{
+    const struct cu_ctx *c = cu_ctx_of(ctx);
+    const struct cu_api *api = cu_api_of(ctx);
+    CUmemAllocationProp prop;
+    int supported = 0;
+    size_t g = 0;
+
+    CU_TRY(cu_enter(ctx));
+    CU_TRY(api->cuDeviceGetAttribute(
+        &supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, c->dev));
+    if (!supported)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    cu_vmm_prop(c, &prop);
+    CU_TRY(api->cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    *bytes = g;
+    return 0;
+}
+
+static int cu_va_reserve(dv_drv_obj *ctx, uint64_t bytes, dv_dptr *va)
+{
+    CUdeviceptr p = 0;
+    CU_TRY(cu_enter(ctx));
+    CU_TRY(cu_api_of(ctx)->cuMemAddressReserve(&p, (size_t)bytes, 0, 0, 0));
+    *va = p;
+    return 0;
+}
+
+static int cu_va_release(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes)
+{
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemAddressFree((CUdeviceptr)va, (size_t)bytes);
+}
+
+/* Physical memory of the context's device, mapped at va and readable and
+ * writable there; nothing is left behind on failure. */
+static int cu_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
+{
+    const struct cu_ctx *c = cu_ctx_of(ctx);
+    const struct cu_api *api = cu_api_of(ctx);
+    CUmemAllocationProp prop;
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAccessDesc access;
+    CUresult rc;
+
+    CU_TRY(cu_enter(ctx));
+    cu_vmm_prop(c, &prop);
+    CU_TRY(api->cuMemCreate(&h, (size_t)bytes, &prop, 0));
+    if ((rc = api->cuMemMap((CUdeviceptr)va, (size_t)bytes, 0, h, 0)) != CUDA_SUCCESS) {
+        (void)api->cuMemRelease(h);
+        return (int)rc;
+    }
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((rc = api->cuMemSetAccess((CUdeviceptr)va, (size_t)bytes, &access, 1)) != CUDA_SUCCESS) {
+        (void)api->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
+        (void)api->cuMemRelease(h);
+        return (int)rc;
+    }
+    *handle = h;
+    return 0;
+}
+
+static int cu_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    const struct cu_api *api = cu_api_of(ctx);
+    CU_TRY(cu_enter(ctx));
+    CUresult rc = api->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
+    CUresult rc2 = api->cuMemRelease((CUmemGenericAllocationHandle)handle);
+    return (int)(rc != CUDA_SUCCESS ? rc : rc2);
+}
+
+/* ------------------------------------------------------------------------
  * Copies and sets
  * ------------------------------------------------------------------------ */
 
@@ -1292,6 +1385,11 @@ const dv_driver_ops dv__cuda_ops = {
     .pool_set_threshold = cu_pool_set_threshold,
     .pool_get_threshold = cu_pool_get_threshold,
     .pool_trim = cu_pool_trim,
+    .vmm_granularity = cu_vmm_granularity,
+    .va_reserve = cu_va_reserve,
+    .va_release = cu_va_release,
+    .mem_map = cu_mem_map,
+    .mem_unmap = cu_mem_unmap,
 
     .memcpy_htod = cu_memcpy_htod,
     .memcpy_dtoh = cu_memcpy_dtoh,

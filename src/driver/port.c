@@ -690,6 +690,59 @@ int dv__drv_pool_trim(dv_drv_ctx *ctx, uint64_t keep_bytes)
     return drv_result(OBJ(ctx)->drv, DV_CALL_POOL_TRIM, OPS(ctx)->pool_trim(OBJ(ctx), keep_bytes));
 }
 
+int dv__drv_vmm_granularity(dv_drv_ctx *ctx, uint64_t *bytes)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "vmm_granularity");
+    CHECK_PTR(bytes, "bytes", "vmm_granularity");
+    *bytes = 0;
+    if (OPS(ctx)->vmm_granularity == NULL)
+        return dv__fail(DV_ENOTSUP, "vmm_granularity", "vmm_granularity: not on this backend");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_VMM_GRANULARITY,
+                      OPS(ctx)->vmm_granularity(OBJ(ctx), bytes));
+}
+
+int dv__drv_va_reserve(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *va)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "va_reserve");
+    CHECK_PTR(va, "va", "va_reserve");
+    *va = 0;
+    CHECK_BYTES(bytes, "va_reserve");
+    int rc =
+        drv_result(OBJ(ctx)->drv, DV_CALL_VA_RESERVE, OPS(ctx)->va_reserve(OBJ(ctx), bytes, va));
+    if (rc != DV_OK)
+        dv__detail()->requested = bytes;
+    return rc;
+}
+
+int dv__drv_va_release(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "va_release");
+    CHECK_PTR(va, "va", "va_release");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_VA_RELEASE, OPS(ctx)->va_release(OBJ(ctx), va, bytes));
+}
+
+int dv__drv_mem_map(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "mem_map");
+    CHECK_PTR(va, "va", "mem_map");
+    CHECK_PTR(handle, "handle", "mem_map");
+    *handle = 0;
+    CHECK_BYTES(bytes, "mem_map");
+    int rc =
+        drv_result(OBJ(ctx)->drv, DV_CALL_MEM_MAP, OPS(ctx)->mem_map(OBJ(ctx), va, bytes, handle));
+    if (rc != DV_OK)
+        dv__detail()->requested = bytes;
+    return rc;
+}
+
+int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "mem_unmap");
+    CHECK_PTR(va, "va", "mem_unmap");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_MEM_UNMAP,
+                      OPS(ctx)->mem_unmap(OBJ(ctx), va, bytes, handle));
+}
+
 int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "pool_get_release_threshold");

@@ -149,6 +149,11 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(POOL_SET_THRESHOLD, "pool_set_release_threshold")                                            \
     X(POOL_GET_THRESHOLD, "pool_get_release_threshold")                                            \
     X(POOL_TRIM, "pool_trim")                                                                      \
+    X(VMM_GRANULARITY, "vmm_granularity")                                                          \
+    X(VA_RESERVE, "va_reserve")                                                                    \
+    X(VA_RELEASE, "va_release")                                                                    \
+    X(MEM_MAP, "mem_map")                                                                          \
+    X(MEM_UNMAP, "mem_unmap")                                                                      \
     X(MEMCPY_HTOD, "memcpy_htod_async")                                                            \
     X(MEMCPY_DTOH, "memcpy_dtoh_async")                                                            \
     X(MEMCPY_DTOD, "memcpy_dtod_async")                                                            \
@@ -246,6 +251,22 @@ int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes);
 /* Give the device back what the pool holds unused, beyond keep_bytes
  * (cuMemPoolTrimTo); memory of frees not yet reached stays. */
 int dv__drv_pool_trim(dv_drv_ctx *ctx, uint64_t keep_bytes);
+
+/*
+ * Virtual memory: address space reserved once, physical memory mapped into
+ * it and unmapped again in multiples of the granularity.  Mapped memory is
+ * usable on every stream at once; unmapping is immediate, so the caller
+ * makes sure the device is done with the range first.  A device without
+ * it answers DV_ENOTSUP from vmm_granularity.  handle: the backend's token
+ * for a mapping, given back to unmap it (whole: a mapping is unmapped as
+ * it was made).  The sim keeps its reservations apart from the memory
+ * mem_alloc hands out, and counts mapped bytes as allocated.
+ */
+int dv__drv_vmm_granularity(dv_drv_ctx *ctx, uint64_t *bytes);
+int dv__drv_va_reserve(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *va);
+int dv__drv_va_release(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes);
+int dv__drv_mem_map(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle);
+int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 
 /* Asynchronous copies and sets, ordered on stream.  Host buffers are read
  * or written when the stream reaches the op, not at the call. */
@@ -522,6 +543,11 @@ typedef struct dv_driver_ops {
     int (*pool_set_threshold)(dv_drv_obj *ctx, uint64_t bytes);
     int (*pool_get_threshold)(dv_drv_obj *ctx, uint64_t *bytes);
     int (*pool_trim)(dv_drv_obj *ctx, uint64_t keep_bytes);
+    int (*vmm_granularity)(dv_drv_obj *ctx, uint64_t *bytes);
+    int (*va_reserve)(dv_drv_obj *ctx, uint64_t bytes, dv_dptr *va);
+    int (*va_release)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes);
+    int (*mem_map)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle);
+    int (*mem_unmap)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 
     int (*memcpy_htod)(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes);
     int (*memcpy_dtoh)(dv_drv_obj *stream, void *dst, dv_dptr src, uint64_t bytes);

@@ -49,6 +49,10 @@
 #define SIM_ALIGN         256u
 #define SIM_BASE          UINT64_C(0x00007a0000000000)
 #define SIM_DEVICE_STRIDE (UINT64_C(1) << 40) /* 1 TiB of address space each */
+#define SIM_GRANULE       (UINT64_C(2) << 20) /* of mappings, as the H100's */
+/* A device's addresses: its memory, then three times as much that only
+ * reservations take (address space is plentiful on a GPU too). */
+#define SIM_SPAN(size) (4 * (size))
 
 /* ------------------------------------------------------------------------
  * Types
@@ -145,6 +149,7 @@ struct sim_timeline {
 struct sim_range {
     dv_dptr start;
     uint64_t bytes;
+    bool mapped; /* live: a mapping (mem_map), merged with adjacent ones */
 };
 
 struct sim_free {
@@ -165,7 +170,11 @@ struct sim_device {
     struct sim_free *free_list; /* sorted by address, coalesced */
     struct sim_range *live;     /* sorted by start */
     size_t nlive, cap_live;
-    uint64_t allocated; /* live + pending stream-ordered frees */
+    uint64_t allocated; /* live + pending stream-ordered frees + mapped */
+    /* Reserved address space (va_reserve), sorted by start, in the half of
+     * the arena above size: mem_alloc never hands it out. */
+    struct sim_range *va;
+    size_t nva, cap_va;
     uint64_t release_threshold;
     struct sim_stream *streams; /* list, for synchronous free */
     int stream_serial;
@@ -378,7 +387,7 @@ static int live_insert(struct sim_device *dev, dv_dptr start, uint64_t bytes)
     }
     size_t i = live_lower_bound(dev, start);
     memmove(&dev->live[i + 1], &dev->live[i], (dev->nlive - i) * sizeof(dev->live[0]));
-    dev->live[i] = (struct sim_range){start, bytes};
+    dev->live[i] = (struct sim_range){start, bytes, false};
     dev->nlive++;
     return 0;
 }
@@ -398,6 +407,8 @@ static uint64_t round_up(uint64_t n)
 static int range_take(struct sim_device *dev, uint64_t bytes, dv_dptr *out)
 {
     uint64_t need = round_up(bytes);
+    if (need > dev->size - dev->allocated)
+        return -1; /* mappings hold the rest */
     for (struct sim_free **pp = &dev->free_list; *pp != NULL; pp = &(*pp)->next) {
         struct sim_free *f = *pp;
         if (f->bytes < need)
@@ -461,6 +472,7 @@ static void free_list_reset(struct sim_device *dev)
         *dev->free_list = (struct sim_free){NULL, dev->base, dev->size};
     dev->nlive = 0;
     dev->allocated = 0;
+    dev->nva = 0; /* mappings went with the live list */
 }
 
 /* Take a range and register it live.  Caller holds dev->mu. */
@@ -501,7 +513,8 @@ static void *arena_range(struct sim_driver *sd, dv_dptr p, uint64_t bytes)
 {
     for (int i = 0; i < sd->ndev; i++) {
         struct sim_device *dev = &sd->dev[i];
-        if (p >= dev->base && bytes <= dev->size && p - dev->base <= dev->size - bytes)
+        uint64_t span = SIM_SPAN(dev->size); /* the allocations, then the reservations */
+        if (p >= dev->base && bytes <= span && p - dev->base <= span - bytes)
             return dev->arena + (p - dev->base);
     }
     return NULL;
@@ -774,7 +787,9 @@ static struct sim_op *op_new(enum op_kind kind)
 static void device_fini(struct sim_device *dev)
 {
     if (dev->arena != NULL)
-        munmap(dev->arena, dev->size);
+        munmap(dev->arena, SIM_SPAN(dev->size));
+    free(dev->va);
+    dev->va = NULL;
     dev->arena = NULL;
     while (dev->free_list != NULL) {
         struct sim_free *f = dev->free_list;
@@ -801,8 +816,8 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
     uint64_t size = cfg->sim.memory_bytes > 0 ? cfg->sim.memory_bytes : UINT64_C(1) << 30;
     /* Checked before rounding, which would wrap near UINT64_MAX. */
     if (size < SIM_DEVICE_STRIDE)
-        size = round_up(size);
-    if (size >= SIM_DEVICE_STRIDE) {
+        size = (size + SIM_GRANULE - 1) & ~(SIM_GRANULE - 1);
+    if (size >= SIM_DEVICE_STRIDE / 4) {
         free(sd);
         return dv__fail(DV_EINVAL, "open", "sim: %llu bytes per device is too large",
                         (unsigned long long)size);
@@ -827,7 +842,7 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
         dev->base = SIM_BASE + (uint64_t)i * SIM_DEVICE_STRIDE;
         dev->release_threshold = 0;
         pthread_mutex_init(&dev->mu, NULL);
-        dev->arena = mmap(NULL, size, PROT_READ | PROT_WRITE,
+        dev->arena = mmap(NULL, SIM_SPAN(size), PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (dev->arena == MAP_FAILED) {
             dev->arena = NULL;
@@ -1189,7 +1204,7 @@ static uint64_t live_take(struct sim_device *dev, dv_dptr dptr)
 {
     uint64_t bytes = 0;
     size_t i = live_lower_bound(dev, dptr);
-    if (i < dev->nlive && dev->live[i].start == dptr) {
+    if (i < dev->nlive && dev->live[i].start == dptr && !dev->live[i].mapped) {
         bytes = dev->live[i].bytes;
         live_remove_at(dev, i);
     }
@@ -1322,6 +1337,167 @@ static int sim_pool_trim(dv_drv_obj *ctx, uint64_t keep_bytes)
     (void)keep_bytes;
     SIM_ENTER(dev, DV_CALL_POOL_TRIM);
     return DV_CU_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Virtual memory: reservations above the arena's first size bytes, mappings in the
+ * live list (merged, so a copy may cross the granules of two mappings, as
+ * on a GPU), counted as allocated against the device's size.
+ * ------------------------------------------------------------------------ */
+
+static int sim_vmm_granularity(dv_drv_obj *ctx, uint64_t *bytes)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_VMM_GRANULARITY);
+    *bytes = SIM_GRANULE;
+    return DV_CU_SUCCESS;
+}
+
+/* The reservation holding [va, va + bytes), or -1.  Caller holds dev->mu. */
+static long va_containing(const struct sim_device *dev, dv_dptr va, uint64_t bytes)
+{
+    for (size_t i = 0; i < dev->nva; i++) {
+        const struct sim_range *r = &dev->va[i];
+        if (va >= r->start && bytes <= r->bytes && va - r->start <= r->bytes - bytes)
+            return (long)i;
+    }
+    return -1;
+}
+
+static int sim_va_reserve(dv_drv_obj *ctx, uint64_t bytes, dv_dptr *va)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_VA_RESERVE);
+    uint64_t need = (bytes + SIM_GRANULE - 1) & ~(SIM_GRANULE - 1);
+    int rc = DV_CU_OUT_OF_MEMORY;
+
+    pthread_mutex_lock(&dev->mu);
+    if (dev->nva == dev->cap_va) {
+        size_t cap = dev->cap_va ? dev->cap_va * 2 : 8;
+        struct sim_range *n = realloc(dev->va, cap * sizeof(*n));
+        if (n == NULL)
+            goto out;
+        dev->va = n;
+        dev->cap_va = cap;
+    }
+    /* First fit in the gaps between reservations. */
+    dv_dptr at = dev->base + dev->size, end = dev->base + SIM_SPAN(dev->size);
+    size_t i = 0;
+    for (; i < dev->nva && dev->va[i].start - at < need; i++)
+        at = dev->va[i].start + dev->va[i].bytes;
+    if (need > end - at)
+        goto out;
+    memmove(&dev->va[i + 1], &dev->va[i], (dev->nva - i) * sizeof(dev->va[0]));
+    dev->va[i] = (struct sim_range){at, need, false};
+    dev->nva++;
+    *va = at;
+    rc = DV_CU_SUCCESS;
+out:
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+/* Any mapping overlapping [va, va + bytes)?  Caller holds dev->mu. */
+static bool mapped_within(const struct sim_device *dev, dv_dptr va, uint64_t bytes)
+{
+    for (size_t i = live_lower_bound(dev, va) > 0 ? live_lower_bound(dev, va) - 1 : 0;
+         i < dev->nlive && dev->live[i].start < va + bytes; i++)
+        if (dev->live[i].mapped && dev->live[i].start + dev->live[i].bytes > va)
+            return true;
+    return false;
+}
+
+static int sim_va_release(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_VA_RELEASE);
+    int rc = DV_CU_INVALID_VALUE;
+    pthread_mutex_lock(&dev->mu);
+    long i = va_containing(dev, va, bytes);
+    /* Whole, and nothing mapped in it any more (as the driver asks). */
+    if (i >= 0 && dev->va[i].start == va && !mapped_within(dev, va, dev->va[i].bytes)) {
+        memmove(&dev->va[i], &dev->va[i + 1], (dev->nva - (size_t)i - 1) * sizeof(dev->va[0]));
+        dev->nva--;
+        rc = DV_CU_SUCCESS;
+    }
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_MAP);
+    if (va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
+        return DV_CU_INVALID_VALUE;
+    if (alloc_should_fail(dev->sd))
+        return DV_CU_OUT_OF_MEMORY;
+    int rc = DV_CU_INVALID_VALUE;
+    pthread_mutex_lock(&dev->mu);
+    if (va_containing(dev, va, bytes) < 0 || mapped_within(dev, va, bytes))
+        goto out;
+    rc = DV_CU_OUT_OF_MEMORY;
+    if (bytes > dev->size - dev->allocated)
+        goto out;
+    size_t i = live_lower_bound(dev, va);
+    struct sim_range *prev = i > 0 ? &dev->live[i - 1] : NULL;
+    struct sim_range *next = i < dev->nlive ? &dev->live[i] : NULL;
+    bool join_prev = prev != NULL && prev->mapped && prev->start + prev->bytes == va;
+    bool join_next = next != NULL && next->mapped && va + bytes == next->start;
+    if (join_prev && join_next) {
+        prev->bytes += bytes + next->bytes;
+        live_remove_at(dev, i);
+    } else if (join_prev) {
+        prev->bytes += bytes;
+    } else if (join_next) {
+        next->start = va;
+        next->bytes += bytes;
+    } else {
+        if (live_insert(dev, va, bytes) != 0)
+            goto out;
+        dev->live[i].mapped = true;
+    }
+    dev->allocated += bytes;
+    *handle = va;
+    rc = DV_CU_SUCCESS;
+out:
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+static int sim_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_UNMAP);
+    (void)handle;
+    int rc = DV_CU_INVALID_VALUE;
+    pthread_mutex_lock(&dev->mu);
+    long k = live_containing(dev, va, bytes);
+    if (k < 0 || !dev->live[k].mapped || va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
+        goto out;
+    struct sim_range whole = dev->live[k];
+    dv_dptr end = va + bytes, whole_end = whole.start + whole.bytes;
+    if (whole.start < va && end < whole_end) {
+        /* A hole in the middle: the tail becomes a mapping of its own. */
+        if (live_insert(dev, end, whole_end - end) != 0)
+            goto out;
+        dev->live[k + 1].mapped = true;
+        dev->live[k].bytes = va - whole.start;
+    } else if (whole.start < va) {
+        dev->live[k].bytes = va - whole.start;
+    } else if (end < whole_end) {
+        dev->live[k].start = end;
+        dev->live[k].bytes = whole_end - end;
+    } else {
+        live_remove_at(dev, (size_t)k);
+    }
+    dev->allocated -= bytes;
+    /* Its pages go back to the host; mapped again, it reads zeros. */
+    (void)madvise(dev->arena + (va - dev->base), bytes, MADV_DONTNEED);
+    rc = DV_CU_SUCCESS;
+out:
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
 }
 
 static int copy_op(struct sim_stream *s, enum op_kind kind, void *host, dv_dptr d, uint64_t bytes)
@@ -1848,6 +2024,11 @@ const dv_driver_ops dv__sim_ops = {
     .pool_set_threshold = sim_pool_set_threshold,
     .pool_get_threshold = sim_pool_get_threshold,
     .pool_trim = sim_pool_trim,
+    .vmm_granularity = sim_vmm_granularity,
+    .va_reserve = sim_va_reserve,
+    .va_release = sim_va_release,
+    .mem_map = sim_mem_map,
+    .mem_unmap = sim_mem_unmap,
     .memcpy_htod = sim_memcpy_htod,
     .memcpy_dtoh = sim_memcpy_dtoh,
     .memcpy_dtod = sim_memcpy_dtod,

@@ -220,6 +220,13 @@ static void async_note_stream_wait(dv_resource *r, dv_stream_id waiter, dv_strea
     dv__tracker_note_wait(ASYNC(r)->t, waiter, signaler, pos);
 }
 
+static const dv_res_ops async_ops;
+
+bool dv__res_is_async(const dv_resource *r)
+{
+    return r != NULL && r->ops == &async_ops;
+}
+
 static const dv_res_ops async_ops = {
     .name = "async",
     .allocate = async_allocate,

@@ -5,8 +5,27 @@
  *
  * Design
  * ------
- * Chunks.  Memory comes from the upstream in chunks allocated on the stream
- * of the request that needed them: the first is initial_chunk_bytes, each
+ * Regions.  Where the upstream is the driver's stream-ordered allocator
+ * itself and the device has virtual memory, the pool holds its memory
+ * from the driver directly: it reserves address space once (a region, as
+ * large as the device's memory) and maps physical memory at the region's
+ * end as requests need it.  A request that finds free space at the end
+ * too small maps only the difference, and the two become one range: the
+ * pool grows in place, so it never holds a large chunk it cannot use and
+ * a small workload maps a granule or two.  A step maps at least 1/32 of
+ * what is mapped (up to 64 MiB), so growth makes few driver calls.  Trim
+ * unmaps every mapping that lies wholly free (after the device has passed
+ * the frees in it: unmapping is immediate), leaving a hole in the middle
+ * or giving the end back; a later request fills a hole before mapping new
+ * space at the end.  When the device refuses a mapping, the pool trims
+ * and tries once more at the exact size.  A region is a chunk to the rest
+ * of this file: its ranges cover it, the unmapped space as HOLE ranges
+ * (the last range is always the reserved space past the end).
+ *
+ * Chunks.  Elsewhere (a pool over another layer, chunk sizes set, or a
+ * device without virtual memory) memory comes from the upstream in chunks
+ * allocated on the stream of the request that needed them: the first is
+ * initial_chunk_bytes, each
  * later one twice the last, up to max_chunk_bytes; a request bigger than
  * the next chunk gets a chunk of its own (rounded to 2 MiB, the driver's
  * granularity).  max_pool_bytes caps the sum.  When the upstream refuses
@@ -110,6 +129,7 @@ _Static_assert(DV_MAX_STREAMS <= 64, "stream sets are 64-bit masks");
 enum range_state {
     RANGE_USED = 1, /* live, or on a small-class stack */
     RANGE_FREE,     /* in a stream's bins */
+    RANGE_HOLE,     /* a region's address space with nothing mapped (trimmed) */
 };
 
 /*
@@ -131,11 +151,25 @@ typedef struct pool_range {
 
 _Static_assert(sizeof(pool_range) == 64, "a range is one cache line");
 
+/* Physical memory mapped into a region, unmapped whole. */
+typedef struct pool_map {
+    uint64_t off, bytes; /* within the region */
+    uint64_t handle;     /* the driver's */
+} pool_map;
+
+/*
+ * A chunk from the upstream, or a region: address space reserved once,
+ * memory mapped at its end as the pool grows (ranges cover [0, end); the
+ * rest is reserved only), unmapped where a whole mapping lies free.
+ */
 typedef struct pool_chunk {
-    dv_block block; /* as the upstream handed it out */
-    uint64_t bytes; /* what the pool uses of it */
+    dv_block block; /* as the upstream handed it out; a region: ptr is its base */
+    uint64_t bytes; /* what the pool uses of it; a region: bytes mapped */
     struct pool_chunk *prev, *next;
-    pool_range *first;
+    pool_range *first, *last;
+    uint64_t va_bytes, end; /* a region: reserved, and the end of what ranges cover */
+    pool_map *maps;         /* a region: in address order */
+    uint32_t nmaps, cap_maps, holes;
 } pool_chunk;
 
 /* A small block on a stack: its address, the position of its free on the
@@ -172,6 +206,11 @@ typedef struct pool_res {
     pool_chunk *chunks;
     uint32_t nchunks;
     uint64_t chunk_bytes;
+    /* Growth by mapping (the upstream is the driver's allocator and the
+     * device has virtual memory): granule 0 means chunks. */
+    uint64_t granule, va_step;
+    pool_chunk *region;     /* the one growing */
+    uint32_t holes;         /* HOLE ranges in every region */
     uint64_t live_bytes;    /* owner's view of bytes_outstanding */
     uint64_t stacked_bytes; /* on small-class stacks, all streams */
     pool_range *spare;
@@ -607,7 +646,7 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
         .freed_epoch = dv__tracker_mark(p->t, s),
         .index = index,
     };
-    ch->first = r;
+    ch->first = ch->last = r;
     ch->next = p->chunks;
     if (p->chunks != NULL)
         p->chunks->prev = ch;
@@ -634,7 +673,7 @@ static int chunk_fence(pool_res *p, pool_chunk *ch)
 static bool chunk_empty(const pool_chunk *ch)
 {
     for (const pool_range *r = ch->first; r != NULL; r = r->phys_next)
-        if (r->state != RANGE_FREE)
+        if (r->state == RANGE_USED)
             return false;
     return true;
 }
@@ -648,8 +687,8 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
 
     for (pool_chunk *ch = p->chunks; ch != NULL; ch = next) {
         next = ch->next;
-        if (!chunk_empty(ch))
-            continue;
+        if (ch->va_bytes != 0 || !chunk_empty(ch))
+            continue; /* a region gives back mapping by mapping */
         uint64_t bytes = ch->bytes;
         if ((rc = chunk_fence(p, ch)) != DV_OK ||
             (rc = dv__res_deallocate(p->base.upstream, &ch->block)) != DV_OK)
@@ -674,15 +713,435 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
     return DV_OK;
 }
 
+static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released);
+static void region_drop(pool_res *p, pool_chunk *ch);
+
 static int trim(pool_res *p, uint64_t *released)
 {
     flush_stacks(p);
-    return release_empty_chunks(p, released);
+    int rc = release_empty_chunks(p, released);
+    pool_chunk *next;
+    for (pool_chunk *ch = p->chunks; rc == DV_OK && ch != NULL; ch = next) {
+        next = ch->next;
+        if (ch->va_bytes == 0)
+            continue;
+        rc = region_trim(p, ch, released);
+        if (rc == DV_OK && ch->bytes == 0)
+            region_drop(p, ch);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Regions: growth in place by mapping
+ * ------------------------------------------------------------------------ */
+
+static int grow(pool_res *p, uint64_t need, dv_stream_id s);
+
+/* Split free range r at address at (inside it): r keeps the front, the
+ * range returned the back, both free on r's stream behind r's free.  A
+ * spare must be reserved. */
+static pool_range *split_free(pool_res *p, pool_range *r, dv_dptr at)
+{
+    pool_range *n = spare_take(p);
+    bin_remove(p, r);
+    n->ptr = at;
+    n->bytes = r->ptr + r->bytes - at;
+    n->freed_epoch = r->freed_epoch;
+    n->phys_prev = r;
+    n->phys_next = r->phys_next;
+    if (r->phys_next != NULL)
+        r->phys_next->phys_prev = n;
+    r->phys_next = n;
+    r->bytes = at - r->ptr;
+    bin_insert(p, r->owner, r);
+    bin_insert(p, r->owner, n);
+    return n;
+}
+
+static void unlink_range(pool_chunk *ch, pool_range *r)
+{
+    if (r->phys_prev != NULL)
+        r->phys_prev->phys_next = r->phys_next;
+    else
+        ch->first = r->phys_next;
+    if (r->phys_next != NULL)
+        r->phys_next->phys_prev = r->phys_prev;
+}
+
+/* Hole r joins the holes beside it (the region's last range, the
+ * reserved space past the end, absorbs the ones before it). */
+static void hole_merge(pool_res *p, pool_chunk *ch, pool_range *r)
+{
+    pool_range *prev = r->phys_prev, *next = r->phys_next;
+    bool interior = true; /* r counts as an interior hole */
+    if (next != NULL && next->state == RANGE_HOLE) {
+        next->ptr = r->ptr;
+        next->bytes += r->bytes;
+        unlink_range(ch, r);
+        spare_put(p, r);
+        interior = next != ch->last;
+        if (!interior) {
+            ch->holes--, p->holes--; /* r was counted; the end is not */
+            if (prev != NULL && prev->state == RANGE_HOLE) {
+                next->ptr = prev->ptr;
+                next->bytes += prev->bytes;
+                unlink_range(ch, prev);
+                spare_put(p, prev);
+                ch->holes--, p->holes--;
+            }
+            return;
+        }
+        r = next;
+        ch->holes--, p->holes--; /* two interior holes became one */
+    }
+    if (prev != NULL && prev->state == RANGE_HOLE) {
+        prev->bytes += r->bytes;
+        unlink_range(ch, r);
+        spare_put(p, r);
+        ch->holes--, p->holes--;
+    }
+    (void)interior;
+}
+
+static int map_record(pool_chunk *ch, uint64_t off, uint64_t bytes, uint64_t handle)
+{
+    if (ch->nmaps == ch->cap_maps) {
+        uint32_t cap = ch->cap_maps ? 2 * ch->cap_maps : 16;
+        pool_map *m = realloc(ch->maps, cap * sizeof(*m));
+        if (m == NULL)
+            return -1;
+        ch->maps = m;
+        ch->cap_maps = cap;
+    }
+    uint32_t i = ch->nmaps;
+    while (i > 0 && ch->maps[i - 1].off > off)
+        i--;
+    memmove(&ch->maps[i + 1], &ch->maps[i], (ch->nmaps - i) * sizeof(*ch->maps));
+    ch->maps[i] = (pool_map){off, bytes, handle};
+    ch->nmaps++;
+    return 0;
+}
+
+static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
+{
+    ch->bytes += (uint64_t)bytes;
+    p->chunk_bytes += (uint64_t)bytes;
+    atomic_fetch_add_explicit(&p->base.env->mapped_bytes, (uint64_t)bytes, memory_order_relaxed);
+}
+
+/*
+ * Map bytes at the front of hole h of region ch: that space becomes free,
+ * on the stream of the free range before it when there is one (so the two
+ * merge and a request bigger than either fits), else on s.
+ */
+static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes, dv_stream_id s)
+{
+    uint64_t handle = 0;
+    int rc = dv__drv_mem_map(p->base.env->ctx, h->ptr, bytes, &handle);
+    if (rc != DV_OK)
+        return rc;
+    if (map_record(ch, h->ptr - ch->block.ptr, bytes, handle) != 0) {
+        (void)dv__drv_mem_unmap(p->base.env->ctx, h->ptr, bytes, handle);
+        return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a mapping");
+    }
+    mapped_add(p, ch, (int64_t)bytes);
+    pool_range *r = h, *prev = h->phys_prev;
+    if (h->bytes > bytes || h == ch->last) {
+        r = spare_take(p);
+        r->ptr = h->ptr;
+        r->phys_prev = prev;
+        r->phys_next = h;
+        if (prev != NULL)
+            prev->phys_next = r;
+        else
+            ch->first = r;
+        h->phys_prev = r;
+        h->ptr += bytes;
+        h->bytes -= bytes;
+    } else {
+        ch->holes--, p->holes--; /* an interior hole filled whole */
+    }
+    r->bytes = bytes;
+    if (prev != NULL && prev->state == RANGE_FREE) {
+        r->owner = prev->owner;
+        r->freed_epoch = prev->freed_epoch;
+    } else {
+        r->owner = (uint8_t)s;
+        r->freed_epoch = dv__tracker_mark(p->t, s);
+    }
+    r->state = RANGE_FREE;
+    bins_release(p, r);
+    if (h == ch->last && ch->end < h->ptr - ch->block.ptr)
+        ch->end = h->ptr - ch->block.ptr;
+    return DV_OK;
+}
+
+/* A new region of at least bytes of address space, all of it reserved
+ * only: one hole, its last range. */
+static int region_new(pool_res *p, uint64_t bytes, pool_chunk **out)
+{
+    uint64_t va_bytes = round_up(bytes > p->va_step ? bytes : p->va_step, p->granule);
+    pool_chunk *ch = calloc(1, sizeof(*ch));
+    dv_dptr va = 0;
+    if (ch == NULL)
+        return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool region");
+    int rc = dv__drv_va_reserve(p->base.env->ctx, va_bytes, &va);
+    if (rc != DV_OK) {
+        free(ch);
+        return rc;
+    }
+    pool_range *h = spare_take(p);
+    uint32_t index = h->index;
+    *h = (pool_range){.ptr = va, .bytes = va_bytes, .index = index, .state = RANGE_HOLE};
+    ch->block = (dv_block){.ptr = va, .bytes = va_bytes, .device = p->base.device};
+    ch->va_bytes = va_bytes;
+    ch->first = ch->last = h;
+    ch->next = p->chunks;
+    if (p->chunks != NULL)
+        p->chunks->prev = ch;
+    p->chunks = ch;
+    p->nchunks++;
+    *out = ch;
+    return DV_OK;
+}
+
+/* Wait, on the host, until the device is past every free in [from, to]. */
+static int ranges_sync(pool_res *p, pool_range *from, pool_range *to)
+{
+    for (pool_range *r = from;; r = r->phys_next) {
+        if (r->state != RANGE_HOLE) { /* a live block at a destroy: stamped as freed */
+            int rc = dv__tracker_sync(p->t, freed_pos(r));
+            if (rc != DV_OK)
+                return rc;
+        }
+        if (r == to)
+            return DV_OK;
+    }
+}
+
+/* Unmap ch->maps[i], every byte of it free and reached: its space becomes
+ * a hole.  first is the range holding its first byte. */
+static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
+{
+    pool_map m = ch->maps[i];
+    dv_dptr a = ch->block.ptr + m.off, b = a + m.bytes;
+    pool_range *r = first, *x;
+
+    int rc = dv__drv_mem_unmap(p->base.env->ctx, a, m.bytes, m.handle);
+    if (rc != DV_OK)
+        return rc; /* still mapped, still free */
+    memmove(&ch->maps[i], &ch->maps[i + 1], (ch->nmaps - i - 1) * sizeof(*ch->maps));
+    ch->nmaps--;
+    mapped_add(p, ch, -(int64_t)m.bytes);
+
+    if (r->ptr < a)
+        r = split_free(p, r, a);
+    for (x = r; x->ptr + x->bytes < b; x = x->phys_next)
+        ;
+    if (x->ptr + x->bytes > b)
+        (void)split_free(p, x, b);
+    /* r .. x cover [a, b) exactly: r becomes the hole. */
+    bin_remove(p, r);
+    while (r != x) {
+        pool_range *n = r->phys_next;
+        bin_remove(p, n);
+        r->phys_next = n->phys_next;
+        if (n->phys_next != NULL)
+            n->phys_next->phys_prev = r;
+        if (n == x)
+            x = r;
+        spare_put(p, n);
+    }
+    r->bytes = m.bytes;
+    r->state = RANGE_HOLE;
+    ch->holes++, p->holes++;
+    hole_merge(p, ch, r);
+    ch->end = ch->last->ptr - ch->block.ptr;
+    return DV_OK;
+}
+
+/* Unmap every mapping of region ch that is wholly free; *released counts
+ * the bytes. */
+static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released)
+{
+    pool_range *r = ch->first;
+    uint32_t i = 0;
+    while (i < ch->nmaps) {
+        dv_dptr a = ch->block.ptr + ch->maps[i].off, b = a + ch->maps[i].bytes;
+        while (r->ptr + r->bytes <= a)
+            r = r->phys_next;
+        pool_range *x = r;
+        bool free_all = true;
+        for (;; x = x->phys_next) {
+            if (x->state != RANGE_FREE) {
+                free_all = false;
+                break;
+            }
+            if (x->ptr + x->bytes >= b)
+                break;
+        }
+        if (!free_all) {
+            i++;
+            continue;
+        }
+        int rc = spare_reserve(p, 2);
+        if (rc == DV_OK)
+            rc = ranges_sync(p, r, x);
+        if (rc != DV_OK)
+            return rc;
+        uint64_t bytes = ch->maps[i].bytes;
+        pool_range *before = r->ptr < a ? r : r->phys_prev;
+        bool before_hole = before != NULL && before->state == RANGE_HOLE;
+        if ((rc = unmap_one(p, ch, i, r)) != DV_OK) {
+            i++; /* it stays mapped; a later trim tries again */
+            continue;
+        }
+        if (released != NULL)
+            *released += bytes;
+        /* On from the range before the new hole (a hole there may have
+         * merged away). */
+        r = before != NULL && !before_hole ? before : ch->first;
+    }
+    return DV_OK;
+}
+
+/* A region with nothing mapped goes: its address space back, its ranges
+ * spare. */
+static void region_drop(pool_res *p, pool_chunk *ch)
+{
+    for (uint32_t i = 0; i < ch->nmaps; i++) {
+        dv_dptr va = ch->block.ptr + ch->maps[i].off;
+        /* Once more after a failure: the driver may have been short of
+         * something for a moment; after that the memory is lost to us. */
+        if (dv__drv_mem_unmap(p->base.env->ctx, va, ch->maps[i].bytes, ch->maps[i].handle) != DV_OK)
+            (void)dv__drv_mem_unmap(p->base.env->ctx, va, ch->maps[i].bytes, ch->maps[i].handle);
+    }
+    if (ch->bytes != 0)
+        mapped_add(p, ch, -(int64_t)ch->bytes);
+    (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
+    for (pool_range *r = ch->first, *rn; r != NULL; r = rn) {
+        rn = r->phys_next;
+        if (r->state == RANGE_FREE)
+            bin_remove(p, r);
+        spare_put(p, r);
+    }
+    p->holes -= ch->holes;
+    if (ch->prev != NULL)
+        ch->prev->next = ch->next;
+    else
+        p->chunks = ch->next;
+    if (ch->next != NULL)
+        ch->next->prev = ch->prev;
+    p->nchunks--;
+    if (p->region == ch)
+        p->region = NULL;
+    free(ch->maps);
+    free(ch);
+}
+
+/* An interior hole of at least bytes, or NULL. */
+static pool_range *hole_find(pool_res *p, uint64_t bytes, pool_chunk **in)
+{
+    if (p->holes == 0)
+        return NULL;
+    for (pool_chunk *ch = p->chunks; ch != NULL; ch = ch->next) {
+        if (ch->holes == 0)
+            continue;
+        for (pool_range *r = ch->first; r != ch->last; r = r->phys_next)
+            if (r->state == RANGE_HOLE && r->bytes >= bytes) {
+                *in = ch;
+                return r;
+            }
+    }
+    return NULL;
+}
+
+/*
+ * Make room for need bytes on stream s by mapping: at the growing region's
+ * end, where the free space there makes up part of it (growth in place),
+ * else in a hole trim left, else in a new region.  A step maps at least
+ * 1/32 of what is mapped (at most 64 MiB), so a pool that grows by many
+ * small steps makes few driver calls, and what it maps beyond the request
+ * stays a small share.
+ */
+static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
+{
+    uint64_t g = p->granule, step = p->chunk_bytes / 32;
+    int rc;
+
+    if (step > 64 * MIB)
+        step = 64 * MIB;
+    step &= ~(g - 1);
+    if ((rc = spare_reserve(p, 2)) != DV_OK)
+        return rc;
+    for (int attempt = 0;; attempt++) {
+        pool_chunk *ch = p->region;
+        uint64_t least = round_up(need, g); /* what the end must gain */
+        if (ch != NULL) {
+            pool_range *tail = ch->last->phys_prev;
+            uint64_t have = tail != NULL && tail->state == RANGE_FREE ? tail->bytes : 0;
+            least = round_up(need > have ? need - have : g, g);
+        }
+        uint64_t bytes = least > step ? least : step;
+        if (ch != NULL && ch->last->bytes < bytes && ch->last->bytes >= least)
+            bytes = ch->last->bytes;
+        if (p->cfg.max_pool_bytes != 0 && p->chunk_bytes + bytes > p->cfg.max_pool_bytes) {
+            uint64_t exact = round_up(need, g);
+            if (p->chunk_bytes + exact > p->cfg.max_pool_bytes) {
+                rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
+                              "allocate: %llu bytes would take the pool past max_pool_bytes "
+                              "%llu (%llu mapped)",
+                              (unsigned long long)need, (unsigned long long)p->cfg.max_pool_bytes,
+                              (unsigned long long)p->chunk_bytes);
+                dv__detail()->requested = need;
+                dv__detail()->remaining = p->cfg.max_pool_bytes - p->chunk_bytes;
+                return rc;
+            }
+            bytes = p->cfg.max_pool_bytes - p->chunk_bytes >= bytes ? bytes : exact;
+        }
+        pool_chunk *in = NULL;
+        pool_range *h = NULL;
+        pool_range *tail = ch != NULL ? ch->last->phys_prev : NULL;
+        bool end_free = tail != NULL && tail->state == RANGE_FREE;
+        /* The end when free space there makes up part of the request; a
+         * hole before new space at the end; a new region last. */
+        if (end_free && ch->last->bytes >= bytes) {
+            h = ch->last, in = ch;
+        } else if ((h = hole_find(p, round_up(need, g), &in)) != NULL) {
+            bytes = round_up(need, g);
+        } else if (ch != NULL && ch->last->bytes >= bytes) {
+            h = ch->last, in = ch;
+        } else {
+            bytes = round_up(need, g) > step ? round_up(need, g) : step;
+            rc = region_new(p, bytes, &in);
+            if (rc != DV_OK && p->nchunks == 0 && upstream_refused(rc)) {
+                /* No address space at all (another pool holds it, say):
+                 * this pool grows by chunks instead. */
+                p->granule = 0;
+                return grow(p, need, s);
+            }
+            if (rc == DV_OK) {
+                p->region = in;
+                h = in->last;
+            }
+        }
+        if (rc == DV_OK)
+            rc = map_front(p, in, h, bytes, s);
+        if (rc == DV_OK || !upstream_refused(rc) || attempt > 0)
+            return rc;
+        /* The device is short: give back what lies free, then once more at
+         * the exact size. */
+        step = 0;
+        (void)trim(p, NULL);
+    }
 }
 
 /* Grow by one chunk that can hold need bytes, allocated on stream s. */
 static int grow(pool_res *p, uint64_t need, dv_stream_id s)
 {
+    if (p->granule != 0)
+        return region_grow(p, need, s);
     uint64_t size = p->next_chunk_bytes;
     bool geometric = true;
     int rc;
@@ -779,7 +1238,8 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
                       .align = DV_BLOCK_ALIGN,
                       .device = res->device,
                       .state = DV_BLOCK_LIVE};
-    if (!dv__tracked_ok(dv__tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
+    if (!dv__tracked_ok(
+            dv__tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
         /* Back to s: the stamp covers any wait take queued on s.  The
          * answer is the tracker's, detail set. */
         b.freed_epoch = dv__tracker_mark(p->t, s);
@@ -882,6 +1342,12 @@ static void pool_destroy(dv_resource *res)
     flush_stacks(p); /* stamps every stacked range with its free */
     while (p->chunks != NULL) {
         pool_chunk *ch = p->chunks;
+        if (ch->va_bytes != 0) {
+            /* Unmapping is at once: the device must be past every free. */
+            (void)ranges_sync(p, ch->first, ch->last);
+            region_drop(p, ch);
+            continue;
+        }
         p->chunks = ch->next;
         (void)chunk_fence(p, ch);
         (void)dv__res_deallocate(p->base.upstream, &ch->block);
@@ -975,10 +1441,26 @@ int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, d
         .ops = &pool_ops, .upstream = upstream, .env = upstream->env, .device = upstream->device};
     p->cfg = c;
     p->next_chunk_bytes = c.initial_chunk_bytes;
+    /* Growth by mapping where the upstream is the driver's stream-ordered
+     * allocator itself and the device can map: the pool then holds its
+     * memory from the driver directly, the upstream none of it. */
+    uint64_t g = 0, free_now = 0, total = 0;
+    if (!c.chunks && upstream->upstream == NULL && dv__res_is_async(upstream)) {
+        rc = dv__drv_vmm_granularity(upstream->env->ctx, &g);
+        if (rc == DV_OK)
+            rc = dv__drv_mem_info(upstream->env->ctx, &free_now, &total);
+        if (rc == DV_OK && g != 0 && (g & (g - 1)) == 0) {
+            p->granule = g;
+            p->va_step = round_up(total, g);
+        } else if (rc != DV_OK && rc != DV_ENOTSUP) {
+            goto fail_vmm; /* a device that fails here fails the next call too */
+        }
+    }
     atomic_init(&p->outstanding, 0);
     *out = &p->base;
     return DV_OK;
 
+fail_vmm:
 fail_spare:
     range_slabs_free(p);
     dv__tracker_destroy(p->t);

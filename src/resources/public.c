@@ -98,6 +98,8 @@ int dv_resource_pool(dv_resource *upstream, const dv_pool_options *opts, dv_reso
         if (opts->max_chunk_bytes)
             cfg.max_chunk_bytes = opts->max_chunk_bytes;
         cfg.max_pool_bytes = opts->max_pool_bytes;
+        /* Chunk sizes given: chunks it is. */
+        cfg.chunks = opts->initial_chunk_bytes != 0 || opts->max_chunk_bytes != 0;
     }
     return dv__pool_resource_create(upstream, &cfg, out);
 }

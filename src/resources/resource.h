@@ -102,6 +102,9 @@ typedef struct dv_res_env {
      * finish (the stream-order checker is on: it sees only device edges,
      * never what the actor happened to see complete). */
     bool fence_always;
+    /* Device memory pools map for themselves (growth in place), beside
+     * what the bottom resource holds: both are reserved from the device. */
+    _Atomic uint64_t mapped_bytes;
 } dv_res_env;
 
 /*
@@ -231,6 +234,8 @@ typedef struct dv_pool_config {
     uint64_t initial_chunk_bytes; /* first chunk from upstream (default 64 MiB) */
     uint64_t max_chunk_bytes;     /* chunks grow geometrically up to this (1 GiB) */
     uint64_t max_pool_bytes;      /* 0: no limit beyond upstream's */
+    bool chunks;                  /* grow by chunks from upstream even where the
+                                   * pool could map memory in place */
 } dv_pool_config;
 void dv__pool_config_init(dv_pool_config *cfg);
 int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
@@ -240,6 +245,7 @@ int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, d
 int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out);
 /* Is r a pool (not a layer that merely calls itself one)? */
 bool dv__res_is_pool(const dv_resource *r);
+bool dv__res_is_async(const dv_resource *r);
 /* Return every empty chunk upstream (owner thread).  *released may be NULL. */
 int dv__pool_trim(dv_resource *pool, uint64_t *released);
 

@@ -1,0 +1,105 @@
+/* The pool's growth by mapping on the sim (support/region_tests.h), and
+ * what only the sim can show: a trim waits for a slow stream's use of the
+ * memory it unmaps, a device too full for a new mapping has the pool give
+ * back its free mappings and try again, and a failed map leaves nothing
+ * behind. */
+#include <time.h>
+
+#include "driver/sim.h"
+#include "support/region_tests.h"
+
+#define SIM_ONLY_TESTS 7
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void sim_only(test_env *t)
+{
+    dv_resource *pool = rg_pool(t, 0);
+    dv_block a, b, c;
+    struct timespec t0;
+
+    /* Trim behind a slow write: A is written on a slowed stream 1, freed
+     * (its use fenced onto its stream 0); the trim unmaps it only after
+     * the write. */
+    int rc = pool != NULL ? dv__res_allocate(pool, 4 * RG_MIB, 0, rg_tag(1), &a) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 4 * RG_MIB, 0, rg_tag(2), &b) : DV_EINVAL;
+    dv__sim_stream_set_delay(t->env.streams[1], 200 * 1000);
+    if (rc == DV_OK) {
+        rc |= dv__res_prepare_block_use(pool, dv__block_id_of(&a), 1, DV_ACCESS_WRITE);
+        rc |= dv__drv_memset_d8(t->env.streams[1], a.ptr, 0xAB, a.bytes);
+        rc |= dv__res_finish_block_use(pool, dv__block_id_of(&a), 1, DV_ACCESS_WRITE);
+        rc |= dv__res_deallocate(pool, &a);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t released = 0;
+    if (rc == DV_OK)
+        rc = dv__pool_trim(pool, &released);
+    double ms = ms_since(&t0);
+    dv__sim_stream_set_delay(t->env.streams[1], 0);
+    ok(rc == DV_OK && released == 4 * RG_MIB && ms >= 150.0,
+       "sim: trim unmapped the freed 4 MiB only after the slow write to it (%.0f ms, %llu)", ms,
+       (unsigned long long)released);
+
+    /* A full device: the sim has 1 GiB.  600 MiB, then 2 MiB after it;
+     * the 600 freed; 700 MiB does not fit beside what is mapped, so the
+     * pool unmaps the free 600 and maps again. */
+    rc = dv__res_deallocate(pool, &b) | dv__pool_trim(pool, NULL);
+    rc |= dv__res_allocate(pool, 600 * RG_MIB, 0, rg_tag(3), &a);
+    rc |= dv__res_allocate(pool, 2 * RG_MIB, 0, rg_tag(4), &b);
+    rc |= dv__res_deallocate(pool, &a);
+    int rc2 = dv__res_allocate(pool, 700 * RG_MIB, 0, rg_tag(5), &c);
+    ok(rc == DV_OK && rc2 == DV_OK && rg_mapped(t) <= 1024 * RG_MIB,
+       "sim: 700 MiB fits once the free 600 MiB is unmapped (%s; %llu MiB mapped)",
+       dv_err_name(rc2), (unsigned long long)(rg_mapped(t) / RG_MIB));
+    ok(dv__sim_allocated_bytes(t->drv, 0) == rg_mapped(t),
+       "sim: the device counts exactly what the pool mapped (%llu)",
+       (unsigned long long)dv__sim_allocated_bytes(t->drv, 0));
+    dv_block d;
+    int rc3 = dv__res_allocate(pool, 400 * RG_MIB, 0, rg_tag(6), &d);
+    ok(rc3 == DV_EDEVICE_OOM && dv_last_error()->requested != 0,
+       "sim: 400 MiB more does not fit: DV_EDEVICE_OOM, the detail says how much (%s, %llu)",
+       dv_err_name(rc3), (unsigned long long)dv_last_error()->requested);
+    if (rc2 == DV_OK)
+        rc |= dv__res_deallocate(pool, &c);
+    rc |= dv__res_deallocate(pool, &b) | dv__pool_trim(pool, NULL);
+
+    /* A map that fails once: the pool trims and tries again. */
+    uint64_t maps = dv__sim_calls(t->drv, DV_CALL_MEM_MAP);
+    dv__sim_inject(t->drv, DV_CALL_MEM_MAP, 1, DV_CU_OUT_OF_MEMORY);
+    rc2 = dv__res_allocate(pool, 3 * RG_MIB, 0, rg_tag(7), &a);
+    ok(rc2 == DV_OK && dv__sim_calls(t->drv, DV_CALL_MEM_MAP) == maps + 2,
+       "sim: a map refused once is tried again after a trim (%s, %llu calls)", dv_err_name(rc2),
+       (unsigned long long)(dv__sim_calls(t->drv, DV_CALL_MEM_MAP) - maps));
+    /* Refused for good (more than the device has): an error, nothing
+     * left mapped for it. */
+    uint64_t before = rg_mapped(t);
+    rc2 = dv__res_allocate(pool, 1536 * RG_MIB, 0, rg_tag(8), &b);
+    ok(rc2 == DV_EDEVICE_OOM && rg_mapped(t) == before &&
+           dv__sim_allocated_bytes(t->drv, 0) == before,
+       "sim: 1.5 GiB on a 1 GiB device answers DV_EDEVICE_OOM and maps nothing (%s, %llu)",
+       dv_err_name(rc2), (unsigned long long)rg_mapped(t));
+    if (pool != NULL) {
+        (void)dv__res_deallocate(pool, &a);
+        dv__res_destroy_stack(pool);
+    }
+    dv__res_env_sync(&t->env);
+    ok(dv__sim_allocated_bytes(t->drv, 0) == 0, "sim: the device holds nothing at the end (%llu)",
+       (unsigned long long)dv__sim_allocated_bytes(t->drv, 0));
+}
+
+int main(void)
+{
+    test_env t;
+    plan(1 + REGION_TESTS + SIM_ONLY_TESTS);
+    if (!is_status(test_env_sim(&t, 3, 50), DV_OK, "sim environment with 3 streams"))
+        return tap_done();
+    region_tests(&t);
+    sim_only(&t);
+    test_env_close(&t);
+    return tap_done();
+}
