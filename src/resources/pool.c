@@ -431,7 +431,7 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
 
 /* Put a range in its owner's bins, merged with free neighbours of the same
  * stream (their free positions are on that stream: the later covers both). */
-static void bins_release(pool_res *p, pool_range *r)
+static pool_range *bins_release(pool_res *p, pool_range *r)
 {
     dv_stream_id s = r->owner;
     pool_range *prev = r->phys_prev, *next = r->phys_next;
@@ -458,6 +458,7 @@ static void bins_release(pool_res *p, pool_range *r)
         spare_put(p, next);
     }
     bin_insert(p, s, r);
+    return r;
 }
 
 /* A used block's range back into stream s's bins, stamped with its free
@@ -467,7 +468,7 @@ static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
     pool_range *r = range_at(p, b.index);
     r->freed_epoch = b.freed_epoch;
     r->owner = (uint8_t)s;
-    bins_release(p, r);
+    (void)bins_release(p, r);
 }
 
 /* ------------------------------------------------------------------------
@@ -738,6 +739,50 @@ static int trim(pool_res *p, uint64_t *released)
 
 static int grow(pool_res *p, uint64_t need, dv_stream_id s);
 
+/*
+ * Before a region grows: free ranges of other streams whose frees the
+ * device has passed belong to nobody in particular any more.  They become
+ * s's, with nothing to wait for, and merge with their free neighbours, so
+ * space that streams freed side by side serves one large request.  True
+ * when any changed hands.  (Not with the stream-order checker on: it sees
+ * only the device's own edges, never what the host saw complete.)
+ */
+static bool reown_reached(pool_res *p, dv_stream_id s)
+{
+    enum { BATCH = 256 };
+    pool_range *cand[BATCH];
+    unsigned n = 0;
+    uint64_t others = p->streams_with_free & ~(UINT64_C(1) << s);
+
+    /* Candidates first: re-binning as they are found would disturb the
+     * lists being walked.  None of them merges before its turn: they
+     * merge only with s's ranges, and each is another stream's till then. */
+    while (others != 0 && n < BATCH) {
+        dv_stream_id t = (dv_stream_id)__builtin_ctzll(others);
+        others &= others - 1;
+        pool_lists *l = &p->lists[t];
+        for (uint64_t fm = l->fl_map; fm != 0 && n < BATCH; fm &= fm - 1) {
+            unsigned fl = (unsigned)__builtin_ctzll(fm);
+            for (uint32_t sm = l->sl_map[fl]; sm != 0 && n < BATCH; sm &= sm - 1) {
+                for (pool_range *r = l->bins[fl][__builtin_ctz(sm)]; r != NULL && n < BATCH;
+                     r = r->free_next) {
+                    bool reached = false;
+                    if (dv__tracker_reached(p->t, freed_pos(r), &reached) == DV_OK && reached)
+                        cand[n++] = r;
+                }
+            }
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        pool_range *r = cand[i];
+        bin_remove(p, r);
+        r->owner = (uint8_t)s;
+        r->freed_epoch = 0;
+        (void)bins_release(p, r);
+    }
+    return n > 0;
+}
+
 /* Split free range r at address at (inside it): r keeps the front, the
  * range returned the back, both free on r's stream behind r's free.  A
  * spare must be reserved. */
@@ -871,7 +916,7 @@ static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes,
         r->freed_epoch = dv__tracker_mark(p->t, s);
     }
     r->state = RANGE_FREE;
-    bins_release(p, r);
+    (void)bins_release(p, r);
     if (h == ch->last && ch->end < h->ptr - ch->block.ptr)
         ch->end = h->ptr - ch->block.ptr;
     return DV_OK;
@@ -1216,6 +1261,11 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     if (!found && p->stacked_bytes != 0) {
         /* Stacked blocks of other classes may coalesce into room. */
         flush_stacks(p);
+        if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
+            return rc;
+    }
+    if (!found && p->granule != 0 && !p->base.env->fence_always && reown_reached(p, s)) {
+        /* Free space of other streams the device has passed merged. */
         if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
             return rc;
     }

@@ -83,7 +83,7 @@ static dv_tag rg_tag(uint64_t id)
     return (dv_tag){"region", id};
 }
 
-#define REGION_TESTS 22
+#define REGION_TESTS 24
 
 /* granule: the device's (2 MiB on the sim and the H100). */
 static void region_tests(test_env *t)
@@ -220,6 +220,20 @@ static void region_tests(test_env *t)
            rg_holds(t, &b, 31, 1),
        "region: both blocks usable");
 
+    /* Freed side by side on two streams, passed by the device: one
+     * request on a third stream takes both as one block, mapping nothing. */
+    rc = dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &b);
+    dv__res_env_sync(&t->env);
+    uint64_t mapped_before = rg_mapped(t);
+    rc |= dv__res_allocate(pool, 6 * RG_MIB, 2, rg_tag(15), &a);
+    ok(rc == DV_OK && a.ptr == b.ptr - 3 * RG_MIB && rg_mapped(t) == mapped_before,
+       "region: 3 + 3 MiB freed on streams 0 and 1 serve 6 MiB on stream 2 in place "
+       "(%llu mapped before, %llu after)",
+       (unsigned long long)mapped_before, (unsigned long long)rg_mapped(t));
+    ok(rc == DV_OK && rg_fill(t, &a, 33, 2) == DV_OK && rg_holds(t, &a, 33, 0),
+       "region: the merged block is usable");
+    rc = dv__res_allocate(pool, 64 * 1024, 1, rg_tag(16), &b);
+
     /* A cap on the pool counts mapped bytes. */
     dv_resource *capped = rg_pool(t, 8 * RG_MIB);
     rc = capped != NULL ? dv__res_allocate(capped, 5 * RG_MIB, 0, rg_tag(13), &e) : DV_EINVAL;
@@ -233,7 +247,7 @@ static void region_tests(test_env *t)
         dv__res_destroy_stack(capped);
     }
 
-    /* Destroyed with blocks out: everything unmapped. */
+    /* Destroyed with blocks out (6 MiB and 64 KiB): everything unmapped. */
     dv__res_destroy_stack(pool);
     ok(rg_mapped(t) == 0, "region: destroying the pool with two blocks live unmaps all (%llu)",
        (unsigned long long)rg_mapped(t));
