@@ -345,6 +345,35 @@ DV_EXPORT int dv_future_fail(dv_future *f, int status);
 typedef struct dv_actor dv_actor;
 struct dv_resource; /* devactor_resource.h */
 
+/*
+ * Out of memory, arbitrated.  An allocation the stack refuses
+ * (DV_EDEVICE_OOM, DV_EOUT_OF_BUDGET) is not refused at once: the actor
+ * first waits for the frees already queued on the streams to land, then
+ * trims (the pools' free mappings and chunks, the driver's cache), trying
+ * again after each; then it calls the configuration's oom function, if
+ * any, which may free memory and ask for another try.  Only then is the
+ * allocation refused; its detail says what was reclaimed and what is
+ * held.  dv_alloc_wait further waits, bounded, for other clients to
+ * release memory.
+ */
+typedef struct dv_oom_info {
+    int device;
+    int status;               /* DV_EDEVICE_OOM or DV_EOUT_OF_BUDGET, as refused */
+    uint64_t bytes;           /* asked for */
+    uint64_t live_bytes;      /* handed out by the actor now */
+    uint64_t reserved_bytes;  /* held from the device now */
+    uint64_t reclaimed_bytes; /* given back by reaping and trimming just before */
+    const char *tag;          /* the allocation's */
+    uint32_t attempt;         /* 1 at the first call for this allocation, at most 4 */
+} dv_oom_info;
+/* Called on the actor's thread (no waiting for any actor there: such calls
+ * answer DV_EDEADLK).  It may give memory back through its own resource
+ * layer (devactor_resource.h) and return true to have the allocation tried
+ * again at once, or post frees (dv_ref_release) that land after this
+ * allocation is refused (a dv_alloc_wait then gets the memory on its next
+ * try), or only record the event.  Returns false to refuse. */
+typedef bool (*dv_oom_fn)(const dv_oom_info *info, void *user);
+
 /* The resource stack an actor allocates through, bottom to top:
  * the driver's stream-ordered allocator, then optional layers. */
 typedef struct dv_actor_config {
@@ -395,6 +424,9 @@ typedef struct dv_actor_config {
      * device has it).  Setting pool_initial_bytes or pool_max_chunk_bytes
      * asks for chunks too. */
     bool pool_chunks;
+    /* Since 0.3: out of memory (dv_oom_info, above); NULL: none. */
+    dv_oom_fn oom;
+    void *oom_user;
 } dv_actor_config;
 
 /* Defaults, and size (ABI, above); the macro passes the caller's sizeof. */
@@ -597,6 +629,19 @@ DV_EXPORT int dv_alloc(dv_actor *actor, uint64_t bytes, dv_stream stream, const 
  * and f->ref at once. */
 DV_EXPORT int dv_alloc_async(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
                              dv_ref *out, dv_future *f);
+/*
+ * Allocate and wait for the outcome; where the memory is not there (after
+ * the arbitration of dv_oom_info), wait up to timeout_ns for another
+ * client of the actor to release memory, and try again.  The handle in
+ * *out only on success (DV_REF_NULL otherwise).  So that clients that all
+ * wait for each other do not wait out their timeouts, a client that would
+ * be the last of the actor's client threads to wait is refused at once
+ * (the detail says so).  DV_EDEADLK on a thread that serves an actor (a
+ * task, a host function, an oom function).  timeout_ns 0: no waiting for
+ * others, only the arbitration.
+ */
+DV_EXPORT int dv_alloc_wait(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
+                            uint64_t timeout_ns, dv_ref *out);
 /*
  * Copies and sets, ordered on stream and fenced against every other
  * stream's use of the blocks.  Offsets and lengths are checked against the

@@ -190,6 +190,12 @@ struct dv_actor {
     uint64_t eta_looked;       /* the latest eta the loop looked eagerly at */
     atomic_bool look_soon;     /* a copy's host side is done: its end is near */
 
+    /* Memory released while clients wait for some (dv_alloc_wait): the
+     * actor bumps released and wakes them when mem_waiters says any wait. */
+    _Alignas(64) atomic_uint mem_released;
+    atomic_uint mem_interest; /* in dv_alloc_wait: the actor bumps released */
+    atomic_uint mem_waiters;  /* of those, asleep (the last one is refused) */
+
     /* Statistics: the actor writes, anyone reads. */
     atomic_uint_fast64_t st_messages, st_allocs, st_frees, st_copies, st_memsets, st_syncs,
         st_launches, st_failures, st_batches, st_hazards, st_tasks, st_events, st_staged,

@@ -17,6 +17,7 @@
 
 #include "actor/actor.h"
 #include "base/abi.h"
+#include "base/futex.h"
 #include "base/intern.h"
 
 /* ------------------------------------------------------------------------
@@ -378,6 +379,69 @@ int dv_alloc_async(dv_actor *a, uint64_t bytes, dv_stream stream, const char *ta
     if (f == NULL)
         return dv__fail(DV_EINVAL, "alloc", "alloc_async: NULL future");
     return alloc_post(a, bytes, stream, tag, out, f);
+}
+
+static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag,
+                           uint64_t deadline, dv_ref *out);
+
+int dv_alloc_wait(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag,
+                  uint64_t timeout_ns, dv_ref *out)
+{
+    static const char op[] = "alloc_wait";
+    int rc;
+    if (out == NULL)
+        return dv__fail(DV_EINVAL, op, "alloc_wait: NULL out");
+    *out = DV_REF_NULL;
+    if ((rc = dv__no_wait(op)) != DV_OK)
+        return rc;
+    uint64_t deadline = dv__now_ns() + (timeout_ns < UINT64_MAX / 2 ? timeout_ns : UINT64_MAX / 2);
+    /* From before the first try, so that no release is missed. */
+    atomic_fetch_add(&a->mem_interest, 1);
+    rc = alloc_wait_loop(a, bytes, stream, tag, deadline, out);
+    atomic_fetch_sub(&a->mem_interest, 1);
+    return rc;
+}
+
+static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag,
+                           uint64_t deadline, dv_ref *out)
+{
+    int rc;
+    for (;;) {
+        /* Read before the try: a release after it shows as a new value. */
+        uint32_t seen = atomic_load_explicit(&a->mem_released, memory_order_acquire);
+        dv_future f;
+        dv_ref ref;
+        dv_future_init(&f, 0);
+        if ((rc = alloc_post(a, bytes, stream, tag, &ref, &f)) != DV_OK)
+            return rc;
+        rc = dv_future_wait(&f);
+        if (rc == DV_OK) {
+            *out = ref;
+            return DV_OK;
+        }
+        dv_error_detail why = *dv_last_error();
+        (void)dv_ref_release(ref); /* the refused handle */
+        *dv__detail() = why;
+        uint64_t now = dv__now_ns();
+        if ((rc != DV_EDEVICE_OOM && rc != DV_EOUT_OF_BUDGET) || now >= deadline)
+            return rc;
+        uint32_t waiting = atomic_fetch_add(&a->mem_waiters, 1) + 1;
+        if (waiting >= dv__inbox_clients(a->inbox)) {
+            /* Everyone else waits too: nobody would release anything. */
+            atomic_fetch_sub(&a->mem_waiters, 1);
+            dv_error_detail *d = dv__detail();
+            size_t len = strlen(d->message);
+            snprintf(d->message + len, sizeof(d->message) - len,
+                     "; all %u client threads wait: the last is refused", waiting);
+            return rc;
+        }
+        uint64_t until = deadline;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        /* A release between the read and here changed the value: no sleep. */
+        if (atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen)
+            dv__futex_wait(&a->mem_released, seen, &ts);
+        atomic_fetch_sub(&a->mem_waiters, 1);
+    }
 }
 
 static int host_op(dv_actor *a, uint8_t type, dv_ref ref, uint64_t off, const void *host,

@@ -8,6 +8,7 @@
 
 #include "actor/nvtx.h"
 #include "actor/recorder.h"
+#include "base/futex.h"
 #include "driver/sim.h"
 
 const char *dv__msg_name(unsigned type)
@@ -27,6 +28,88 @@ const char *dv__msg_name(unsigned type)
  * Memory
  * ------------------------------------------------------------------------ */
 
+static bool short_of_memory(int rc)
+{
+    return rc == DV_EDEVICE_OOM || rc == DV_EOUT_OF_BUDGET;
+}
+
+static uint64_t reserved_now(dv_actor *a)
+{
+    return dv__res_bytes_outstanding(a->bottom) + atomic_load(&a->env.mapped_bytes);
+}
+
+/* Every pool of the stack trimmed, then the driver's cache: the bytes the
+ * pools gave back. */
+static uint64_t trim_stack(dv_actor *a)
+{
+    uint64_t total = 0;
+    for (dv_resource *x = a->stack; x != NULL; x = x->upstream) {
+        uint64_t n = 0;
+        if (dv__res_is_pool(x) && dv__pool_trim(x, &n) == DV_OK)
+            total += n;
+    }
+    if (total > 0)
+        (void)dv__res_reap_pending(a->stack); /* chunks' frees, queued upstream */
+    (void)dv__drv_pool_trim(a->env.ctx, 0);
+    return total;
+}
+
+/*
+ * An allocation the stack refused for want of memory (dv_oom_info):
+ * frees in flight reaped, the stack trimmed, the user's function asked,
+ * a try after each.  Returns the last try's status; on failure the detail
+ * is the stack's, its message saying what was done.
+ */
+static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int rc)
+{
+    const dv_msg_alloc *m = &e->m.u.alloc;
+    dv_tag tag = {m->tag, m->query};
+    dv_stream_id s = e->m.stream;
+    uint64_t before = reserved_now(a);
+
+    if (dv__res_reap_pending(a->stack) == DV_OK &&
+        !short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+        return rc;
+    uint64_t trimmed = trim_stack(a);
+    if (!short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+        return rc;
+    uint64_t reclaimed = before > reserved_now(a) ? before - reserved_now(a) : 0;
+    if (trimmed > reclaimed)
+        reclaimed = trimmed;
+    unsigned asked = 0;
+    for (uint32_t attempt = 1; a->cfg.oom != NULL && attempt <= 4; attempt++) {
+        dv_oom_info info = {.device = a->device,
+                            .status = rc,
+                            .bytes = m->bytes,
+                            .live_bytes = a->mem.bytes.current,
+                            .reserved_bytes = reserved_now(a),
+                            .reclaimed_bytes = reclaimed,
+                            .tag = m->tag,
+                            .attempt = attempt};
+        asked = attempt;
+        if (!a->cfg.oom(&info, a->cfg.oom_user))
+            break;
+        if (!short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+            return rc;
+    }
+    dv_error_detail *d = dv__detail();
+    size_t len = strlen(d->message);
+    snprintf(d->message + len, sizeof(d->message) - len,
+             "; reaped, trimmed%s: %llu reclaimed, %llu live, %llu reserved",
+             asked ? ", oom function asked" : "", (unsigned long long)reclaimed,
+             (unsigned long long)a->mem.bytes.current, (unsigned long long)reserved_now(a));
+    return rc;
+}
+
+/* Clients wait for memory (dv_alloc_wait): some was released. */
+static void memory_released(dv_actor *a)
+{
+    if (atomic_load_explicit(&a->mem_interest, memory_order_relaxed) != 0) {
+        atomic_fetch_add_explicit(&a->mem_released, 1, memory_order_release);
+        dv__futex_wake_all(&a->mem_released);
+    }
+}
+
 static void handle_alloc(dv_actor *a, const dv_envelope *e)
 {
     DV_ASSERT_ACTOR(a);
@@ -35,6 +118,8 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     int rc = dv__check_stream(&a->env, e->m.stream, "alloc");
     if (rc == DV_OK)
         rc = dv__res_allocate(a->stack, m->bytes, e->m.stream, (dv_tag){m->tag, m->query}, &b);
+    if (short_of_memory(rc))
+        rc = alloc_arbitrated(a, e, &b, rc);
     if (rc != DV_OK) {
         a->mem.failures++;
         if (rc == DV_ECONTEXT_LOST) {
@@ -50,8 +135,7 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     slot->poster = e->from->tid;
     slot->born = a->batch_time;
     dv__memstats_alloc(&a->mem, m->tag, m->query, b.requested);
-    dv__memstats_reserved(&a->mem, dv__res_bytes_outstanding(a->bottom) +
-                                             atomic_load(&a->env.mapped_bytes));
+    dv__memstats_reserved(&a->mem, reserved_now(a));
     dv__stat_inc(&a->st_allocs);
     /* A hazard here is the allocator's own: counted, the block kept. */
     if (a->chk != NULL)
@@ -87,6 +171,8 @@ static void handle_free(dv_actor *a, const dv_envelope *e)
             (void)dv__checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
                                                   dv__know_of(a, e), e->from->id, e->m.seq));
         dv__stat_inc(&a->st_frees);
+        if (rc == DV_OK)
+            memory_released(a);
     }
     dv__ref_recycle(a->refs, slot);
     if (rc == DV_ECONTEXT_LOST)
@@ -636,6 +722,7 @@ static void handle_reset(dv_actor *a, const dv_envelope *e)
     } else {
         rc = dv__actor_rebuild(a, true);
     }
+    memory_released(a); /* every block went with the old state */
     if (e->m.reply != NULL)
         dv__future_complete(e->m.reply, rc);
 }

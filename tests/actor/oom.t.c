@@ -1,0 +1,361 @@
+/*
+ * Out of memory, arbitrated (dv_oom_info, dv_alloc_wait), on the sim:
+ *   - an allocation that fits once a free in flight lands never fails:
+ *     a block is written by a slow host function on stream 1 and freed,
+ *     and at once, under a budget it fits only without that block, the
+ *     same bytes are asked for on stream 0;
+ *   - the user's oom function is called with what was asked and what is
+ *     held, at most four times, and a refusal's detail says what was done;
+ *   - the oom function posts frees of a cache; dv_alloc_wait gets the
+ *     memory once they land;
+ *   - dv_alloc_wait waits for another thread's release, is refused at
+ *     once when no other client thread is left, and gives up at its
+ *     timeout when another holds on;
+ *   - two threads that each hold half of a budget and each wait for more
+ *     do not wait out their timeouts: the last to wait is refused, frees
+ *     its half, and the other gets it;
+ *   - inside a task dv_alloc_wait answers DV_EDEADLK.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "devactor.h"
+#include "tap.h"
+
+#define MIB (UINT64_C(1) << 20)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static dv_actor *make_with(uint64_t budget, dv_oom_fn oom, void *user, bool pool, uint64_t memory)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.pool = pool;
+    cfg.sim_memory_bytes = memory;
+    cfg.budget_bytes = budget;
+    cfg.oom = oom;
+    cfg.oom_user = user;
+    if (dv_actor_create(&cfg, &a) != DV_OK)
+        diag("actor: %s", dv_last_error()->message);
+    return a;
+}
+
+static dv_actor *make(uint64_t budget, dv_oom_fn oom, void *user)
+{
+    return make_with(budget, oom, user, true, 0);
+}
+
+/* ---- A free in flight ---- */
+
+static void slow(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int write_slowly(const dv_task_ctx *ctx, void *user)
+{
+    (void)user;
+    return dv_task_host_fn(ctx, slow, NULL);
+}
+
+static void test_in_flight(bool pool)
+{
+    /* With the pool, under a budget; without, on a 64 MiB device (the
+     * driver's pool holds the freed bytes until the stream gets there). */
+    dv_actor *a = pool ? make(8 * MIB, NULL, NULL) : make_with(0, NULL, NULL, false, 64 * MIB);
+    uint64_t size = pool ? 6 * MIB : 40 * MIB;
+    dv_ref x = DV_REF_NULL, y = DV_REF_NULL;
+    dv_ref_info info;
+    int rc = a != NULL ? dv_alloc(a, size, 1, "x", &x) : DV_EINVAL;
+    dv_arg arg = dv_arg_ref(x, DV_WRITE, 0);
+    if (rc == DV_OK)
+        rc = dv_task(a, write_slowly, NULL, 1, &arg, 1);
+    if (rc == DV_OK)
+        rc = dv_ref_release(x); /* its free waits for the slow write */
+    uint64_t t0 = now_ns();
+    if (rc == DV_OK)
+        rc = dv_alloc(a, size, 0, "y", &y);
+    int got = rc == DV_OK ? dv_ref_access(y, &info) : rc;
+    double ms = (double)(now_ns() - t0) / 1e6;
+    is_status(got, DV_OK,
+              "%s: %llu MiB on stream 0 while as much freed on stream 1 is in flight: served "
+              "once the free landed (%.0f ms)",
+              pool ? "pool, 8 MiB budget" : "no pool, 64 MiB device",
+              (unsigned long long)(size / MIB), ms);
+    dv_memory_stats st = {0};
+    dv_memory_stats_get(a, &st);
+    ok(st.failures == 0, "no failure counted (%llu)", (unsigned long long)st.failures);
+    dv_ref_release(y);
+    if (a != NULL)
+        dv_actor_shutdown(a);
+}
+
+/* ---- The oom function ---- */
+
+struct oom_log {
+    int calls;
+    dv_oom_info last;
+    bool again;      /* what to answer */
+    dv_ref cache[4]; /* released at the first call */
+    unsigned ncache;
+};
+
+static bool on_oom(const dv_oom_info *info, void *user)
+{
+    struct oom_log *l = user;
+    l->calls++;
+    l->last = *info;
+    for (unsigned i = 0; i < l->ncache; i++)
+        (void)dv_ref_release(l->cache[i]);
+    l->ncache = 0;
+    return l->again;
+}
+
+static void test_oom_function(void)
+{
+    struct oom_log log = {0};
+    dv_actor *a = make(8 * MIB, on_oom, &log);
+    dv_ref x = DV_REF_NULL, y = DV_REF_NULL;
+    dv_ref_info info;
+
+    /* 6 of 8 MiB held; 4 more cannot fit; the function says "again"
+     * without freeing anything: called four times, then refused. */
+    log.again = true;
+    int rc = a != NULL ? dv_alloc(a, 6 * MIB, 0, "held", &x) : DV_EINVAL;
+    (void)dv_ref_access(x, &info);
+    rc |= a != NULL ? dv_alloc(a, 4 * MIB, 0, "more", &y) : DV_EINVAL;
+    int got = dv_ref_access(y, &info);
+    is_status(got, DV_EOUT_OF_BUDGET, "4 MiB more than an 8 MiB budget holds is refused");
+    ok(log.calls == 4 && log.last.attempt == 4,
+       "the oom function was asked four times (%d, last attempt %u)", log.calls, log.last.attempt);
+    ok(log.last.bytes == 4 * MIB && log.last.status == DV_EOUT_OF_BUDGET &&
+           log.last.live_bytes == 6 * MIB && strcmp(log.last.tag, "more") == 0,
+       "it was told the request, the status, what is live and the tag (%llu, %s, %llu, %s)",
+       (unsigned long long)log.last.bytes, dv_err_name(log.last.status),
+       (unsigned long long)log.last.live_bytes, log.last.tag);
+    const char *msg = dv_last_error()->message;
+    ok(strstr(msg, "reclaimed") != NULL && strstr(msg, "oom function asked") != NULL,
+       "the refusal's detail says what was tried: %s", msg);
+    dv_ref_release(y);
+
+    dv_ref_release(x);
+
+    /* 2 MiB held and a cache of two 3 MiB blocks the function releases:
+     * dv_alloc_wait gets 4 MiB once they land. */
+    log = (struct oom_log){.again = false};
+    rc = dv_alloc(a, 2 * MIB, 0, "held", &x);
+    rc |= dv_alloc(a, 3 * MIB, 0, "c", &log.cache[0]);
+    rc |= dv_alloc(a, 3 * MIB, 0, "c", &log.cache[1]);
+    (void)dv_ref_access(log.cache[1], &info);
+    log.ncache = 2;
+    uint64_t t0 = now_ns();
+    got = rc == DV_OK ? dv_alloc_wait(a, 4 * MIB, 0, "after-spill", 2000000000u, &y) : rc;
+    double ms = (double)(now_ns() - t0) / 1e6;
+    ok(got == DV_OK && log.calls >= 1 && ms < 1500.0,
+       "the function released its cache; dv_alloc_wait got 4 MiB after it landed (%s, %d calls, "
+       "%.0f ms)",
+       dv_err_name(got), log.calls, ms);
+    dv_ref_release(y);
+    dv_ref_release(x);
+    if (a != NULL)
+        dv_actor_shutdown(a);
+}
+
+/* ---- Waiting for other threads ---- */
+
+struct holder {
+    dv_actor *a;
+    dv_ref held;
+    unsigned hold_ms;
+    uint64_t want;
+    int rc;
+    double ms;
+    char msg[256];
+};
+
+/* Allocate (a client of the actor, as a thread holding memory is), let
+ * the main thread know, hold, release. */
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t held_cv = PTHREAD_COND_INITIALIZER;
+static bool held_ready;
+
+static void *release_later(void *arg)
+{
+    struct holder *h = arg;
+    dv_ref_info info;
+    h->rc = dv_alloc(h->a, 6 * MIB, 0, "held", &h->held);
+    if (h->rc == DV_OK)
+        h->rc = dv_ref_access(h->held, &info);
+    pthread_mutex_lock(&held_mu);
+    held_ready = true;
+    pthread_cond_signal(&held_cv);
+    pthread_mutex_unlock(&held_mu);
+    struct timespec ts = {0, (long)h->hold_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    dv_ref_release(h->held);
+    return NULL;
+}
+
+static void *hold_small(void *arg)
+{
+    struct holder *h = arg;
+    dv_ref_info info;
+    h->rc = dv_alloc(h->a, 1024, 0, "small", &h->held);
+    if (h->rc == DV_OK)
+        h->rc = dv_ref_access(h->held, &info);
+    pthread_mutex_lock(&held_mu);
+    held_ready = true;
+    pthread_cond_signal(&held_cv);
+    pthread_mutex_unlock(&held_mu);
+    struct timespec ts = {0, (long)h->hold_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    dv_ref_release(h->held);
+    dv_flush(h->a);
+    return NULL;
+}
+
+static void test_wait_for_release(void)
+{
+    dv_actor *a = make(8 * MIB, NULL, NULL);
+    struct holder h = {.a = a, .hold_ms = 150};
+    dv_ref y = DV_REF_NULL;
+    int rc = a != NULL ? DV_OK : DV_EINVAL;
+    pthread_t t;
+    pthread_create(&t, NULL, release_later, &h);
+    pthread_mutex_lock(&held_mu);
+    while (!held_ready)
+        pthread_cond_wait(&held_cv, &held_mu);
+    pthread_mutex_unlock(&held_mu);
+    rc |= h.rc;
+    uint64_t t0 = now_ns();
+    int got = rc == DV_OK ? dv_alloc_wait(a, 6 * MIB, 0, "waiter", 3000000000u, &y) : rc;
+    double ms = (double)(now_ns() - t0) / 1e6;
+    pthread_join(t, NULL);
+    ok(got == DV_OK && ms >= 100.0 && ms < 2500.0,
+       "dv_alloc_wait got 6 MiB once another thread released its 6 MiB (%s, %.0f ms)",
+       dv_err_name(got), ms);
+    /* The holder's thread is gone: no other client could release. */
+    dv_ref z = DV_REF_NULL;
+    t0 = now_ns();
+    got = dv_alloc_wait(a, 6 * MIB, 0, "waiter", 3000000000u, &z);
+    ms = (double)(now_ns() - t0) / 1e6;
+    ok(got == DV_EOUT_OF_BUDGET && ms < 1000.0 && z.bits == 0 &&
+           strstr(dv_last_error()->message, "the last is refused") != NULL,
+       "the only client thread left is refused at once, not at its timeout (%s, %.0f ms)",
+       dv_err_name(got), ms);
+    /* Another client that holds on: the wait ends at its timeout. */
+    struct holder b = {.a = a, .hold_ms = 600};
+    held_ready = false;
+    pthread_create(&t, NULL, hold_small, &b);
+    pthread_mutex_lock(&held_mu);
+    while (!held_ready)
+        pthread_cond_wait(&held_cv, &held_mu);
+    pthread_mutex_unlock(&held_mu);
+    t0 = now_ns();
+    got = dv_alloc_wait(a, 6 * MIB, 0, "waiter", 100000000u, &z);
+    ms = (double)(now_ns() - t0) / 1e6;
+    pthread_join(t, NULL);
+    ok(got == DV_EOUT_OF_BUDGET && ms >= 90.0 && ms < 590.0 && z.bits == 0,
+       "with another client holding on, it gives up at its 100 ms timeout (%s, %.0f ms)",
+       dv_err_name(got), ms);
+    dv_ref_release(y);
+    if (a != NULL)
+        dv_actor_shutdown(a);
+}
+
+/* Two threads, each holding 4 of 8 MiB, each wait for 4 more. */
+static void *hold_and_want(void *arg)
+{
+    struct holder *h = arg;
+    dv_ref_info info;
+    dv_ref more = DV_REF_NULL;
+    h->rc = dv_alloc(h->a, 4 * MIB, 0, "half", &h->held);
+    if (h->rc == DV_OK)
+        h->rc = dv_ref_access(h->held, &info);
+    struct timespec ts = {0, (long)h->hold_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    uint64_t t0 = now_ns();
+    if (h->rc == DV_OK)
+        h->rc = dv_alloc_wait(h->a, h->want, 0, "more", 5000000000u, &more);
+    h->ms = (double)(now_ns() - t0) / 1e6;
+    snprintf(h->msg, sizeof(h->msg), "%s", dv_last_error()->message);
+    /* Refused: give back what it holds, so that the other goes on. */
+    dv_ref_release(h->held);
+    if (h->rc == DV_OK)
+        dv_ref_release(more);
+    dv_flush(h->a);
+    return NULL;
+}
+
+static void test_everyone_waits(void)
+{
+    dv_actor *a = make(8 * MIB, NULL, NULL);
+    struct holder h[2] = {{.a = a, .hold_ms = 20, .want = 4 * MIB},
+                          {.a = a, .hold_ms = 150, .want = 4 * MIB}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, hold_and_want, &h[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    ok(h[0].rc == DV_OK && h[1].rc == DV_EOUT_OF_BUDGET,
+       "the first to wait got its 4 MiB, the last was refused (%s, %s)", dv_err_name(h[0].rc),
+       dv_err_name(h[1].rc));
+    ok(h[1].ms < 1000.0 && h[0].ms < 3000.0,
+       "neither waited out its 5 s timeout (first %.0f ms, last %.0f ms)", h[0].ms, h[1].ms);
+    ok(strstr(h[1].msg, "the last is refused") != NULL, "the refusal says why: %s", h[1].msg);
+    if (a != NULL)
+        dv_actor_shutdown(a);
+}
+
+/* ---- Inside a task ---- */
+
+struct inside {
+    dv_actor *a;
+    int rc;
+};
+
+static int wait_inside(const dv_task_ctx *ctx, void *user)
+{
+    struct inside *in = user;
+    dv_ref r = DV_REF_NULL;
+    (void)ctx;
+    in->rc = dv_alloc_wait(in->a, 1024, 0, "t", 1000000u, &r);
+    return DV_OK;
+}
+
+static void test_in_task(void)
+{
+    dv_actor *a = make(0, NULL, NULL);
+    struct inside in = {a, DV_OK};
+    int rc = a != NULL ? dv_task(a, wait_inside, &in, 0, NULL, 0) : DV_EINVAL;
+    ok(rc == DV_OK && in.rc == DV_EDEADLK, "inside a task dv_alloc_wait is DV_EDEADLK (%s)",
+       dv_err_name(in.rc));
+    dv_ref r;
+    ok(dv_alloc_wait(a, 1024, 0, "x", 0, NULL) == DV_EINVAL &&
+           dv_alloc_wait(a, 0, 0, "x", 0, &r) == DV_EINVAL && r.bits == 0,
+       "a NULL out or a zero size is DV_EINVAL, no handle");
+    if (a != NULL)
+        dv_actor_shutdown(a);
+}
+
+int main(void)
+{
+    plan(4 + 5 + 3 + 3 + 2);
+    test_in_flight(true);
+    test_in_flight(false);
+    test_oom_function();
+    test_wait_for_release();
+    test_everyone_waits();
+    test_in_task();
+    return tap_done();
+}
