@@ -1,13 +1,14 @@
 /*
  * dv-replay: replays an allocation log through a devactor actor and says
- * how much memory it took.
+ * how much memory it took; with --peer, through a peer allocator too.
  *
  *     dv-replay [options] LOG.csv
  *
  * The log is devactor's own (Thread,Time,Action,Pointer,Size,Stream,
  * Device,Tag,QueryId, as cfg.log_path writes it) or RMM's
  * (Thread,Time,Action,Pointer,Size,Stream, as its logging_resource_adaptor
- * writes it), told apart by the header.  Rows are put in time order (stable);
+ * writes it), told apart by the header; a name ending in .gz is read
+ * through gzip -dc.  Rows are put in time order (stable);
  * each distinct Thread gets a replay thread of its own that allocates and
  * frees its rows in that order; a free made by another thread than its
  * allocation waits until the allocation was replayed.  Streams are mapped
@@ -23,9 +24,47 @@
  * prints one line of the same.  The actor's configuration is the default
  * one with --conf's text over it (dv_actor_config_parse: budget, pool
  * sizes, streams, ...).
+ *
+ * The timed region is from starting the replay threads to having joined
+ * them; an operation is an allocation (refused or not) or the free of an
+ * allocation that succeeded.  Per row, the actor's side does what a client
+ * needing the memory does: dv_alloc and dv_ref_access (the device address:
+ * a round trip), dv_ref_release; each replay thread ends with dv_flush, so
+ * that its releases are handled inside the timed region, as the peer's
+ * synchronous frees are.  --repeat N replays the log N times in a row
+ * through the same actor (and peer): what a pass leaves allocated is freed
+ * after it, outside the timed region; allocations, frees and ops/s count
+ * every pass.
+ *
+ * --peer LIB.so replays the same rows the same way (the same threads, the
+ * same waits for another thread's allocation, one peer stream per actor
+ * stream used) through a peer allocator after the actor's replay (the
+ * actor destroyed first), or instead of it with --peer-only.  The peer is
+ * a library with the C interface dv-bench loads (tools/peers/):
+ *
+ *   const char *dv_peer_name(void);
+ *   int   dv_peer_open(int device, void **stream);   0, or -1
+ *   void *dv_peer_alloc(size_t bytes, void *stream);  NULL on failure
+ *   void  dv_peer_free(void *p);
+ *   void  dv_peer_close(void *stream);
+ *
+ * and, optional (where absent, the report says n/a):
+ *
+ *   int   dv_peer_stats(uint64_t *allocated_peak, uint64_t *reserved_peak,
+ *                       uint64_t *reserved_now);     0, or not available
+ *   void  dv_peer_reset_peaks(void);
+ *   void  dv_peer_trim(void);       give cached memory back (emptyCache)
+ *
+ * Before the peer's replay, trim and reset its peaks; after it, free what
+ * is still live.  The report adds the peer's failures, its own peaks of
+ * bytes allocated and reserved, its ops/s, and devactor's peak reserved
+ * and ops/s over the peer's.  A peer that does not load or lacks one of
+ * the five functions: exit status 1.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -33,7 +72,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "devactor.h"
 
@@ -43,34 +84,65 @@ typedef struct row {
     int device;
     bool alloc;
     uint32_t line;
-    int32_t match;      /* free: the index of its allocation, -1: none */
-    uint32_t seq;       /* order in the file, for a stable sort */
-    _Atomic int state;  /* 0: not yet, 1: replayed, 2: refused, 3: freed */
-    dv_ref ref;
+    int32_t match;     /* free: the index of its allocation, -1: none */
+    uint32_t seq;      /* order in the file, for a stable sort */
+    _Atomic int state; /* 0: not yet, 1: replayed, 2: refused, 3: freed */
+    dv_ref ref;        /* the actor's handle */
+    void *p;           /* the peer's block */
 } row;
 
 static row *rows;
 static size_t nrows, caprows;
 static dv_actor *actor;
 static uint32_t nstreams = 4;
-static _Atomic uint64_t failures;
 static int verbose_failures = 20;
+
+/* The peer allocator (--peer), loaded at run time. */
+typedef struct peer_lib {
+    void *lib;
+    const char *(*name)(void);
+    int (*open)(int device, void **stream);
+    void *(*alloc)(size_t bytes, void *stream);
+    void (*free)(void *p);
+    void (*close)(void *stream);
+    /* optional */
+    int (*stats)(uint64_t *allocated_peak, uint64_t *reserved_peak, uint64_t *reserved_now);
+    void (*reset_peaks)(void);
+    void (*trim)(void);
+    void **streams; /* one per actor stream the log uses */
+    unsigned nstreams;
+} peer_lib;
+
+static peer_lib peer;
+/* The replay under way: the actor's (0) or the peer's (1); its failures. */
+static int target;
+static _Atomic uint64_t failures[2];
 
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: dv-replay [--backend sim|cuda] [--conf TEXT] [--csv] [--quiet] LOG.csv\n"
+            "usage: dv-replay [--backend sim|cuda] [--conf TEXT] [--peer LIB.so [--peer-only]]\n"
+            "                 [--repeat N] [--csv] [--quiet] LOG.csv[.gz]\n"
             "\n"
-            "Replays an allocation log (devactor's CSV or RMM's) through an actor: one\n"
-            "replay thread per Thread of the log, rows in time order, streams mapped.\n"
+            "Replays an allocation log (devactor's CSV or RMM's; .gz read through gzip -dc)\n"
+            "through an actor: one replay thread per Thread of the log, rows in time order,\n"
+            "streams mapped.\n"
             "  --backend B  sim or cuda (default: DV_BACKEND, else cuda if present, else sim)\n"
             "  --conf TEXT  actor configuration, as DEVACTOR_CONF (e.g. budget:8G,streams:8)\n"
+            "  --peer LIB   replay the same rows the same way through a peer allocator too\n"
+            "               (a dv_peer library, as dv-bench loads: tools/peers/), after the\n"
+            "               actor; compare peak reserved and ops/s\n"
+            "  --peer-only  through the peer alone (the actor's columns read n/a)\n"
+            "  --repeat N   replay the log N times in a row (default 1), freeing what a pass\n"
+            "               leaves live; allocations, frees and ops/s count every pass\n"
             "  --csv        one CSV line: rows,allocs,frees,failures,peak_live,peak_held,\n"
-            "               peak_reserved,reserved_over_live,ops_per_s\n"
+            "               peak_reserved,reserved_over_live,ops_per_s; with --peer, then\n"
+            "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
+            "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known)\n"
             "  --quiet      do not name each failure\n"
-            "Exit status: 0 replayed without a failure, 1 a failure or a bad log, 2 usage.\n");
+            "Exit status: 0 replayed without a failure, 1 a failure, a bad log or a peer\n"
+            "that does not load, 2 usage.\n");
 }
-
 /* A CSV field: quoted or not; *p moves past it and its comma. */
 static char *field(char **p)
 {
@@ -147,9 +219,77 @@ static int by_time(const void *x, const void *y)
     return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The log's stream: the file, standard input ("-"), or for a name ending
+ * in .gz, gzip -dc reading the file (opened here: no name goes through a
+ * shell) in a child, *child its pid. */
+static FILE *open_log(const char *path, pid_t *child)
+{
+    *child = -1;
+    if (strcmp(path, "-") == 0)
+        return stdin;
+    FILE *f = fopen(path, "re");
+    if (f == NULL || !ends_with(path, ".gz"))
+        return f;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        int e = errno;
+        fclose(f);
+        errno = e;
+        return NULL;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        static const char msg[] = "dv-replay: cannot run gzip\n";
+        if (dup2(fileno(f), 0) >= 0 && dup2(fds[1], 1) >= 0)
+            execlp("gzip", "gzip", "-dc", (char *)NULL);
+        ssize_t w = write(2, msg, sizeof(msg) - 1);
+        (void)w;
+        _exit(127);
+    }
+    int e = errno;
+    fclose(f);
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        errno = e;
+        return NULL;
+    }
+    *child = pid;
+    FILE *out = fdopen(fds[0], "r");
+    if (out == NULL) {
+        e = errno;
+        close(fds[0]);
+        waitpid(pid, NULL, 0);
+        *child = -1;
+        errno = e;
+    }
+    return out;
+}
+
+/* 0, or -1 where gzip failed (it said why). */
+static int close_log(FILE *f, pid_t child)
+{
+    if (f != stdin)
+        fclose(f);
+    if (child <= 0)
+        return 0;
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 static int load(const char *path)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    pid_t child;
+    FILE *f = open_log(path, &child);
     if (f == NULL) {
         fprintf(stderr, "dv-replay: %s: %s\n", path, strerror(errno));
         return -1;
@@ -157,7 +297,8 @@ static int load(const char *path)
     char line[4096];
     uint32_t lineno = 0;
     bool ours = false;
-    while (fgets(line, sizeof(line), f) != NULL) {
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
         lineno++;
         if (lineno == 1) {
             if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId", 57) == 0)
@@ -165,7 +306,7 @@ static int load(const char *path)
             else if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream", 38) != 0) {
                 fprintf(stderr, "dv-replay: %s: line 1: not a devactor or RMM allocation log\n",
                         path);
-                return -1;
+                rc = -1;
             }
             continue;
         }
@@ -182,7 +323,8 @@ static int load(const char *path)
                     number(stream, 0, &r.stream) && number(device, 10, &dev);
         if (!okay) {
             fprintf(stderr, "dv-replay: %s: line %u: a field does not parse\n", path, lineno);
-            return -1;
+            rc = -1;
+            break;
         }
         r.device = (int)dev;
         if (strcmp(action, "allocate") == 0)
@@ -192,20 +334,26 @@ static int load(const char *path)
         if (r.alloc && r.size == 0)
             continue;
         if (nrows == caprows) {
-            caprows = caprows ? caprows * 2 : 4096;
-            rows = realloc(rows, caprows * sizeof(*rows));
-            if (rows == NULL) {
+            size_t cap = caprows ? caprows * 2 : 4096;
+            row *grown = realloc(rows, cap * sizeof(*rows));
+            if (grown == NULL) {
                 fprintf(stderr, "dv-replay: out of memory at line %u\n", lineno);
-                return -1;
+                rc = -1;
+                break;
             }
+            rows = grown;
+            caprows = cap;
         }
         r.seq = (uint32_t)nrows;
         rows[nrows++] = r;
     }
-    if (f != stdin)
-        fclose(f);
-    qsort(rows, nrows, sizeof(*rows), by_time);
-    return 0;
+    if (close_log(f, child) != 0 && rc == 0) {
+        fprintf(stderr, "dv-replay: %s: gzip -dc failed\n", path);
+        rc = -1;
+    }
+    if (rc == 0)
+        qsort(rows, nrows, sizeof(*rows), by_time);
+    return rc;
 }
 
 /* Match frees to allocations by (device, pointer); the trace's peak.  An
@@ -284,6 +432,18 @@ static dv_stream stream_of(uint64_t key)
     return 0;
 }
 
+static void note_failure(const row *r, int rc)
+{
+    uint64_t n = atomic_fetch_add(&failures[target], 1);
+    if ((int)n >= verbose_failures)
+        return;
+    if (target == 1)
+        fprintf(stderr, "dv-replay: peer: line %u: %" PRIu64 " bytes: refused\n", r->line, r->size);
+    else
+        fprintf(stderr, "dv-replay: line %u: %" PRIu64 " bytes: %s: %s\n", r->line, r->size,
+                dv_err_name(rc), dv_last_error()->message);
+}
+
 static void *replay(void *arg)
 {
     replayer *rp = arg;
@@ -292,18 +452,20 @@ static void *replay(void *arg)
         if (r->thread != rp->thread)
             continue;
         if (r->alloc) {
-            dv_ref ref = DV_REF_NULL;
-            int rc = dv_alloc(actor, r->size, stream_of(r->stream), "replay", &ref);
-            dv_ref_info info;
-            if (rc == DV_OK)
-                rc = dv_ref_access(ref, &info);
-            r->ref = ref;
-            if (rc != DV_OK) {
-                uint64_t n = atomic_fetch_add(&failures, 1);
-                if ((int)n < verbose_failures)
-                    fprintf(stderr, "dv-replay: line %u: %" PRIu64 " bytes: %s: %s\n", r->line,
-                            r->size, dv_err_name(rc), dv_last_error()->message);
+            int rc = DV_OK;
+            if (target == 1) {
+                r->p = peer.alloc((size_t)r->size, peer.streams[stream_of(r->stream)]);
+                rc = r->p != NULL ? DV_OK : -1;
+            } else {
+                dv_ref ref = DV_REF_NULL;
+                rc = dv_alloc(actor, r->size, stream_of(r->stream), "replay", &ref);
+                dv_ref_info info;
+                if (rc == DV_OK)
+                    rc = dv_ref_access(ref, &info); /* the address, as the peer gives it */
+                r->ref = ref;
             }
+            if (rc != DV_OK)
+                note_failure(r, rc);
             atomic_store_explicit(&r->state, rc == DV_OK ? 1 : 2, memory_order_release);
             rp->ops++;
         } else if (r->match >= 0) {
@@ -311,19 +473,157 @@ static void *replay(void *arg)
             int st;
             while ((st = atomic_load_explicit(&a->state, memory_order_acquire)) == 0)
                 sched_yield(); /* allocated by another thread: not yet */
-            dv_ref_release(a->ref); /* a refused allocation's handle too */
+            if (target == 1) {
+                if (st == 1)
+                    peer.free(a->p);
+            } else {
+                dv_ref_release(a->ref); /* a refused allocation's handle too */
+            }
             atomic_store_explicit(&a->state, 3, memory_order_relaxed);
             rp->ops += st == 1;
         }
     }
+    if (target == 0)
+        dv_flush(actor); /* its releases handled, like the peer's frees */
     return NULL;
+}
+
+/* What a pass left allocated (and the actor's handles of refused
+ * allocations, released like any other). */
+static void free_live(void)
+{
+    for (size_t i = 0; i < nrows; i++) {
+        int st = atomic_load(&rows[i].state);
+        if (!rows[i].alloc || (st != 1 && st != 2))
+            continue;
+        if (target == 1) {
+            if (st == 1)
+                peer.free(rows[i].p);
+        } else {
+            dv_ref_release(rows[i].ref);
+        }
+        atomic_store(&rows[i].state, 3);
+    }
+    if (target == 0)
+        dv_flush(actor);
+}
+
+/* passes replays of the whole log through the target; the replays alone
+ * are timed. */
+static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *ops, double *secs)
+{
+    *ops = 0;
+    *secs = 0;
+    for (unsigned pass = 0; pass < passes; pass++) {
+        for (size_t i = 0; i < nrows; i++) {
+            atomic_store_explicit(&rows[i].state, 0, memory_order_relaxed);
+            rows[i].ref = DV_REF_NULL;
+            rows[i].p = NULL;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (size_t t = 0; t < nthreads; t++) {
+            threads[t].ops = 0;
+            int rc = pthread_create(&threads[t].id, NULL, replay, &threads[t]);
+            if (rc != 0) { /* the others may wait for its rows: no way on */
+                fprintf(stderr, "dv-replay: cannot start replay thread %zu of %zu: %s\n", t + 1,
+                        nthreads, strerror(rc));
+                exit(1);
+            }
+        }
+        for (size_t t = 0; t < nthreads; t++) {
+            pthread_join(threads[t].id, NULL);
+            *ops += threads[t].ops;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        *secs += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        free_live();
+    }
+}
+
+/* Load the peer library: 0, or -1 having said why. */
+static int peer_load(const char *path)
+{
+    peer.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (peer.lib == NULL) {
+        fprintf(stderr, "dv-replay: peer %s: %s\n", path, dlerror());
+        return -1;
+    }
+    static const char *const need[] = {"dv_peer_name", "dv_peer_open", "dv_peer_alloc",
+                                       "dv_peer_free", "dv_peer_close"};
+    void *sym[5];
+    for (int i = 0; i < 5; i++) {
+        sym[i] = dlsym(peer.lib, need[i]);
+        if (sym[i] == NULL) {
+            fprintf(stderr, "dv-replay: peer %s: no %s (not a dv_peer library)\n", path, need[i]);
+            dlclose(peer.lib);
+            peer.lib = NULL;
+            return -1;
+        }
+    }
+    *(void **)&peer.name = sym[0];
+    *(void **)&peer.open = sym[1];
+    *(void **)&peer.alloc = sym[2];
+    *(void **)&peer.free = sym[3];
+    *(void **)&peer.close = sym[4];
+    *(void **)&peer.stats = dlsym(peer.lib, "dv_peer_stats");
+    *(void **)&peer.reset_peaks = dlsym(peer.lib, "dv_peer_reset_peaks");
+    *(void **)&peer.trim = dlsym(peer.lib, "dv_peer_trim");
+    return 0;
+}
+
+/* One peer stream per actor stream the log uses (at least one). */
+static int peer_open(const char *path, int device)
+{
+    unsigned n = nstream_keys < nstreams ? nstream_keys : nstreams;
+    if (n == 0)
+        n = 1;
+    peer.streams = calloc(n, sizeof(*peer.streams));
+    if (peer.streams == NULL)
+        return -1;
+    for (; peer.nstreams < n; peer.nstreams++) {
+        if (peer.open(device, &peer.streams[peer.nstreams]) != 0) {
+            fprintf(stderr, "dv-replay: peer %s: dv_peer_open(device %d) failed (stream %u)\n",
+                    path, device, peer.nstreams);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void peer_unload(void)
+{
+    for (unsigned s = 0; s < peer.nstreams; s++)
+        peer.close(peer.streams[s]);
+    free(peer.streams);
+    if (peer.lib != NULL)
+        dlclose(peer.lib);
+    memset(&peer, 0, sizeof(peer));
+}
+
+/* A CSV field or a report's value: n/a where not known. */
+static const char *u64_or_na(char *buf, size_t cap, bool known, uint64_t v)
+{
+    if (!known)
+        return "n/a";
+    snprintf(buf, cap, "%" PRIu64, v);
+    return buf;
+}
+
+static const char *ratio_or_na(char *buf, size_t cap, bool known, const char *fmt, double v)
+{
+    if (!known)
+        return "n/a";
+    snprintf(buf, cap, fmt, v);
+    return buf;
 }
 
 int main(int argc, char **argv)
 {
-    const char *conf = NULL, *path = NULL;
+    const char *conf = NULL, *path = NULL, *peer_path = NULL;
     dv_backend backend = DV_BACKEND_AUTO;
-    bool csv = false;
+    bool csv = false, peer_only = false;
+    unsigned passes = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -339,6 +639,17 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--peer") == 0 && i + 1 < argc) {
+            peer_path = argv[++i];
+        } else if (strcmp(argv[i], "--peer-only") == 0) {
+            peer_only = true;
+        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+            uint64_t n;
+            if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000) {
+                usage(stderr);
+                return 2;
+            }
+            passes = (unsigned)n;
         } else if (strcmp(argv[i], "--csv") == 0) {
             csv = true;
         } else if (strcmp(argv[i], "--quiet") == 0) {
@@ -353,15 +664,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (path == NULL) {
+    if (path == NULL || (peer_only && peer_path == NULL)) {
         usage(stderr);
         return 2;
     }
-    if (load(path) != 0)
-        return 1;
-    uint64_t unmatched = 0;
-    uint64_t peak_live = match(&unmatched);
-
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     cfg.backend = backend;
@@ -370,13 +676,17 @@ int main(int argc, char **argv)
         return 2;
     }
     nstreams = cfg.streams;
-    if (dv_actor_create(&cfg, &actor) != DV_OK) {
-        fprintf(stderr, "dv-replay: %s\n", dv_last_error()->message);
+    if (peer_path != NULL && peer_load(peer_path) != 0)
         return 1;
-    }
-    /* Streams and threads, in order of first appearance. */
+    int status = 1;
     replayer *threads = NULL;
     size_t nthreads = 0;
+    if (load(path) != 0)
+        goto out;
+    uint64_t unmatched = 0;
+    uint64_t peak_live = match(&unmatched);
+
+    /* Streams and threads, in order of first appearance. */
     for (size_t i = 0; i < nrows; i++) {
         bool seen = false;
         for (unsigned s = 0; s < nstream_keys && !seen; s++)
@@ -387,60 +697,131 @@ int main(int argc, char **argv)
         for (size_t t = 0; t < nthreads && !seen; t++)
             seen = threads[t].thread == rows[i].thread;
         if (!seen) {
-            threads = realloc(threads, (nthreads + 1) * sizeof(*threads));
+            replayer *more = realloc(threads, (nthreads + 1) * sizeof(*threads));
+            if (more == NULL) {
+                fprintf(stderr, "dv-replay: out of memory\n");
+                goto out;
+            }
+            threads = more;
             threads[nthreads++] = (replayer){.thread = rows[i].thread};
         }
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (size_t t = 0; t < nthreads; t++)
-        pthread_create(&threads[t].id, NULL, replay, &threads[t]);
+    if (peer_path != NULL && peer_open(peer_path, cfg.device) != 0)
+        goto out;
+
+    /* The actor's replay; it is destroyed before the peer's begins. */
+    dv_memory_stats ms = {0};
     uint64_t ops = 0;
-    for (size_t t = 0; t < nthreads; t++) {
-        pthread_join(threads[t].id, NULL);
-        ops += threads[t].ops;
+    double secs = 0;
+    char backend_name[64] = "";
+    if (!peer_only) {
+        if (dv_actor_create(&cfg, &actor) != DV_OK) {
+            fprintf(stderr, "dv-replay: %s\n", dv_last_error()->message);
+            goto out;
+        }
+        snprintf(backend_name, sizeof(backend_name), "%s", dv_actor_backend_name(actor));
+        target = 0;
+        run(threads, nthreads, passes, &ops, &secs);
+        dv_memory_stats_get(actor, &ms);
+        dv_actor_destroy(actor);
+        actor = NULL;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    dv_memory_stats ms;
-    dv_memory_stats_get(actor, &ms);
+    /* The peer's, from a clean start: its cache given back, its peaks
+     * reset. */
+    uint64_t peer_ops = 0, peer_alloc_peak = 0, peer_reserved_peak = 0, peer_reserved_now = 0;
+    double peer_secs = 0;
+    bool peer_stats = false;
+    char peer_name[160] = "";
+    if (peer_path != NULL) {
+        const char *nm = peer.name();
+        snprintf(peer_name, sizeof(peer_name), "%s", nm != NULL ? nm : "?");
+        if (peer.trim != NULL)
+            peer.trim();
+        if (peer.reset_peaks != NULL)
+            peer.reset_peaks();
+        target = 1;
+        run(threads, nthreads, passes, &peer_ops, &peer_secs);
+        peer_stats = peer.stats != NULL &&
+                     peer.stats(&peer_alloc_peak, &peer_reserved_peak, &peer_reserved_now) == 0;
+    }
+
     uint64_t allocs = 0, frees = 0;
     for (size_t i = 0; i < nrows; i++) {
         allocs += rows[i].alloc;
         frees += !rows[i].alloc && rows[i].match >= 0;
     }
+    allocs *= passes;
+    frees *= passes;
+    bool ours = !peer_only, theirs = peer_path != NULL;
     double ratio = peak_live ? (double)ms.reserved.peak / (double)peak_live : 0;
     double rate = secs > 0 ? (double)ops / secs : 0;
-    uint64_t nfail = atomic_load(&failures);
+    double peer_rate = peer_secs > 0 ? (double)peer_ops / peer_secs : 0;
+    double peer_ratio = peak_live ? (double)peer_reserved_peak / (double)peak_live : 0;
+    bool vs_reserved = ours && peer_stats && peer_reserved_peak > 0;
+    bool vs_ops = ours && theirs && peer_rate > 0;
+    double reserved_vs = vs_reserved ? (double)ms.reserved.peak / (double)peer_reserved_peak : 0;
+    double ops_vs = vs_ops ? rate / peer_rate : 0;
+    uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
+    char b[9][32];
     if (csv) {
         printf("rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,"
-               "ops_per_s\n");
-        printf("%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-               ",%.3f,%.0f\n",
-               nrows, allocs, frees, nfail, peak_live, ms.bytes.peak, ms.reserved.peak, ratio,
-               rate);
+               "ops_per_s%s\n",
+               theirs ? ",peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,"
+                        "reserved_vs_peer,ops_vs_peer"
+                      : "");
+        printf(
+            "%zu,%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64 ",%s,%s,%s,%s", nrows, allocs, frees,
+            u64_or_na(b[0], 32, ours, nfail), peak_live, u64_or_na(b[1], 32, ours, ms.bytes.peak),
+            u64_or_na(b[2], 32, ours, ms.reserved.peak), ratio_or_na(b[3], 32, ours, "%.3f", ratio),
+            ratio_or_na(b[4], 32, ours, "%.0f", rate));
+        if (theirs)
+            printf(",%" PRIu64 ",%s,%s,%.0f,%s,%s", peer_nfail,
+                   u64_or_na(b[5], 32, peer_stats, peer_alloc_peak),
+                   u64_or_na(b[6], 32, peer_stats, peer_reserved_peak), peer_rate,
+                   ratio_or_na(b[7], 32, vs_reserved, "%.3f", reserved_vs),
+                   ratio_or_na(b[8], 32, vs_ops, "%.3f", ops_vs));
+        printf("\n");
     } else {
-        printf("dv-replay: %s on %s, %zu threads, %u streams\n", path,
-               dv_actor_backend_name(actor), nthreads, nstream_keys);
-        printf("  rows %zu: %" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
+        char in_passes[48] = "";
+        if (passes > 1)
+            snprintf(in_passes, sizeof(in_passes), " in %u passes", passes);
+        printf("dv-replay: %s%s%s, %zu threads, %u streams%s\n", path, ours ? " on " : "",
+               backend_name, nthreads, nstream_keys, in_passes);
+        printf("  rows %zu: %" PRIu64 " allocations, %" PRIu64 " frees%s (%" PRIu64
                " frees of blocks the log never allocated, skipped)\n",
-               nrows, allocs, frees, unmatched);
+               nrows, allocs, frees, in_passes, unmatched);
         printf("  peak live bytes (the trace's)      %" PRIu64 "\n", peak_live);
-        printf("  peak bytes held (devactor)         %" PRIu64 "\n", ms.bytes.peak);
-        printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak live)\n",
-               ms.reserved.peak, ratio);
-        printf("  allocation failures                %" PRIu64 "\n", nfail);
-        printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
+        if (ours) {
+            printf("  peak bytes held (devactor)         %" PRIu64 "\n", ms.bytes.peak);
+            printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak live)\n",
+                   ms.reserved.peak, ratio);
+            printf("  allocation failures                %" PRIu64 "\n", nfail);
+            printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
+        }
+        if (theirs) {
+            printf("peer: %s (%s), %u streams\n", peer_name, peer_path, peer.nstreams);
+            printf("  peak live bytes (the same trace)   %" PRIu64 "\n", peak_live);
+            printf("  peak bytes allocated (the peer's)  %s\n",
+                   u64_or_na(b[5], 32, peer_stats, peer_alloc_peak));
+            printf("  peak bytes reserved (the peer's)   %s",
+                   u64_or_na(b[6], 32, peer_stats, peer_reserved_peak));
+            if (peer_stats)
+                printf("  (%.3f x peak live; %" PRIu64 " still reserved at the end)", peer_ratio,
+                       peer_reserved_now);
+            printf("\n");
+            printf("  allocation failures                %" PRIu64 "\n", peer_nfail);
+            printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", peer_rate, peer_ops, peer_secs);
+            if (ours)
+                printf("devactor / peer: peak reserved %s, ops/s %s\n",
+                       ratio_or_na(b[7], 32, vs_reserved, "%.3f", reserved_vs),
+                       ratio_or_na(b[8], 32, vs_ops, "%.3f", ops_vs));
+        }
     }
-    /* What the log left allocated (and the handles of refused
-     * allocations, which are released like any other). */
-    for (size_t i = 0; i < nrows; i++) {
-        int st = atomic_load(&rows[i].state);
-        if (rows[i].alloc && (st == 1 || st == 2))
-            dv_ref_release(rows[i].ref);
-    }
-    dv_actor_destroy(actor);
+    status = nfail + peer_nfail > 0 ? 1 : 0;
+out:
+    if (peer_path != NULL)
+        peer_unload();
     free(threads);
     free(rows);
-    return nfail > 0 ? 1 : 0;
+    return status;
 }

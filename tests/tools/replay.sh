@@ -1,6 +1,7 @@
 #!/bin/sh
-# TAP: dv-replay replays allocation logs through an actor on the sim.
-#   replay.sh DV_REPLAY SOURCE_DIR
+# TAP: dv-replay replays allocation logs through an actor on the sim, and
+# through a fake peer allocator (--peer).
+#   replay.sh DV_REPLAY SOURCE_DIR [PEER.so]
 # replay-ours.csv (devactor's log; 2 threads, a free by the other thread,
 # a failure row and a free of a block never allocated, both skipped):
 #   live after each row: 1 MiB, 3 MiB, 7 MiB (peak), -, 6, 4, -, 4.5, 0.5, 0
@@ -8,7 +9,24 @@
 # replay-rmm.csv (RMM's; times of day, stream handles):
 #   256, 8448, 73984 (peak), 73728, 8192, 139264 (peak!), 131072, 0
 #   peak 139264; 4 allocations, 4 frees
-replay=$1 src=$2
+#
+# The fake peer (tests/support/replay_peer.c) rounds each size up to 512
+# and reserves whole 2 MiB segments as what is allocated outgrows them.
+# replay-ours.csv's sizes (1 MiB a, 2 MiB b, 4 MiB c, 512 KiB f) are
+# multiples of 512: rounded, they stay.  Its two threads run at once, only
+# a free waiting for its allocation, so the peer's own peak depends on how
+# they interleave:
+#   thread 101: +a, +b, -a, +f, -f      thread 202: +c, -b, -c
+#   b and c are always live together (b is freed by 202 after +c);
+#   c before -a:           a+b+c = 7 MiB = 7340032
+#   c after -a, before -f: b+c+f = 6.5 MiB = 6815744
+#   c after -f:            b+c   = 6 MiB = 6291456
+# The same rows in one thread (every Thread 101) replay in time order:
+#   +a 1 MiB, +b 3, +c 7 (peak), -a 6, -b 4, +f 4.5, -c 0.5, -f 0
+#   peak allocated 7340032; reserved 2 MiB, 4, 8: peak 8388608
+# A log of 100, 700 and 1000 bytes live at once: the trace's peak 1800;
+#   the peer's 512 + 1024 + 1024 = 2560, reserved one segment, 2097152.
+replay=$1 src=$2 peer=$3
 data=$src/tests/tools/data
 n=0 failed=0
 check() {
@@ -16,8 +34,14 @@ check() {
     if [ "$2" = yes ]; then echo "ok $n - $1"; else echo "not ok $n - $1"; failed=1; fi
 }
 field() { echo "$1" | tail -1 | cut -d, -f"$2"; }
+columns() { echo "$1" | tail -1 | awk -F, '{ print NF }'; }
 yes_if() { if "$@"; then echo yes; else echo no; fi; }
-echo "1..10"
+numbers() {
+    for v in "$@"; do echo "$v" | grep -Eq '^[0-9]+(\.[0-9]+)?$' || return 1; done
+}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+echo "1..27"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -42,4 +66,77 @@ check "a log that does not parse: exit 1" "$(yes_if test $rc = 1)"
 check "--help: exit 0" "$(yes_if test $? = 0)"
 "$replay" --bogus >/dev/null 2>&1
 check "an unknown option: exit 2" "$(yes_if test $? = 2)"
+
+# --peer: columns 10-15 are peer_failures, peer_peak_allocated,
+# peer_peak_reserved, peer_ops_per_s, reserved_vs_peer, ops_vs_peer.
+out=$(DV_BACKEND=sim "$replay" --csv --peer "$peer" "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "through the peer too: exit $rc, $(columns "$out") columns, $(field "$out" 10) peer failures" \
+    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 15 -a "$(field "$out" 10)" = 0)"
+p=$(field "$out" 11)
+check "the peer's peak allocated ($p) is 6, 6.5 or 7 MiB, the trace's still 7 MiB" \
+    "$(yes_if test \( "$p" = 6291456 -o "$p" = 6815744 -o "$p" = 7340032 \) \
+        -a "$(field "$out" 5)" = 7340032)"
+awk -F, 'BEGIN { OFS = "," } NR > 1 { $1 = 101 } { print }' "$data/replay-ours.csv" >"$tmp/one.csv"
+out=$(DV_BACKEND=sim "$replay" --csv --peer "$peer" "$tmp/one.csv" 2>&1)
+rc=$?
+check "in one thread: exit $rc, peer peak allocated 7340032 ($(field "$out" 11)), reserved 8388608 ($(field "$out" 12))" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 11),$(field "$out" 12)" = 7340032,8388608)"
+check "the comparisons are numbers ($(field "$out" 13), $(field "$out" 14), $(field "$out" 15))" \
+    "$(yes_if numbers "$(field "$out" 13)" "$(field "$out" 14)" "$(field "$out" 15)")"
+printf '%s\n' 'Thread,Time,Action,Pointer,Size,Stream' \
+    '1,1.000001,allocate,0x1000,100,0' '1,1.000002,allocate,0x2000,700,0' \
+    '1,1.000003,allocate,0x3000,1000,0' '1,1.000004,free,0x1000,100,0' \
+    '1,1.000005,free,0x2000,700,0' '1,1.000006,free,0x3000,1000,0' >"$tmp/small.csv"
+out=$(DV_BACKEND=sim "$replay" --csv --peer "$peer" "$tmp/small.csv" 2>&1)
+check "rounded to 512: trace 1800 ($(field "$out" 5)), peer 2560 ($(field "$out" 11)), reserved 2097152 ($(field "$out" 12))" \
+    "$(yes_if test "$(field "$out" 5),$(field "$out" 11),$(field "$out" 12)" = 1800,2560,2097152)"
+err=$(DV_BACKEND=sim "$replay" --peer /nonexistent.so "$data/replay-ours.csv" 2>&1 >/dev/null)
+rc=$?
+check "a peer that does not load: exit $rc, said so" \
+    "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'peer /nonexistent.so')")"
+err=$(DV_BACKEND=sim "$replay" --peer libm.so.6 "$data/replay-ours.csv" 2>&1 >/dev/null)
+rc=$?
+check "a library that is no peer: exit $rc, said so" \
+    "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'peer libm.so.6')")"
+out=$(DV_BACKEND=sim "$replay" --csv --repeat 3 --peer "$peer" "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "--repeat 3: exit $rc, 12 allocations and 12 frees ($(field "$out" 2), $(field "$out" 3))" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3)" = 12,12)"
+gzip -c "$data/replay-ours.csv" >"$tmp/replay ours.csv.gz"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/replay ours.csv.gz" 2>&1)
+rc=$?
+check "a .gz copy replays: exit $rc, peak 7340032 ($(field "$out" 5)), 4 allocations" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 5),$(field "$out" 2)" = 7340032,4)"
+out=$(REPLAY_PEER_LIMIT=4194304 DV_BACKEND=sim "$replay" --csv --peer "$peer" \
+    "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "a peer of 4 MiB refuses b or c: exit $rc, $(field "$out" 10) peer failures, named" \
+    "$(yes_if test $rc = 1 -a "$(field "$out" 10)" -ge 1 -a "$(field "$out" 4)" = 0 \
+        -a -n "$(echo "$out" | grep 'peer: line')")"
+out=$(REPLAY_PEER_NO_STATS=1 DV_BACKEND=sim "$replay" --csv --peer "$peer" \
+    "$data/replay-ours.csv" 2>&1)
+check "a peer without statistics: n/a ($(field "$out" 11),$(field "$out" 12),$(field "$out" 14))" \
+    "$(yes_if test "$(field "$out" 11),$(field "$out" 12),$(field "$out" 14)" = n/a,n/a,n/a)"
+out=$(DV_BACKEND=sim "$replay" --csv --peer-only --peer "$peer" "$tmp/one.csv" 2>&1)
+rc=$?
+check "--peer-only: exit $rc, the actor's columns n/a, the peer's peak 7340032" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 6),$(field "$out" 9),$(field "$out" 11)" = \
+        n/a,n/a,7340032)"
+"$replay" --peer-only "$data/replay-ours.csv" >/dev/null 2>&1
+check "--peer-only without --peer: exit 2" "$(yes_if test $? = 2)"
+# PyTorch traces captured on an H100 (tools/traces), at 1/16 of their
+# sizes: each replays without a failure, with the peak the converter
+# computed, and the pool, growing in place, reserves within a bound of the
+# live peak (chunks of 64 MiB and more took 2.2 to 4.3 times it).
+for t in cnn:30806272:1.5 transformer:267456256:1.5 inference:62956544:1.5 \
+         multistream:15729664:3.0; do
+    name=${t%%:*} rest=${t#*:} peak=${rest%%:*} bound=${rest#*:}
+    out=$(DV_BACKEND=sim "$replay" --csv "$data/trace-$name-s16.csv.gz" 2>&1)
+    rc=$?
+    ratio=$(field "$out" 8)
+    check "trace $name (1/16): exit $rc, no failure, peak $(field "$out" 5), reserved $ratio x live <= $bound" \
+        "$(yes_if test $rc = 0 -a "$(field "$out" 4)" = 0 -a "$(field "$out" 5)" = "$peak" \
+            -a "$(awk -v r="$ratio" -v b="$bound" 'BEGIN { print (r + 0 > 0 && r <= b) }')" = 1)"
+done
 exit $failed
