@@ -116,13 +116,16 @@ typedef struct peer_lib {
 static peer_lib peer;
 /* The replay under way: the actor's (0) or the peer's (1); its failures. */
 static int target;
+/* The actor's allocations post-only (--post): the outcome is read at the
+ * block's free, or after the pass. */
+static bool post_only;
 static _Atomic uint64_t failures[2];
 
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: dv-replay [--backend sim|cuda] [--conf TEXT] [--peer LIB.so [--peer-only]]\n"
-            "                 [--repeat N] [--csv] [--quiet] LOG.csv[.gz]\n"
+            "                 [--repeat N] [--post] [--csv] [--quiet] LOG.csv[.gz]\n"
             "\n"
             "Replays an allocation log (devactor's CSV or RMM's; .gz read through gzip -dc)\n"
             "through an actor: one replay thread per Thread of the log, rows in time order,\n"
@@ -135,6 +138,9 @@ static void usage(FILE *to)
             "  --peer-only  through the peer alone (the actor's columns read n/a)\n"
             "  --repeat N   replay the log N times in a row (default 1), freeing what a pass\n"
             "               leaves live; allocations, frees and ops/s count every pass\n"
+            "  --post       allocate as devactor's clients do: post the allocation and go\n"
+            "               on (the handle is usable at once); its outcome is read at its\n"
+            "               free (default: wait for the address, as the peer returns it)\n"
             "  --csv        one CSV line: rows,allocs,frees,failures,peak_live,peak_held,\n"
             "               peak_reserved,reserved_over_live,ops_per_s; with --peer, then\n"
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
@@ -444,6 +450,19 @@ static void note_failure(const row *r, int rc)
                 dv_err_name(rc), dv_last_error()->message);
 }
 
+/* --post: was the allocation of row r refused?  Read at its free (the
+ * actor has settled it by then, or this waits for it); a refusal is
+ * noted as such. */
+static bool settled_failed(row *r)
+{
+    dv_ref_info info;
+    int rc = dv_ref_access(r->ref, &info);
+    if (rc == DV_OK)
+        return false;
+    note_failure(r, rc);
+    return true;
+}
+
 static void *replay(void *arg)
 {
     replayer *rp = arg;
@@ -460,7 +479,7 @@ static void *replay(void *arg)
                 dv_ref ref = DV_REF_NULL;
                 rc = dv_alloc(actor, r->size, stream_of(r->stream), "replay", &ref);
                 dv_ref_info info;
-                if (rc == DV_OK)
+                if (rc == DV_OK && !post_only)
                     rc = dv_ref_access(ref, &info); /* the address, as the peer gives it */
                 r->ref = ref;
             }
@@ -477,6 +496,8 @@ static void *replay(void *arg)
                 if (st == 1)
                     peer.free(a->p);
             } else {
+                if (post_only && st == 1 && settled_failed(a))
+                    st = 2;
                 dv_ref_release(a->ref); /* a refused allocation's handle too */
             }
             atomic_store_explicit(&a->state, 3, memory_order_relaxed);
@@ -496,6 +517,8 @@ static void free_live(void)
         int st = atomic_load(&rows[i].state);
         if (!rows[i].alloc || (st != 1 && st != 2))
             continue;
+        if (target == 0 && post_only && st == 1)
+            (void)settled_failed(&rows[i]);
         if (target == 1) {
             if (st == 1)
                 peer.free(rows[i].p);
@@ -643,6 +666,8 @@ int main(int argc, char **argv)
             peer_path = argv[++i];
         } else if (strcmp(argv[i], "--peer-only") == 0) {
             peer_only = true;
+        } else if (strcmp(argv[i], "--post") == 0) {
+            post_only = true;
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             uint64_t n;
             if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000) {

@@ -41,7 +41,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..27"
+echo "1..29"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -125,6 +125,16 @@ check "--peer-only: exit $rc, the actor's columns n/a, the peer's peak 7340032" 
         n/a,n/a,7340032)"
 "$replay" --peer-only "$data/replay-ours.csv" >/dev/null 2>&1
 check "--peer-only without --peer: exit 2" "$(yes_if test $? = 2)"
+# --post: allocations posted without waiting; a refusal is still named
+# (at the block's free or after the pass) and still fails the run.
+out=$(DV_BACKEND=sim "$replay" --post --csv "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "--post: exit $rc, 4 allocations and 4 frees, peak 7340032" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 4,4,7340032)"
+err=$(DV_BACKEND=sim "$replay" --post --conf budget:2M "$data/replay-ours.csv" 2>&1 >/dev/null)
+rc=$?
+check "--post under a 2 MiB budget: exit 1, the refused row named" \
+    "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'line 4: 4194304 bytes: DV_EOUT_OF_BUDGET')")"
 # PyTorch traces captured on an H100 (tools/traces), at 1/16 of their
 # sizes: each replays without a failure, with the peak the converter
 # computed, and the pool, growing in place, reserves within a bound of the
