@@ -419,12 +419,12 @@ typedef struct dv_actor_config {
      * after every rebuild, with the bottom (the driver's allocator). */
     int (*stack)(struct dv_resource *bottom, void *user, struct dv_resource **top);
     void *stack_user;
-    /* Since 0.3: the pool grows by chunks from the driver's pool, as before
-     * 0.3, instead of mapping memory in place (virtual memory, where the
+    /* Since 0.2 (later fields): the pool grows by chunks from the driver's
+     * pool instead of mapping memory in place (virtual memory, where the
      * device has it).  Setting pool_initial_bytes or pool_max_chunk_bytes
      * asks for chunks too. */
     bool pool_chunks;
-    /* Since 0.3: out of memory (dv_oom_info, above); NULL: none. */
+    /* Out of memory (dv_oom_info, above); NULL: none. */
     dv_oom_fn oom;
     void *oom_user;
 } dv_actor_config;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Replay the PyTorch traces of tools/traces/data on a GPU through devactor
 # (the pool growing in place, each allocation awaited and post-only
-# (--post); and the older chunks for comparison) and through PyTorch's
-# caching allocator in the same run (dv-replay --peer), RUNS times each,
-# and print one CSV line per replay.
+# (--post), and post-only REPEAT times in a row (default 20: the steady
+# state, both allocators warm); and the older chunks for comparison) and
+# through PyTorch's caching allocator in the same run (dv-replay --peer),
+# RUNS times each, and print one CSV line per replay.
 #
 #   tools/gpu-replay.sh [BUILD_DIR] [OUT_DIR]
 #
@@ -19,6 +20,7 @@ out=${2:-${OUT:-/tmp}}
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/traces/data
 runs=${RUNS:-3}
+repeat=${REPEAT:-20}
 traces=${TRACES:-cnn transformer inference multistream}
 mkdir -p "$out"
 csv=$out/replay.csv
@@ -27,9 +29,11 @@ echo "trace,config,run,rows,allocs,frees,failures,peak_live,peak_held,peak_reser
 status=0
 for t in $traces; do
     for run in $(seq 1 "$runs"); do
-        for conf in default post pool_chunks:1; do
+        for conf in default post "post-x$repeat" pool_chunks:1; do
+            [ "$conf" = post-x1 ] && continue
             args=(--backend "${BACKEND:-cuda}" --csv --quiet ${EXTRA:-})
             [ "$conf" = post ] && args+=(--post)
+            [ "$conf" = "post-x$repeat" ] && args+=(--post --repeat "$repeat")
             [ "$conf" = pool_chunks:1 ] && args+=(--conf "$conf")
             # The peer in the same run (after the actor).
             [ -n "$peer" ] && [ "$conf" != pool_chunks:1 ] && args+=(--peer "$peer")
