@@ -8,9 +8,13 @@
  * cuMemFreeAsync), or the synchronous one with cfg.direct_alloc.  Layers
  * over it:
  *
- *   pool      suballocates chunks from its upstream: exact size classes,
- *             good-fit bins with coalescing, per-stream free lists, reuse
- *             on another stream only behind the free; trimmed on request
+ *   pool      suballocates memory: over the bottom, memory it maps in place
+ *             (virtual memory, where the device has it: address space
+ *             reserved once, physical memory mapped at its end as needed,
+ *             free mappings unmapped by a trim), elsewhere chunks from its
+ *             upstream; exact size classes, good-fit bins with coalescing,
+ *             per-stream free lists, reuse on another stream only behind
+ *             the free; trimmed on request
  *   budget    a byte limit: past it, DV_EOUT_OF_BUDGET with requested and
  *             remaining bytes in the detail
  *   logging   a CSV row per allocate and free (the log of dv_actor_config)
@@ -79,9 +83,9 @@ typedef struct dv_block {
 DV_EXPORT int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_tag tag,
                                    dv_block *out);
 DV_EXPORT int dv_resource_deallocate(dv_resource *r, dv_block *block);
-/* Bytes r and the resources under it have handed out and not taken back
- * (pool: what its chunks hold from the driver; frees not yet reached by
- * the device count until they are). */
+/* Bytes r has handed out and not taken back (a pool: its live blocks;
+ * the driver's allocator: frees not yet reached by the device count until
+ * they are).  What a pool holds from the device: dv_resource_pool_stats. */
 DV_EXPORT uint64_t dv_resource_bytes_outstanding(const dv_resource *r);
 DV_EXPORT const char *dv_resource_name(const dv_resource *r);
 /* The resource r allocates from (NULL at the bottom). */
@@ -93,6 +97,8 @@ DV_EXPORT void dv_resource_destroy(dv_resource *r);
 
 /* ---- The layers ---- */
 
+/* Chunk sizes given (non-zero) make the pool grow by chunks even over the
+ * bottom; both 0: it maps in place where it can, chunks elsewhere. */
 typedef struct dv_pool_options {
     uint64_t initial_chunk_bytes; /* the first chunk from upstream (0: 64 MiB) */
     uint64_t max_chunk_bytes;     /* chunks grow geometrically up to this (0: 1 GiB) */

@@ -392,7 +392,7 @@ int dv_alloc_wait(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag
     if (out == NULL)
         return dv__fail(DV_EINVAL, op, "alloc_wait: NULL out");
     *out = DV_REF_NULL;
-    if ((rc = dv__no_wait(op)) != DV_OK)
+    if ((rc = check_stream(a, stream, op)) != DV_OK || (rc = dv__no_wait(op)) != DV_OK)
         return rc;
     uint64_t deadline = dv__now_ns() + (timeout_ns < UINT64_MAX / 2 ? timeout_ns : UINT64_MAX / 2);
     /* From before the first try, so that no release is missed. */

@@ -679,6 +679,18 @@ static bool chunk_empty(const pool_chunk *ch)
     return true;
 }
 
+/* Out of the pool's list of chunks. */
+static void chunk_unlink(pool_res *p, pool_chunk *ch)
+{
+    if (ch->prev != NULL)
+        ch->prev->next = ch->next;
+    else
+        p->chunks = ch->next;
+    if (ch->next != NULL)
+        ch->next->prev = ch->prev;
+    p->nchunks--;
+}
+
 /* Return every empty chunk upstream (stacks must be flushed first to find
  * them all). */
 static int release_empty_chunks(pool_res *p, uint64_t *released)
@@ -699,13 +711,7 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
             bin_remove(p, r);
             spare_put(p, r);
         }
-        if (ch->prev != NULL)
-            ch->prev->next = ch->next;
-        else
-            p->chunks = ch->next;
-        if (ch->next != NULL)
-            ch->next->prev = ch->prev;
-        p->nchunks--;
+        chunk_unlink(p, ch);
         p->chunk_bytes -= bytes;
         if (released != NULL)
             *released += bytes;
@@ -1072,13 +1078,7 @@ static void region_drop(pool_res *p, pool_chunk *ch)
         spare_put(p, r);
     }
     p->holes -= ch->holes;
-    if (ch->prev != NULL)
-        ch->prev->next = ch->next;
-    else
-        p->chunks = ch->next;
-    if (ch->next != NULL)
-        ch->next->prev = ch->prev;
-    p->nchunks--;
+    chunk_unlink(p, ch);
     if (p->region == ch)
         p->region = NULL;
     free(ch->maps);

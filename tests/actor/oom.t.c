@@ -183,34 +183,17 @@ struct holder {
     char msg[256];
 };
 
-/* Allocate (a client of the actor, as a thread holding memory is), let
- * the main thread know, hold, release. */
 static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t held_cv = PTHREAD_COND_INITIALIZER;
 static bool held_ready;
 
-static void *release_later(void *arg)
+/* Allocate h->want (a client of the actor, as a thread holding memory
+ * is), let the main thread know, hold it hold_ms, release. */
+static void *hold_then_release(void *arg)
 {
     struct holder *h = arg;
     dv_ref_info info;
-    h->rc = dv_alloc(h->a, 6 * MIB, 0, "held", &h->held);
-    if (h->rc == DV_OK)
-        h->rc = dv_ref_access(h->held, &info);
-    pthread_mutex_lock(&held_mu);
-    held_ready = true;
-    pthread_cond_signal(&held_cv);
-    pthread_mutex_unlock(&held_mu);
-    struct timespec ts = {0, (long)h->hold_ms * 1000000L};
-    nanosleep(&ts, NULL);
-    dv_ref_release(h->held);
-    return NULL;
-}
-
-static void *hold_small(void *arg)
-{
-    struct holder *h = arg;
-    dv_ref_info info;
-    h->rc = dv_alloc(h->a, 1024, 0, "small", &h->held);
+    h->rc = dv_alloc(h->a, h->want, 0, "held", &h->held);
     if (h->rc == DV_OK)
         h->rc = dv_ref_access(h->held, &info);
     pthread_mutex_lock(&held_mu);
@@ -224,18 +207,23 @@ static void *hold_small(void *arg)
     return NULL;
 }
 
-static void test_wait_for_release(void)
+static void wait_held(void)
 {
-    dv_actor *a = make(8 * MIB, NULL, NULL);
-    struct holder h = {.a = a, .hold_ms = 150};
-    dv_ref y = DV_REF_NULL;
-    int rc = a != NULL ? DV_OK : DV_EINVAL;
-    pthread_t t;
-    pthread_create(&t, NULL, release_later, &h);
     pthread_mutex_lock(&held_mu);
     while (!held_ready)
         pthread_cond_wait(&held_cv, &held_mu);
     pthread_mutex_unlock(&held_mu);
+}
+
+static void test_wait_for_release(void)
+{
+    dv_actor *a = make(8 * MIB, NULL, NULL);
+    struct holder h = {.a = a, .hold_ms = 150, .want = 6 * MIB};
+    dv_ref y = DV_REF_NULL;
+    int rc = a != NULL ? DV_OK : DV_EINVAL;
+    pthread_t t;
+    pthread_create(&t, NULL, hold_then_release, &h);
+    wait_held();
     rc |= h.rc;
     uint64_t t0 = now_ns();
     int got = rc == DV_OK ? dv_alloc_wait(a, 6 * MIB, 0, "waiter", 3000000000u, &y) : rc;
@@ -254,13 +242,10 @@ static void test_wait_for_release(void)
        "the only client thread left is refused at once, not at its timeout (%s, %.0f ms)",
        dv_err_name(got), ms);
     /* Another client that holds on: the wait ends at its timeout. */
-    struct holder b = {.a = a, .hold_ms = 600};
+    struct holder b = {.a = a, .hold_ms = 600, .want = 1024};
     held_ready = false;
-    pthread_create(&t, NULL, hold_small, &b);
-    pthread_mutex_lock(&held_mu);
-    while (!held_ready)
-        pthread_cond_wait(&held_cv, &held_mu);
-    pthread_mutex_unlock(&held_mu);
+    pthread_create(&t, NULL, hold_then_release, &b);
+    wait_held();
     t0 = now_ns();
     got = dv_alloc_wait(a, 6 * MIB, 0, "waiter", 100000000u, &z);
     ms = (double)(now_ns() - t0) / 1e6;
@@ -342,8 +327,10 @@ static void test_in_task(void)
        dv_err_name(in.rc));
     dv_ref r;
     ok(dv_alloc_wait(a, 1024, 0, "x", 0, NULL) == DV_EINVAL &&
-           dv_alloc_wait(a, 0, 0, "x", 0, &r) == DV_EINVAL && r.bits == 0,
-       "a NULL out or a zero size is DV_EINVAL, no handle");
+           dv_alloc_wait(a, 0, 0, "x", 0, &r) == DV_EINVAL && r.bits == 0 &&
+           dv_alloc_wait(NULL, 1024, 0, "x", 0, &r) == DV_EINVAL &&
+           dv_alloc_wait(a, 1024, 99, "x", 0, &r) == DV_EINVAL,
+       "a NULL out or actor, a zero size, an unknown stream: DV_EINVAL, no handle");
     if (a != NULL)
         dv_actor_shutdown(a);
 }
