@@ -13,12 +13,16 @@
  * too small maps only the difference, and the two become one range: the
  * pool grows in place, so it never holds a large chunk it cannot use and
  * a small workload maps a granule or two.  A step maps at least 1/32 of
- * what is mapped (up to 64 MiB), so growth makes few driver calls.  Trim
- * unmaps every mapping that lies wholly free (after the device has passed
- * the frees in it: unmapping is immediate), leaving a hole in the middle
- * or giving the end back; a later request fills a hole before mapping new
- * space at the end.  When the device refuses a mapping, the pool trims
- * and tries once more at the exact size.  A region is a chunk to the rest
+ * what is mapped (up to 64 MiB), so growth makes few driver calls, in
+ * extents of at most 1/64 of it (up to 32 MiB), each unmapped whole.
+ * Trim unmaps every extent that lies wholly free (after the device has
+ * passed the frees in it: unmapping is immediate), leaving a hole in the
+ * middle or giving the end back; a later request fills a hole before
+ * mapping new space at the end.  A growth that finds enough free memory,
+ * only not in one piece, first unmaps the free extents whose frees the
+ * device has passed: memory moves to where it is needed, and what the
+ * pool holds stays near what it hands out.  When the device refuses a
+ * mapping, the pool trims and tries once more at the exact size.  A region is a chunk to the rest
  * of this file: its ranges cover it, the unmapped space as HOLE ranges
  * (the last range is always the reserved space past the end).
  *
@@ -60,7 +64,10 @@
  * boundary, so any range in the first non-empty bin at or above it fits:
  * two find-first-set instructions, whatever the number of ranges.  Only
  * where that fails is the request's own bin scanned (before growing, and
- * so that largest_free in the statistics is really allocatable).  A freed
+ * so that largest_free in the statistics is really allocatable).  A large
+ * request (over 1 MiB) looks at a few more: the best fit among the first
+ * 16 of its own bin, else the smallest of the first 16 of the good-fit
+ * bin, so that it does not split a large range where a small one fits.  A freed
  * range merges with its address neighbours when they are free and belong
  * to the same stream's bins.
  *
@@ -109,6 +116,10 @@
 #define FL_COUNT 38
 
 #define CHUNK_GRANULE (2 * MIB)
+/* Ranges a large request looks at in a bin for the best fit. */
+#define BEST_SCAN 16
+/* A region maps in extents of at most this (each unmapped whole). */
+#define EXTENT_MAX (32 * MIB)
 
 /* Range slabs: slab k holds RANGES_FIRST << k ranges, up to a huge page. */
 #define RANGES_FIRST      1024u
@@ -408,6 +419,19 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
 
     if (l->fl_map == 0)
         return NULL;
+    if (need > SMALL_MAX) {
+        /* Large: the best fit among the first BEST_SCAN of the request's
+         * own bin, where one fits (a good fit above would split a larger
+         * range). */
+        bin_of(g, &fl, &sl);
+        pool_range *best = NULL;
+        unsigned n = 0;
+        for (pool_range *r = l->bins[fl][sl]; r != NULL && n < BEST_SCAN; r = r->free_next, n++)
+            if (r->bytes >= need && (best == NULL || r->bytes < best->bytes))
+                best = r;
+        if (best != NULL)
+            return best;
+    }
     uint64_t rounded = g < SL_COUNT ? g : g + (UINT64_C(1) << (msb64(g) - SL_SHIFT)) - 1;
     bin_of(rounded, &fl, &sl);
     uint32_t sbits = l->sl_map[fl] & (~0u << sl);
@@ -418,8 +442,17 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
             sbits = l->sl_map[fl];
         }
     }
-    if (sbits != 0)
-        return l->bins[fl][__builtin_ctz(sbits)];
+    if (sbits != 0) {
+        pool_range *best = l->bins[fl][__builtin_ctz(sbits)];
+        if (need > SMALL_MAX) {
+            /* Every range of this bin fits: the smallest of the first few. */
+            unsigned n = 0;
+            for (pool_range *r = best; r != NULL && n < BEST_SCAN; r = r->free_next, n++)
+                if (r->bytes < best->bytes)
+                    best = r;
+        }
+        return best;
+    }
     if (g < SL_COUNT)
         return NULL; /* the good fit was the exact bin */
     bin_of(g, &fl, &sl);
@@ -720,7 +753,7 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
     return DV_OK;
 }
 
-static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released);
+static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only);
 static void region_drop(pool_res *p, pool_chunk *ch);
 
 static int trim(pool_res *p, uint64_t *released)
@@ -732,7 +765,7 @@ static int trim(pool_res *p, uint64_t *released)
         next = ch->next;
         if (ch->va_bytes == 0)
             continue;
-        rc = region_trim(p, ch, released);
+        rc = region_trim(p, ch, released, false);
         if (rc == DV_OK && ch->bytes == 0)
             region_drop(p, ch);
     }
@@ -874,6 +907,15 @@ static int map_record(pool_chunk *ch, uint64_t off, uint64_t bytes, uint64_t han
     return 0;
 }
 
+/* The mapping that ends at offset end (one does). */
+static uint32_t map_find(const pool_chunk *ch, uint64_t end)
+{
+    uint32_t i = ch->nmaps;
+    while (i > 0 && ch->maps[i - 1].off + ch->maps[i - 1].bytes != end)
+        i--;
+    return i - 1;
+}
+
 static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
 {
     ch->bytes += (uint64_t)bytes;
@@ -888,13 +930,33 @@ static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
  */
 static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes, dv_stream_id s)
 {
-    uint64_t handle = 0;
-    int rc = dv__drv_mem_map(p->base.env->ctx, h->ptr, bytes, &handle);
-    if (rc != DV_OK)
-        return rc;
-    if (map_record(ch, h->ptr - ch->block.ptr, bytes, handle) != 0) {
-        (void)dv__drv_mem_unmap(p->base.env->ctx, h->ptr, bytes, handle);
-        return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a mapping");
+    /* In extents of up to 1/64 of what is mapped (a granule at least,
+     * EXTENT_MAX at most): a trim gives back what lies free at that grain. */
+    uint64_t extent = p->chunk_bytes / 64;
+    extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
+    extent &= ~(p->granule - 1);
+    for (uint64_t done = 0; done < bytes;) {
+        uint64_t n = bytes - done < extent ? bytes - done : extent, handle = 0;
+        dv_dptr va = h->ptr + done;
+        int rc = dv__drv_mem_map(p->base.env->ctx, va, n, &handle);
+        if (rc == DV_OK && map_record(ch, va - ch->block.ptr, n, handle) != 0) {
+            (void)dv__drv_mem_unmap(p->base.env->ctx, va, n, handle);
+            rc = dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a mapping");
+        }
+        if (rc != DV_OK) {
+            /* Nothing of this growth stays mapped. */
+            while (done > 0) {
+                uint32_t last = map_find(ch, h->ptr + done - ch->block.ptr);
+                done -= ch->maps[last].bytes;
+                (void)dv__drv_mem_unmap(p->base.env->ctx, h->ptr + done, ch->maps[last].bytes,
+                                        ch->maps[last].handle);
+                memmove(&ch->maps[last], &ch->maps[last + 1],
+                        (ch->nmaps - last - 1) * sizeof(*ch->maps));
+                ch->nmaps--;
+            }
+            return rc;
+        }
+        done += n;
     }
     mapped_add(p, ch, (int64_t)bytes);
     pool_range *r = h, *prev = h->phys_prev;
@@ -1014,7 +1076,7 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
 
 /* Unmap every mapping of region ch that is wholly free; *released counts
  * the bytes. */
-static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released)
+static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only)
 {
     pool_range *r = ch->first;
     uint32_t i = 0;
@@ -1025,7 +1087,10 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released)
         pool_range *x = r;
         bool free_all = true;
         for (;; x = x->phys_next) {
-            if (x->state != RANGE_FREE) {
+            bool reached = true;
+            if (x->state != RANGE_FREE ||
+                (reached_only &&
+                 (dv__tracker_reached(p->t, freed_pos(x), &reached) != DV_OK || !reached))) {
                 free_all = false;
                 break;
             }
@@ -1120,6 +1185,16 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     step &= ~(g - 1);
     if ((rc = spare_reserve(p, 2)) != DV_OK)
         return rc;
+    if (p->chunk_bytes - p->live_bytes >= need) {
+        /* Enough is free, but not in one piece: give back the mappings
+         * that lie wholly free (their frees passed), so that what is
+         * mapped anew takes their place rather than adding to them. */
+        for (pool_chunk *c = p->chunks, *cn; c != NULL; c = cn) {
+            cn = c->next;
+            if (c->va_bytes != 0 && region_trim(p, c, NULL, true) == DV_OK && c->bytes == 0)
+                region_drop(p, c);
+        }
+    }
     for (int attempt = 0;; attempt++) {
         pool_chunk *ch = p->region;
         uint64_t least = round_up(need, g); /* what the end must gain */
