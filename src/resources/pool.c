@@ -14,14 +14,15 @@
  * pool grows in place, so it never holds a large chunk it cannot use and
  * a small workload maps a granule or two.  A step maps at least 1/32 of
  * what is mapped (up to 64 MiB), so growth makes few driver calls, in
- * extents of at most 1/64 of it (up to 32 MiB), each unmapped whole.
+ * extents of at most 1/32 of it (up to 64 MiB), each unmapped whole.
  * Trim unmaps every extent that lies wholly free (after the device has
  * passed the frees in it: unmapping is immediate), leaving a hole in the
  * middle or giving the end back; a later request fills a hole before
  * mapping new space at the end.  A growth that finds enough free memory,
- * only not in one piece, first unmaps the free extents whose frees the
- * device has passed: memory moves to where it is needed, and what the
- * pool holds stays near what it hands out.  When the device refuses a
+ * only not in one piece, and at least 1/8 of what is mapped free, first
+ * unmaps free extents whose frees the device has passed, as much as it is
+ * about to map: memory moves to where it is needed, and what the pool
+ * holds stays near what it hands out (at the cost of the driver calls).  When the device refuses a
  * mapping, the pool trims and tries once more at the exact size.  A region is a chunk to the rest
  * of this file: its ranges cover it, the unmapped space as HOLE ranges
  * (the last range is always the reserved space past the end).
@@ -118,8 +119,11 @@
 #define CHUNK_GRANULE (2 * MIB)
 /* Ranges a large request looks at in a bin for the best fit. */
 #define BEST_SCAN 16
-/* A region maps in extents of at most this (each unmapped whole). */
-#define EXTENT_MAX (32 * MIB)
+/* A region maps in extents of at most this (each unmapped whole), and a
+ * growth first unmaps free extents elsewhere when at least 1/RECLAIM_SHARE
+ * of what is mapped lies free. */
+#define RECLAIM_SHARE 8
+#define EXTENT_MAX    (64 * MIB)
 
 /* Range slabs: slab k holds RANGES_FIRST << k ranges, up to a huge page. */
 #define RANGES_FIRST      1024u
@@ -753,7 +757,8 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
     return DV_OK;
 }
 
-static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only);
+static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only,
+                       uint64_t want);
 static void region_drop(pool_res *p, pool_chunk *ch);
 
 static int trim(pool_res *p, uint64_t *released)
@@ -765,7 +770,7 @@ static int trim(pool_res *p, uint64_t *released)
         next = ch->next;
         if (ch->va_bytes == 0)
             continue;
-        rc = region_trim(p, ch, released, false);
+        rc = region_trim(p, ch, released, false, 0);
         if (rc == DV_OK && ch->bytes == 0)
             region_drop(p, ch);
     }
@@ -930,9 +935,10 @@ static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
  */
 static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes, dv_stream_id s)
 {
-    /* In extents of up to 1/64 of what is mapped (a granule at least,
-     * EXTENT_MAX at most): a trim gives back what lies free at that grain. */
-    uint64_t extent = p->chunk_bytes / 64;
+    /* In extents of up to 1/32 of what is mapped (a granule at least,
+     * EXTENT_MAX at most): a trim gives back what lies free at that grain,
+     * and a growth makes few driver calls. */
+    uint64_t extent = p->chunk_bytes / 32;
     extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
     extent &= ~(p->granule - 1);
     for (uint64_t done = 0; done < bytes;) {
@@ -1076,11 +1082,13 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
 
 /* Unmap every mapping of region ch that is wholly free; *released counts
  * the bytes. */
-static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only)
+static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only,
+                       uint64_t want)
 {
     pool_range *r = ch->first;
     uint32_t i = 0;
-    while (i < ch->nmaps) {
+    uint64_t got = 0;
+    while (i < ch->nmaps && (want == 0 || got < want)) {
         dv_dptr a = ch->block.ptr + ch->maps[i].off, b = a + ch->maps[i].bytes;
         while (r->ptr + r->bytes <= a)
             r = r->phys_next;
@@ -1113,6 +1121,7 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
             i++; /* it stays mapped; a later trim tries again */
             continue;
         }
+        got += bytes;
         if (released != NULL)
             *released += bytes;
         /* On from the range before the new hole (a hole there may have
@@ -1185,13 +1194,17 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     step &= ~(g - 1);
     if ((rc = spare_reserve(p, 2)) != DV_OK)
         return rc;
-    if (p->chunk_bytes - p->live_bytes >= need) {
+    uint64_t want = round_up(need, p->granule);
+    uint64_t free_bytes = p->chunk_bytes - p->live_bytes;
+    if (free_bytes >= need && free_bytes >= p->chunk_bytes / RECLAIM_SHARE) {
         /* Enough is free, but not in one piece: give back the mappings
          * that lie wholly free (their frees passed), so that what is
          * mapped anew takes their place rather than adding to them. */
-        for (pool_chunk *c = p->chunks, *cn; c != NULL; c = cn) {
+        uint64_t got = 0;
+        for (pool_chunk *c = p->chunks, *cn; c != NULL && got < want; c = cn) {
             cn = c->next;
-            if (c->va_bytes != 0 && region_trim(p, c, NULL, true) == DV_OK && c->bytes == 0)
+            if (c->va_bytes != 0 && region_trim(p, c, &got, true, want - got) == DV_OK &&
+                c->bytes == 0)
                 region_drop(p, c);
         }
     }
