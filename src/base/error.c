@@ -89,6 +89,19 @@ int dv_error_set(int status, const char *call, uint64_t requested, uint64_t rema
     return status;
 }
 
+int dv__fail_static(int status, const char *call, const char *message)
+{
+    dv_error_detail *d = &last_detail;
+    memset(d, 0, sizeof(*d));
+    d->status = status;
+    d->call = call;
+    size_t n = strlen(message);
+    if (n >= sizeof(d->message))
+        n = sizeof(d->message) - 1;
+    memcpy(d->message, message, n);
+    return status;
+}
+
 int dv__fail(int status, const char *call, const char *fmt, ...)
 {
     va_list ap;

@@ -20,6 +20,9 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* The same with a fixed message, no formatting: for failures that are an
+ * expected answer on a hot path (a try call's DV_EAGAIN). */
+int dv__fail_static(int status, const char *call, const char *message);
 /* Writable detail of the calling thread. */
 dv_error_detail *dv__detail(void);
 

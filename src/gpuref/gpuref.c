@@ -310,9 +310,14 @@ static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, bool expose, co
             return rc;
         /* Acquire: pairs with publish's release store of ready. */
         if (atomic_load_explicit(&p->ready, memory_order_acquire) != gen) {
-            if (!wait)
-                return ref_fail(DV_EAGAIN, op, ref,
-                                "is pending: its allocation is not handled yet");
+            if (!wait) {
+                /* An expected answer, often asked: no formatting. */
+                dv__fail_static(DV_EAGAIN, op,
+                                "ref_try_access: the handle is pending: its allocation is not "
+                                "handled yet");
+                dv__detail()->generation = gen;
+                return DV_EAGAIN;
+            }
             if ((rc = wait_settled(d, c, ref, op)) != DV_OK)
                 return rc;
             continue; /* settled: read it */
