@@ -58,6 +58,7 @@
 #include <dlfcn.h>
 
 #include "devactor.h"
+#include "peers/dv_peer.h"
 #include "devactor_blas.h"
 #include "devactor_fft.h"
 #include "devactor_testing.h"
@@ -625,33 +626,19 @@ static double bench_alloc_rtt(dv_actor *a, size_t rounds, double *p99)
  * (tools/peers/build-torch-peer.sh); absent, its rows are skipped.
  */
 typedef struct peer {
-    void *lib;
-    const char *(*name)(void);
-    int (*open)(int device, void **stream);
-    void *(*alloc)(size_t bytes, void *stream);
-    void (*free)(void *p);
-    void (*close)(void *stream);
+    dv_peer_api api;
     void *stream;
 } peer;
 
 static bool peer_load(peer *p, const char *path, int device)
 {
     memset(p, 0, sizeof(*p));
-    if (path == NULL || (p->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        if (path != NULL)
-            fprintf(stderr, "dv-bench: peer %s: %s\n", path, dlerror());
+    if (path == NULL || dv_peer_load(&p->api, path, "dv-bench") != 0)
         return false;
-    }
-    *(void **)&p->name = dlsym(p->lib, "dv_peer_name");
-    *(void **)&p->open = dlsym(p->lib, "dv_peer_open");
-    *(void **)&p->alloc = dlsym(p->lib, "dv_peer_alloc");
-    *(void **)&p->free = dlsym(p->lib, "dv_peer_free");
-    *(void **)&p->close = dlsym(p->lib, "dv_peer_close");
-    if (!p->name || !p->open || !p->alloc || !p->free || !p->close ||
-        p->open(device, &p->stream) != 0) {
-        fprintf(stderr, "dv-bench: peer %s: not a usable adapter\n", path);
-        dlclose(p->lib);
-        p->lib = NULL;
+    if (p->api.open(device, &p->stream) != 0) {
+        fprintf(stderr, "dv-bench: peer %s: dv_peer_open(device %d) failed\n", path, device);
+        dlclose(p->api.lib);
+        p->api.lib = NULL;
         return false;
     }
     return true;
@@ -676,10 +663,10 @@ static double peer_pairs(peer *p, uint64_t bytes, size_t n)
 {
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < n; i++) {
-        void *q = p->alloc(bytes, p->stream);
+        void *q = p->api.alloc(bytes, p->stream);
         if (q == NULL)
             return -1;
-        p->free(q);
+        p->api.free(q);
     }
     return (double)(now_ns() - t0) / (double)n;
 }
@@ -701,14 +688,14 @@ static void bench_pairs(dv_actor *on, dv_actor *off, peer *p)
     for (int k = 0; k < PAIR_SIZES; k++) { /* warm each size: pools grown */
         actor_pairs(on, sizes[k], 1000);
         actor_pairs(off, sizes[k], 1000);
-        if (p->lib)
+        if (p->api.lib)
             peer_pairs(p, sizes[k], 1000);
     }
     for (int r = 0; r < PAIR_ROUNDS; r++) {
         for (int k = 0; k < PAIR_SIZES; k++) {
             v[0][k][r] = actor_pairs(on, sizes[k], n);
             v[1][k][r] = actor_pairs(off, sizes[k], n);
-            v[2][k][r] = p->lib ? peer_pairs(p, sizes[k], n) : -1;
+            v[2][k][r] = p->api.lib ? peer_pairs(p, sizes[k], n) : -1;
         }
         if (!csv)
             fprintf(stderr, "\ractor pairs: round %d of %d", r + 1, PAIR_ROUNDS);
@@ -718,14 +705,14 @@ static void bench_pairs(dv_actor *on, dv_actor *off, peer *p)
         printf("\nactor: one client's allocate+release pair through the public API, ns per pair\n"
                "(medians of %d alternating rounds of %zu pairs; peer: %s)\n"
                "  %-8s %10s %16s %12s %14s %14s\n",
-               PAIR_ROUNDS, n, p->lib ? p->name() : "none loaded (--peer)", "size", "devactor",
-               "order off", "peer", "devactor/peer", "order cost");
+               PAIR_ROUNDS, n, p->api.lib ? p->api.name() : "none loaded (--peer)", "size",
+               "devactor", "order off", "peer", "devactor/peer", "order cost");
     } else {
         printf("section,what,bytes,devactor_ns,order_off_ns,peer_ns,ratio_to_peer\n");
     }
     for (int k = 0; k < PAIR_SIZES; k++) {
         double d = median_of(v[0][k], PAIR_ROUNDS), o = median_of(v[1][k], PAIR_ROUNDS);
-        double q = p->lib ? median_of(v[2][k], PAIR_ROUNDS) : 0;
+        double q = p->api.lib ? median_of(v[2][k], PAIR_ROUNDS) : 0;
         if (csv)
             printf("pairs,one client,%llu,%.1f,%.1f,%.1f,%.3f\n", (unsigned long long)sizes[k], d,
                    o, q, q > 0 ? d / q : 0.0);
@@ -755,7 +742,7 @@ static void *churn_main(void *arg)
         sched_yield();
     uint64_t end = now_ns() + (uint64_t)(c->seconds * 1e9), n = 0;
     void *peer_stream = NULL;
-    if (c->peer != NULL && c->peer->open(0, &peer_stream) != 0)
+    if (c->peer != NULL && c->peer->api.open(0, &peer_stream) != 0)
         c->error = DV_ENOTSUP;
     while (c->error == 0 && ((n & 63) != 0 || now_ns() < end)) {
         int rc = DV_OK;
@@ -765,11 +752,11 @@ static void *churn_main(void *arg)
             if (rc == DV_OK)
                 rc = dv_ref_release(r);
         } else if (c->peer != NULL) {
-            void *q = c->peer->alloc(4096, peer_stream);
+            void *q = c->peer->api.alloc(4096, peer_stream);
             if (q == NULL)
                 rc = DV_EDEVICE_OOM;
             else
-                c->peer->free(q);
+                c->peer->api.free(q);
         } else {
             dv_dptr p;
             rc = dv__drv_mem_alloc_async(c->stream, 4096, &p);
@@ -786,7 +773,7 @@ static void *churn_main(void *arg)
     if (c->actor != NULL && dv_flush(c->actor) != DV_OK)
         c->error = dv_last_error()->status;
     if (c->peer != NULL && peer_stream != NULL)
-        c->peer->close(peer_stream);
+        c->peer->api.close(peer_stream);
     c->pairs = n;
     return NULL;
 }
@@ -928,8 +915,8 @@ static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double sec
         printf("  (errors: actor %s, order off %s, peer %s, driver %s)\n", dv_err_name(err),
                dv_err_name(uerr), dv_err_name(perr), dv_err_name(derr));
     if (have_peer) {
-        pr.close(pr.stream);
-        dlclose(pr.lib);
+        pr.api.close(pr.stream);
+        dlclose(pr.api.lib);
     }
 }
 

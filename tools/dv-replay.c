@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "devactor.h"
+#include "peers/dv_peer.h"
 
 typedef struct row {
     uint64_t time_us; /* microseconds since the epoch */
@@ -97,18 +98,9 @@ static dv_actor *actor;
 static uint32_t nstreams = 4;
 static int verbose_failures = 20;
 
-/* The peer allocator (--peer), loaded at run time. */
+/* The peer allocator (--peer), loaded at run time (peers/dv_peer.h). */
 typedef struct peer_lib {
-    void *lib;
-    const char *(*name)(void);
-    int (*open)(int device, void **stream);
-    void *(*alloc)(size_t bytes, void *stream);
-    void (*free)(void *p);
-    void (*close)(void *stream);
-    /* optional */
-    int (*stats)(uint64_t *allocated_peak, uint64_t *reserved_peak, uint64_t *reserved_now);
-    void (*reset_peaks)(void);
-    void (*trim)(void);
+    dv_peer_api api;
     void **streams; /* one per actor stream the log uses */
     unsigned nstreams;
 } peer_lib;
@@ -491,7 +483,7 @@ static void *replay(void *arg)
         if (r->alloc) {
             int rc = DV_OK;
             if (target == 1) {
-                r->p = peer.alloc((size_t)r->size, peer.streams[stream_of(r->stream)]);
+                r->p = peer.api.alloc((size_t)r->size, peer.streams[stream_of(r->stream)]);
                 rc = r->p != NULL ? DV_OK : -1;
             } else {
                 dv_ref ref = DV_REF_NULL;
@@ -512,7 +504,7 @@ static void *replay(void *arg)
                 sched_yield(); /* allocated by another thread: not yet */
             if (target == 1) {
                 if (st == 1)
-                    peer.free(a->p);
+                    peer.api.free(a->p);
             } else {
                 if (post_only && st == 1 && settled_failed(a, false))
                     st = 2;
@@ -539,7 +531,7 @@ static void free_live(void)
             (void)settled_failed(&rows[i], true); /* outside the timed region */
         if (target == 1) {
             if (st == 1)
-                peer.free(rows[i].p);
+                peer.api.free(rows[i].p);
         } else {
             dv_ref_release(rows[i].ref);
         }
@@ -590,32 +582,7 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
 /* Load the peer library: 0, or -1 having said why. */
 static int peer_load(const char *path)
 {
-    peer.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (peer.lib == NULL) {
-        fprintf(stderr, "dv-replay: peer %s: %s\n", path, dlerror());
-        return -1;
-    }
-    static const char *const need[] = {"dv_peer_name", "dv_peer_open", "dv_peer_alloc",
-                                       "dv_peer_free", "dv_peer_close"};
-    void *sym[5];
-    for (int i = 0; i < 5; i++) {
-        sym[i] = dlsym(peer.lib, need[i]);
-        if (sym[i] == NULL) {
-            fprintf(stderr, "dv-replay: peer %s: no %s (not a dv_peer library)\n", path, need[i]);
-            dlclose(peer.lib);
-            peer.lib = NULL;
-            return -1;
-        }
-    }
-    *(void **)&peer.name = sym[0];
-    *(void **)&peer.open = sym[1];
-    *(void **)&peer.alloc = sym[2];
-    *(void **)&peer.free = sym[3];
-    *(void **)&peer.close = sym[4];
-    *(void **)&peer.stats = dlsym(peer.lib, "dv_peer_stats");
-    *(void **)&peer.reset_peaks = dlsym(peer.lib, "dv_peer_reset_peaks");
-    *(void **)&peer.trim = dlsym(peer.lib, "dv_peer_trim");
-    return 0;
+    return dv_peer_load(&peer.api, path, "dv-replay");
 }
 
 /* One peer stream per actor stream the log uses (at least one). */
@@ -628,7 +595,7 @@ static int peer_open(const char *path, int device)
     if (peer.streams == NULL)
         return -1;
     for (; peer.nstreams < n; peer.nstreams++) {
-        if (peer.open(device, &peer.streams[peer.nstreams]) != 0) {
+        if (peer.api.open(device, &peer.streams[peer.nstreams]) != 0) {
             fprintf(stderr, "dv-replay: peer %s: dv_peer_open(device %d) failed (stream %u)\n",
                     path, device, peer.nstreams);
             return -1;
@@ -640,10 +607,10 @@ static int peer_open(const char *path, int device)
 static void peer_unload(void)
 {
     for (unsigned s = 0; s < peer.nstreams; s++)
-        peer.close(peer.streams[s]);
+        peer.api.close(peer.streams[s]);
     free(peer.streams);
-    if (peer.lib != NULL)
-        dlclose(peer.lib);
+    if (peer.api.lib != NULL)
+        dlclose(peer.api.lib);
     memset(&peer, 0, sizeof(peer));
 }
 
@@ -781,16 +748,16 @@ int main(int argc, char **argv)
     bool peer_stats = false;
     char peer_name[160] = "";
     if (peer_path != NULL) {
-        const char *nm = peer.name();
+        const char *nm = peer.api.name();
         snprintf(peer_name, sizeof(peer_name), "%s", nm != NULL ? nm : "?");
-        if (peer.trim != NULL)
-            peer.trim();
-        if (peer.reset_peaks != NULL)
-            peer.reset_peaks();
+        if (peer.api.trim != NULL)
+            peer.api.trim();
+        if (peer.api.reset_peaks != NULL)
+            peer.api.reset_peaks();
         target = 1;
         run(threads, nthreads, passes, &peer_ops, &peer_secs);
-        peer_stats = peer.stats != NULL &&
-                     peer.stats(&peer_alloc_peak, &peer_reserved_peak, &peer_reserved_now) == 0;
+        peer_stats = peer.api.stats != NULL &&
+                     peer.api.stats(&peer_alloc_peak, &peer_reserved_peak, &peer_reserved_now) == 0;
     }
 
     uint64_t allocs = 0, frees = 0;
