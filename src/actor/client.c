@@ -148,10 +148,10 @@ int dv__actor_call(dv_actor *a, dv_msg *m, dv_future *own)
     return rc != DV_OK ? rc : dv_future_wait(own);
 }
 
-/* Post m with f, or wait for it on a future of our own when f is NULL. */
 /* The calling thread's current query (dv_query_set). */
 static _Thread_local uint64_t current_query;
 
+/* Post m with f, or wait for it on a future of our own when f is NULL. */
 static int call(dv_actor *a, dv_msg *m, dv_future *f)
 {
     dv_future own;
@@ -423,20 +423,16 @@ static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const 
         (void)dv_ref_release(ref); /* the refused handle */
         *dv__detail() = why;
         uint64_t now = dv__now_ns();
-        if ((rc != DV_EDEVICE_OOM && rc != DV_EOUT_OF_BUDGET) || now >= deadline)
+        if (!dv__short_of_memory(rc) || now >= deadline)
             return rc;
         uint32_t waiting = atomic_fetch_add(&a->mem_waiters, 1) + 1;
         if (waiting >= dv__inbox_clients(a->inbox)) {
             /* Everyone else waits too: nobody would release anything. */
             atomic_fetch_sub(&a->mem_waiters, 1);
-            dv_error_detail *d = dv__detail();
-            size_t len = strlen(d->message);
-            snprintf(d->message + len, sizeof(d->message) - len,
-                     "; all %u client threads wait: the last is refused", waiting);
+            dv__detail_append("; all %u client threads wait: the last is refused", waiting);
             return rc;
         }
-        uint64_t until = deadline;
-        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
         /* A release between the read and here changed the value: no sleep. */
         if (atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen)
             dv__futex_wait(&a->mem_released, seen, &ts);

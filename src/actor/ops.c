@@ -28,30 +28,9 @@ const char *dv__msg_name(unsigned type)
  * Memory
  * ------------------------------------------------------------------------ */
 
-static bool short_of_memory(int rc)
-{
-    return rc == DV_EDEVICE_OOM || rc == DV_EOUT_OF_BUDGET;
-}
-
 static uint64_t reserved_now(dv_actor *a)
 {
     return dv__res_bytes_outstanding(a->bottom) + atomic_load(&a->env.mapped_bytes);
-}
-
-/* Every pool of the stack trimmed, then the driver's cache: the bytes the
- * pools gave back. */
-static uint64_t trim_stack(dv_actor *a)
-{
-    uint64_t total = 0;
-    for (dv_resource *x = a->stack; x != NULL; x = x->upstream) {
-        uint64_t n = 0;
-        if (dv__res_is_pool(x) && dv__pool_trim(x, &n) == DV_OK)
-            total += n;
-    }
-    if (total > 0)
-        (void)dv__res_reap_pending(a->stack); /* chunks' frees, queued upstream */
-    (void)dv__drv_pool_trim(a->env.ctx, 0);
-    return total;
 }
 
 /*
@@ -68,10 +47,11 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
     uint64_t before = reserved_now(a);
 
     if (dv__res_reap_pending(a->stack) == DV_OK &&
-        !short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+        !dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
         return rc;
-    uint64_t trimmed = trim_stack(a);
-    if (!short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+    uint64_t trimmed = 0;
+    (void)dv__res_trim_stack(a->stack, &trimmed);
+    if (!dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
         return rc;
     uint64_t reclaimed = before > reserved_now(a) ? before - reserved_now(a) : 0;
     if (trimmed > reclaimed)
@@ -89,15 +69,13 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
         asked = attempt;
         if (!a->cfg.oom(&info, a->cfg.oom_user))
             break;
-        if (!short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+        if (!dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
             return rc;
     }
-    dv_error_detail *d = dv__detail();
-    size_t len = strlen(d->message);
-    snprintf(d->message + len, sizeof(d->message) - len,
-             "; reaped, trimmed%s: %llu reclaimed, %llu live, %llu reserved",
-             asked ? ", oom function asked" : "", (unsigned long long)reclaimed,
-             (unsigned long long)a->mem.bytes.current, (unsigned long long)reserved_now(a));
+    dv__detail_append("; reaped, trimmed%s: %llu reclaimed, %llu live, %llu reserved",
+                      asked ? ", oom function asked" : "", (unsigned long long)reclaimed,
+                      (unsigned long long)a->mem.bytes.current,
+                      (unsigned long long)reserved_now(a));
     return rc;
 }
 
@@ -118,7 +96,7 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     int rc = dv__check_stream(&a->env, e->m.stream, "alloc");
     if (rc == DV_OK)
         rc = dv__res_allocate(a->stack, m->bytes, e->m.stream, (dv_tag){m->tag, m->query}, &b);
-    if (short_of_memory(rc))
+    if (dv__short_of_memory(rc))
         rc = alloc_arbitrated(a, e, &b, rc);
     if (rc != DV_OK) {
         a->mem.failures++;
@@ -614,8 +592,7 @@ static int handle_memory(dv_actor *a, const dv_msg_stats *m)
     case DV_STATS_MEMORY: {
         dv_memory_stats *out = m->out;
         if (a->bottom != NULL)
-            dv__memstats_reserved(ms, dv__res_bytes_outstanding(a->bottom) +
-                                              atomic_load(&a->env.mapped_bytes));
+            dv__memstats_reserved(ms, reserved_now(a));
         out->bytes = ms->bytes;
         out->blocks = ms->blocks;
         out->reserved = ms->reserved;

@@ -89,6 +89,16 @@ int dv_error_set(int status, const char *call, uint64_t requested, uint64_t rema
     return status;
 }
 
+void dv__detail_append(const char *fmt, ...)
+{
+    dv_error_detail *d = &last_detail;
+    size_t len = strlen(d->message);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->message + len, sizeof(d->message) - len, fmt, ap);
+    va_end(ap);
+}
+
 int dv__fail_static(int status, const char *call, const char *message)
 {
     dv_error_detail *d = &last_detail;

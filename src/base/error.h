@@ -25,5 +25,18 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
 int dv__fail_static(int status, const char *call, const char *message);
 /* Writable detail of the calling thread. */
 dv_error_detail *dv__detail(void);
+/* Add to the end of the detail's message (what was tried before the
+ * failure stood), as far as it has room. */
+void dv__detail_append(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* Refused for want of memory: the device's or a budget's. */
+static inline bool dv__short_of_memory(int status)
+{
+    return status == DV_EDEVICE_OOM || status == DV_EOUT_OF_BUDGET;
+}
 
 #endif /* DV_BASE_ERROR_H */

@@ -164,8 +164,14 @@ int dv_resource_trim(dv_resource *r, uint64_t *released)
     int rc = owner_check(r, "resource_trim");
     if (released != NULL)
         *released = 0;
-    if (rc != DV_OK)
-        return rc;
+    return rc != DV_OK ? rc : dv__res_trim_stack(r, released);
+}
+
+int dv__res_trim_stack(dv_resource *r, uint64_t *released)
+{
+    int rc;
+    if (released != NULL)
+        *released = 0;
     /* Frees queued on the streams are reached first, so the pools see
      * every block their callers gave back. */
     if ((rc = dv__res_reap_pending(r)) != DV_OK)

@@ -246,6 +246,10 @@ int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out);
 /* Is r a pool (not a layer that merely calls itself one)? */
 bool dv__res_is_pool(const dv_resource *r);
 bool dv__res_is_async(const dv_resource *r);
+/* Every pool of the stack under r (r included) trimmed, then the driver's
+ * cache (dv_resource_trim without the owner check); *released: the bytes
+ * the pools gave back. */
+int dv__res_trim_stack(dv_resource *r, uint64_t *released);
 /* Return every empty chunk upstream (owner thread).  *released may be NULL. */
 int dv__pool_trim(dv_resource *pool, uint64_t *released);
 
