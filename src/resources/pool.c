@@ -182,8 +182,8 @@ typedef struct pool_chunk {
     uint64_t bytes; /* what the pool uses of it; a region: bytes mapped */
     struct pool_chunk *prev, *next;
     pool_range *first, *last;
-    uint64_t va_bytes, end; /* a region: reserved, and the end of what ranges cover */
-    pool_map *maps;         /* a region: in address order */
+    uint64_t va_bytes; /* a region: the address space reserved */
+    pool_map *maps;    /* a region: in address order */
     uint32_t nmaps, cap_maps, holes;
 } pool_chunk;
 
@@ -656,11 +656,6 @@ static void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
  * Chunks
  * ------------------------------------------------------------------------ */
 
-static bool upstream_refused(int rc)
-{
-    return rc == DV_EDEVICE_OOM || rc == DV_EOUT_OF_BUDGET;
-}
-
 /* A chunk of size bytes from the upstream on stream s; its space goes to
  * s's bins. */
 static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
@@ -858,42 +853,32 @@ static void unlink_range(pool_chunk *ch, pool_range *r)
         r->phys_next->phys_prev = r->phys_prev;
 }
 
-/* Hole r joins the holes beside it (the region's last range, the
- * reserved space past the end, absorbs the ones before it). */
+/* Hole r joins the holes beside it: each merge leaves one interior hole
+ * fewer (the hole after r survives a merge, so the region's last range,
+ * the reserved space past the end, stays its last). */
 static void hole_merge(pool_res *p, pool_chunk *ch, pool_range *r)
 {
-    pool_range *prev = r->phys_prev, *next = r->phys_next;
-    bool interior = true; /* r counts as an interior hole */
+    pool_range *next = r->phys_next;
     if (next != NULL && next->state == RANGE_HOLE) {
         next->ptr = r->ptr;
         next->bytes += r->bytes;
         unlink_range(ch, r);
         spare_put(p, r);
-        interior = next != ch->last;
-        if (!interior) {
-            ch->holes--, p->holes--; /* r was counted; the end is not */
-            if (prev != NULL && prev->state == RANGE_HOLE) {
-                next->ptr = prev->ptr;
-                next->bytes += prev->bytes;
-                unlink_range(ch, prev);
-                spare_put(p, prev);
-                ch->holes--, p->holes--;
-            }
-            return;
-        }
+        ch->holes--, p->holes--;
         r = next;
-        ch->holes--, p->holes--; /* two interior holes became one */
     }
+    pool_range *prev = r->phys_prev;
     if (prev != NULL && prev->state == RANGE_HOLE) {
-        prev->bytes += r->bytes;
-        unlink_range(ch, r);
-        spare_put(p, r);
+        r->ptr = prev->ptr;
+        r->bytes += prev->bytes;
+        unlink_range(ch, prev);
+        spare_put(p, prev);
         ch->holes--, p->holes--;
     }
-    (void)interior;
 }
 
-static int map_record(pool_chunk *ch, uint64_t off, uint64_t bytes, uint64_t handle)
+/* Its index in ch->maps (address order), or -1 without host memory. */
+static long map_record(pool_chunk *ch, uint64_t off, uint64_t bytes, uint64_t handle)
 {
     if (ch->nmaps == ch->cap_maps) {
         uint32_t cap = ch->cap_maps ? 2 * ch->cap_maps : 16;
@@ -909,16 +894,7 @@ static int map_record(pool_chunk *ch, uint64_t off, uint64_t bytes, uint64_t han
     memmove(&ch->maps[i + 1], &ch->maps[i], (ch->nmaps - i) * sizeof(*ch->maps));
     ch->maps[i] = (pool_map){off, bytes, handle};
     ch->nmaps++;
-    return 0;
-}
-
-/* The mapping that ends at offset end (one does). */
-static uint32_t map_find(const pool_chunk *ch, uint64_t end)
-{
-    uint32_t i = ch->nmaps;
-    while (i > 0 && ch->maps[i - 1].off + ch->maps[i - 1].bytes != end)
-        i--;
-    return i - 1;
+    return (long)i;
 }
 
 static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
@@ -941,27 +917,35 @@ static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes,
     uint64_t extent = p->chunk_bytes / 32;
     extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
     extent &= ~(p->granule - 1);
-    for (uint64_t done = 0; done < bytes;) {
+    /* The extents of one growth lie side by side, so their records do too,
+     * from first on. */
+    long first = -1;
+    uint32_t made = 0;
+    for (uint64_t done = 0; done < bytes; made++) {
         uint64_t n = bytes - done < extent ? bytes - done : extent, handle = 0;
         dv_dptr va = h->ptr + done;
         int rc = dv__drv_mem_map(p->base.env->ctx, va, n, &handle);
-        if (rc == DV_OK && map_record(ch, va - ch->block.ptr, n, handle) != 0) {
+        long at = rc == DV_OK ? map_record(ch, va - ch->block.ptr, n, handle) : -1;
+        if (rc == DV_OK && at < 0) {
             (void)dv__drv_mem_unmap(p->base.env->ctx, va, n, handle);
             rc = dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a mapping");
         }
         if (rc != DV_OK) {
             /* Nothing of this growth stays mapped. */
-            while (done > 0) {
-                uint32_t last = map_find(ch, h->ptr + done - ch->block.ptr);
-                done -= ch->maps[last].bytes;
-                (void)dv__drv_mem_unmap(p->base.env->ctx, h->ptr + done, ch->maps[last].bytes,
-                                        ch->maps[last].handle);
-                memmove(&ch->maps[last], &ch->maps[last + 1],
-                        (ch->nmaps - last - 1) * sizeof(*ch->maps));
-                ch->nmaps--;
+            if (made > 0) {
+                for (uint32_t k = 0; k < made; k++) {
+                    const pool_map *m = &ch->maps[first + k];
+                    (void)dv__drv_mem_unmap(p->base.env->ctx, ch->block.ptr + m->off, m->bytes,
+                                            m->handle);
+                }
+                memmove(&ch->maps[first], &ch->maps[first + made],
+                        (ch->nmaps - (uint32_t)first - made) * sizeof(*ch->maps));
+                ch->nmaps -= made;
             }
             return rc;
         }
+        if (first < 0)
+            first = at;
         done += n;
     }
     mapped_add(p, ch, (int64_t)bytes);
@@ -991,8 +975,6 @@ static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes,
     }
     r->state = RANGE_FREE;
     (void)bins_release(p, r);
-    if (h == ch->last && ch->end < h->ptr - ch->block.ptr)
-        ch->end = h->ptr - ch->block.ptr;
     return DV_OK;
 }
 
@@ -1076,7 +1058,6 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
     r->state = RANGE_HOLE;
     ch->holes++, p->holes++;
     hole_merge(p, ch, r);
-    ch->end = ch->last->ptr - ch->block.ptr;
     return DV_OK;
 }
 
@@ -1194,7 +1175,7 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     step &= ~(g - 1);
     if ((rc = spare_reserve(p, 2)) != DV_OK)
         return rc;
-    uint64_t want = round_up(need, p->granule);
+    uint64_t want = round_up(need, g); /* what a hole or a new region must hold */
     uint64_t free_bytes = p->chunk_bytes - p->live_bytes;
     if (free_bytes >= need && free_bytes >= p->chunk_bytes / RECLAIM_SHARE) {
         /* Enough is free, but not in one piece: give back the mappings
@@ -1210,18 +1191,16 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     }
     for (int attempt = 0;; attempt++) {
         pool_chunk *ch = p->region;
-        uint64_t least = round_up(need, g); /* what the end must gain */
-        if (ch != NULL) {
-            pool_range *tail = ch->last->phys_prev;
-            uint64_t have = tail != NULL && tail->state == RANGE_FREE ? tail->bytes : 0;
-            least = round_up(need > have ? need - have : g, g);
-        }
+        pool_range *tail = ch != NULL ? ch->last->phys_prev : NULL;
+        bool end_free = tail != NULL && tail->state == RANGE_FREE;
+        /* What the end must gain: the request less the free space there. */
+        uint64_t least =
+            !end_free ? want : round_up(need > tail->bytes ? need - tail->bytes : g, g);
         uint64_t bytes = least > step ? least : step;
         if (ch != NULL && ch->last->bytes < bytes && ch->last->bytes >= least)
             bytes = ch->last->bytes;
         if (p->cfg.max_pool_bytes != 0 && p->chunk_bytes + bytes > p->cfg.max_pool_bytes) {
-            uint64_t exact = round_up(need, g);
-            if (p->chunk_bytes + exact > p->cfg.max_pool_bytes) {
+            if (p->chunk_bytes + want > p->cfg.max_pool_bytes) {
                 rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
                               "allocate: %llu bytes would take the pool past max_pool_bytes "
                               "%llu (%llu mapped)",
@@ -1231,24 +1210,22 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
                 dv__detail()->remaining = p->cfg.max_pool_bytes - p->chunk_bytes;
                 return rc;
             }
-            bytes = p->cfg.max_pool_bytes - p->chunk_bytes >= bytes ? bytes : exact;
+            bytes = want;
         }
         pool_chunk *in = NULL;
         pool_range *h = NULL;
-        pool_range *tail = ch != NULL ? ch->last->phys_prev : NULL;
-        bool end_free = tail != NULL && tail->state == RANGE_FREE;
         /* The end when free space there makes up part of the request; a
          * hole before new space at the end; a new region last. */
         if (end_free && ch->last->bytes >= bytes) {
             h = ch->last, in = ch;
-        } else if ((h = hole_find(p, round_up(need, g), &in)) != NULL) {
-            bytes = round_up(need, g);
+        } else if ((h = hole_find(p, want, &in)) != NULL) {
+            bytes = want;
         } else if (ch != NULL && ch->last->bytes >= bytes) {
             h = ch->last, in = ch;
         } else {
-            bytes = round_up(need, g) > step ? round_up(need, g) : step;
+            bytes = want > step ? want : step;
             rc = region_new(p, bytes, &in);
-            if (rc != DV_OK && p->nchunks == 0 && upstream_refused(rc)) {
+            if (rc != DV_OK && p->nchunks == 0 && dv__short_of_memory(rc)) {
                 /* No address space at all (another pool holds it, say):
                  * this pool grows by chunks instead. */
                 p->granule = 0;
@@ -1261,7 +1238,7 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
         }
         if (rc == DV_OK)
             rc = map_front(p, in, h, bytes, s);
-        if (rc == DV_OK || !upstream_refused(rc) || attempt > 0)
+        if (rc == DV_OK || !dv__short_of_memory(rc) || attempt > 0)
             return rc;
         /* The device is short: give back what lies free, then once more at
          * the exact size. */
@@ -1305,16 +1282,16 @@ static int grow(pool_res *p, uint64_t need, dv_stream_id s)
         }
     }
     rc = chunk_add(p, size, s);
-    if (upstream_refused(rc) && geometric && size / 2 >= p->cfg.initial_chunk_bytes)
+    if (dv__short_of_memory(rc) && geometric && size / 2 >= p->cfg.initial_chunk_bytes)
         p->next_chunk_bytes = size / 2; /* so the next growth does not ask in vain */
     uint64_t smaller = round_up(need, CHUNK_GRANULE) < size ? round_up(need, CHUNK_GRANULE) : need;
-    if (upstream_refused(rc) && smaller < size) {
+    if (dv__short_of_memory(rc) && smaller < size) {
         /* The device may still hold a chunk of about the request. */
         size = smaller;
         geometric = false;
         rc = chunk_add(p, size, s);
     }
-    if (upstream_refused(rc)) {
+    if (dv__short_of_memory(rc)) {
         /* Empty chunks back, their frees reached, one more try.  The
          * answer is the upstream's, detail included. */
         uint64_t released = 0;
