@@ -241,9 +241,6 @@ size_t dv__memstats_count(const dv_memstats *ms, dv_memory_key by)
 int dv__memstats_rows(const dv_memstats *ms, dv_memory_key by, dv_memory_usage *out, size_t cap,
                       size_t *count)
 {
-    if (by != DV_MEMORY_BY_TAG && by != DV_MEMORY_BY_QUERY)
-        return dv__fail(DV_EINVAL, "memory_usage", "memory_usage: key %d (by tag %d, by query %d)",
-                        (int)by, DV_MEMORY_BY_TAG, DV_MEMORY_BY_QUERY);
     const dv_memtable *t = by == DV_MEMORY_BY_TAG ? &ms->tags : &ms->queries;
     *count = t->n;
     if (t->n == 0 || cap == 0)

@@ -59,7 +59,8 @@ void dv__memstats_reset_peaks(dv_memstats *ms);
 /* A rebuild dropped every block: the current values are 0. */
 void dv__memstats_restart(dv_memstats *ms);
 /* Up to cap rows of one breakdown, most current bytes first (then the
- * highest peak); *count: how many there are.  DV_ENOMEM, DV_EINVAL (by). */
+ * highest peak); *count: how many there are.  DV_ENOMEM.  by is one of
+ * the two keys (dv_memory_usage_get refuses others before posting). */
 int dv__memstats_rows(const dv_memstats *ms, dv_memory_key by, dv_memory_usage *out, size_t cap,
                       size_t *count);
 size_t dv__memstats_count(const dv_memstats *ms, dv_memory_key by);

@@ -171,8 +171,8 @@ struct sim_device {
     struct sim_range *live;     /* sorted by start */
     size_t nlive, cap_live;
     uint64_t allocated; /* live + pending stream-ordered frees + mapped */
-    /* Reserved address space (va_reserve), sorted by start, in the half of
-     * the arena above size: mem_alloc never hands it out. */
+    /* Reserved address space (va_reserve), sorted by start, in the arena
+     * past its first size bytes: mem_alloc never hands it out. */
     struct sim_range *va;
     size_t nva, cap_va;
     uint64_t release_threshold;
@@ -363,6 +363,12 @@ static size_t live_lower_bound(const struct sim_device *dev, dv_dptr p)
     return lo;
 }
 
+/* Does [start, start + len) hold [p, p + bytes)?  (No sum that could wrap.) */
+static bool range_holds(uint64_t start, uint64_t len, uint64_t p, uint64_t bytes)
+{
+    return p >= start && bytes <= len && p - start <= len - bytes;
+}
+
 /* Index of the live allocation containing [p, p+bytes), or -1. */
 static long live_containing(const struct sim_device *dev, dv_dptr p, uint64_t bytes)
 {
@@ -370,7 +376,7 @@ static long live_containing(const struct sim_device *dev, dv_dptr p, uint64_t by
     if (i == 0)
         return -1;
     const struct sim_range *r = &dev->live[i - 1];
-    if (p >= r->start && bytes <= r->bytes && p - r->start <= r->bytes - bytes)
+    if (range_holds(r->start, r->bytes, p, bytes))
         return (long)(i - 1);
     return -1;
 }
@@ -513,8 +519,8 @@ static void *arena_range(struct sim_driver *sd, dv_dptr p, uint64_t bytes)
 {
     for (int i = 0; i < sd->ndev; i++) {
         struct sim_device *dev = &sd->dev[i];
-        uint64_t span = SIM_SPAN(dev->size); /* the allocations, then the reservations */
-        if (p >= dev->base && bytes <= span && p - dev->base <= span - bytes)
+        /* The allocations, then the reservations. */
+        if (range_holds(dev->base, SIM_SPAN(dev->size), p, bytes))
             return dev->arena + (p - dev->base);
     }
     return NULL;
@@ -547,7 +553,7 @@ static bool host_registered(struct sim_driver *sd, const void *p, uint64_t bytes
     size_t i = host_lower_bound(sd, a + 1);
     if (i > 0) {
         const struct sim_host_range *r = &sd->host[i - 1];
-        in = a >= r->start && bytes <= r->bytes && a - r->start <= r->bytes - bytes;
+        in = range_holds(r->start, r->bytes, a, bytes);
     }
     pthread_mutex_unlock(&sd->host_mu);
     return in;
@@ -1358,7 +1364,7 @@ static long va_containing(const struct sim_device *dev, dv_dptr va, uint64_t byt
 {
     for (size_t i = 0; i < dev->nva; i++) {
         const struct sim_range *r = &dev->va[i];
-        if (va >= r->start && bytes <= r->bytes && va - r->start <= r->bytes - bytes)
+        if (range_holds(r->start, r->bytes, va, bytes))
             return (long)i;
     }
     return -1;
@@ -1400,8 +1406,8 @@ out:
 /* Any mapping overlapping [va, va + bytes)?  Caller holds dev->mu. */
 static bool mapped_within(const struct sim_device *dev, dv_dptr va, uint64_t bytes)
 {
-    for (size_t i = live_lower_bound(dev, va) > 0 ? live_lower_bound(dev, va) - 1 : 0;
-         i < dev->nlive && dev->live[i].start < va + bytes; i++)
+    size_t i = live_lower_bound(dev, va);
+    for (i = i > 0 ? i - 1 : 0; i < dev->nlive && dev->live[i].start < va + bytes; i++)
         if (dev->live[i].mapped && dev->live[i].start + dev->live[i].bytes > va)
             return true;
     return false;
