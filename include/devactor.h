@@ -636,9 +636,13 @@ DV_EXPORT int dv_alloc_async(dv_actor *actor, uint64_t bytes, dv_stream stream, 
  * *out only on success (DV_REF_NULL otherwise).  So that clients that all
  * wait for each other do not wait out their timeouts, a client that would
  * be the last of the actor's client threads to wait is refused at once
- * (the detail says so).  DV_EDEADLK on a thread that serves an actor (a
- * task, a host function, an oom function).  timeout_ns 0: no waiting for
- * others, only the arbitration.
+ * (the detail says so).  timeout_ns 0: no waiting for others, only the
+ * arbitration.  Blocking, any thread but one that serves an actor (a
+ * task, a host function, an oom function: DV_EDEADLK there); it returns
+ * with the allocation complete, the handle usable at once.  DV_EINVAL
+ * for a NULL actor or out, 0 or more than 2^48 bytes, an unknown stream;
+ * DV_ESHUTDOWN after shutdown; DV_EDEVICE_OOM or DV_EOUT_OF_BUDGET still
+ * refused at the timeout, or at once for the last waiter.
  */
 DV_EXPORT int dv_alloc_wait(dv_actor *actor, uint64_t bytes, dv_stream stream, const char *tag,
                             uint64_t timeout_ns, dv_ref *out);

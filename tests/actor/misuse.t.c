@@ -190,6 +190,7 @@ static const struct {
     const char *fn, *words;
 } op_words[] = {
     {"dv_alloc", "alloc"},
+    {"dv_alloc_wait", "alloc"},
     {"dv_copy_htod", "htod|host->device"},
     {"dv_copy_dtoh", "dtoh|device->host"},
     {"dv_copy_dtod", "dtod|device->device|peer"},
@@ -811,6 +812,7 @@ enum probe_call {
     P_BLOCK_HOST_FREE,
     P_BLOCK_HOST_REGISTER,
     P_BLOCK_HOST_UNREGISTER,
+    P_BLOCK_ALLOC_WAIT,
 };
 
 static int inner_rc;
@@ -988,6 +990,13 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
     case P_BLOCK_HOST_UNREGISTER:
         rc = dv_host_unregister(a, host);
         break;
+    case P_BLOCK_ALLOC_WAIT: {
+        dv_ref got = DV_REF_NULL;
+        rc = dv_alloc_wait(a, 16, 0, "t", 1000000u, &got);
+        if (got.bits != 0) /* it must not have allocated */
+            rc = WRONG_VALUE;
+        break;
+    }
     case P_BLOCK_FUTURE_WAIT: /* the sync comes after this task */
         dv_future_init(&task_fut, 0);
         rc = dv_sync_async(a, 1, &task_fut) != DV_OK ? TASK_FAILED : dv_future_wait(&task_fut);
@@ -1523,6 +1532,17 @@ static void table_memory(void)
         release_out(settle((out = DV_REF_NULL, dv_alloc_async(A, 16, 0, "t", NULL, FUT)))));
     ROW("dv_alloc_async", DV_ESHUTDOWN, "after shutdown",
         dv_alloc_async(SD, 16, 0, "t", &out, FUT));
+    ROW("dv_alloc_wait", DV_EINVAL, "NULL actor", dv_alloc_wait(NULL, 16, 0, "t", 0, &out));
+    ROW("dv_alloc_wait", DV_EINVAL, "NULL out", dv_alloc_wait(A, 16, 0, "t", 0, NULL));
+    ROW("dv_alloc_wait", DV_EINVAL, "0 bytes", dv_alloc_wait(A, 0, 0, "t", 0, &out));
+    ROW("dv_alloc_wait", DV_EINVAL, "UINT64_MAX bytes",
+        dv_alloc_wait(A, UINT64_MAX, 0, "t", 0, &out));
+    ROW("dv_alloc_wait", DV_EINVAL, "stream == streams",
+        dv_alloc_wait(A, 16, STREAMS, "t", 0, &out));
+    ROW("dv_alloc_wait", DV_EINVAL, "DV_STREAM_NONE",
+        dv_alloc_wait(A, 16, DV_STREAM_NONE, "t", 0, &out));
+    ROW("dv_alloc_wait", DV_ESHUTDOWN, "after shutdown", dv_alloc_wait(SD, 16, 0, "t", 0, &out));
+    ROW("dv_alloc_wait", DV_EDEADLK, "inside a task on it", in_task(P_BLOCK_ALLOC_WAIT));
 
     /* ---- dv_copy_htod */
     ROW("dv_copy_htod", DV_EINVAL, "NULL actor", dv_copy_htod(NULL, x, 0, host, 16, 0));

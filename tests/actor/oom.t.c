@@ -113,6 +113,8 @@ struct oom_log {
     bool again;      /* what to answer */
     dv_ref cache[4]; /* released at the first call */
     unsigned ncache;
+    dv_actor *waiter; /* non-NULL: dv_alloc_wait on it from the function */
+    int waited;       /* what that answered */
 };
 
 static bool on_oom(const dv_oom_info *info, void *user)
@@ -120,6 +122,10 @@ static bool on_oom(const dv_oom_info *info, void *user)
     struct oom_log *l = user;
     l->calls++;
     l->last = *info;
+    if (l->waiter != NULL) {
+        dv_ref r = DV_REF_NULL;
+        l->waited = dv_alloc_wait(l->waiter, 16, 0, "inner", 1000000u, &r);
+    }
     for (unsigned i = 0; i < l->ncache; i++)
         (void)dv_ref_release(l->cache[i]);
     l->ncache = 0;
@@ -136,6 +142,7 @@ static void test_oom_function(void)
     /* 6 of 8 MiB held; 4 more cannot fit; the function says "again"
      * without freeing anything: called four times, then refused. */
     log.again = true;
+    log.waiter = a;
     int rc = a != NULL ? dv_alloc(a, 6 * MIB, 0, "held", &x) : DV_EINVAL;
     (void)dv_ref_access(x, &info);
     rc |= a != NULL ? dv_alloc(a, 4 * MIB, 0, "more", &y) : DV_EINVAL;
@@ -148,6 +155,7 @@ static void test_oom_function(void)
        "it was told the request, the status, what is live and the tag (%llu, %s, %llu, %s)",
        (unsigned long long)log.last.bytes, dv_err_name(log.last.status),
        (unsigned long long)log.last.live_bytes, log.last.tag);
+    is_status(log.waited, DV_EDEADLK, "dv_alloc_wait inside the oom function: DV_EDEADLK");
     const char *msg = dv_last_error()->message;
     ok(strstr(msg, "reclaimed") != NULL && strstr(msg, "oom function asked") != NULL,
        "the refusal's detail says what was tried: %s", msg);
@@ -348,7 +356,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4) + 5 + 3 + 3 + 2);
+    plan((OOM_ON_CUDA ? 2 : 4) + 6 + 3 + 3 + 2);
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
