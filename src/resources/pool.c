@@ -711,6 +711,18 @@ static bool chunk_empty(const pool_chunk *ch)
     return true;
 }
 
+/* Every range of a chunk that goes back to the spares, the free ones out
+ * of their bins first. */
+static void chunk_ranges_put(pool_res *p, pool_chunk *ch)
+{
+    for (pool_range *r = ch->first, *rn; r != NULL; r = rn) {
+        rn = r->phys_next;
+        if (r->state == RANGE_FREE)
+            bin_remove(p, r);
+        spare_put(p, r);
+    }
+}
+
 /* Out of the pool's list of chunks. */
 static void chunk_unlink(pool_res *p, pool_chunk *ch)
 {
@@ -738,11 +750,7 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
         if ((rc = chunk_fence(p, ch)) != DV_OK ||
             (rc = dv__res_deallocate(p->base.upstream, &ch->block)) != DV_OK)
             return rc;
-        for (pool_range *r = ch->first, *rn; r != NULL; r = rn) {
-            rn = r->phys_next;
-            bin_remove(p, r);
-            spare_put(p, r);
-        }
+        chunk_ranges_put(p, ch);
         chunk_unlink(p, ch);
         p->chunk_bytes -= bytes;
         if (released != NULL)
@@ -1126,12 +1134,7 @@ static void region_drop(pool_res *p, pool_chunk *ch)
     if (ch->bytes != 0)
         mapped_add(p, ch, -(int64_t)ch->bytes);
     (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
-    for (pool_range *r = ch->first, *rn; r != NULL; r = rn) {
-        rn = r->phys_next;
-        if (r->state == RANGE_FREE)
-            bin_remove(p, r);
-        spare_put(p, r);
-    }
+    chunk_ranges_put(p, ch);
     p->holes -= ch->holes;
     chunk_unlink(p, ch);
     if (p->region == ch)
