@@ -1,6 +1,6 @@
 // A C++ consumer of devactor's public headers (-std=c++17 -Wall -Wextra
 // -pedantic -Werror): an actor on the sim, a block set, copied back from
-// another thread through a future, the BLAS, FFT and resource headers
+// another thread through a future, the BLAS, FFT, NCCL and resource headers
 // compiled in.
 #include <cstdio>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "devactor.h"
 #include "devactor_blas.h"
 #include "devactor_fft.h"
+#include "devactor_nccl.h"
 #include "devactor_resource.h"
 #include "devactor_sim.h"
 
