@@ -32,6 +32,13 @@
  *           copy's round trip; the actor thread's CPU time during one 1 GiB
  *           pageable copy each way; 16 clients on 16 streams at once beside
  *           16 threads calling the driver on streams of their own
+ *   collectives
+ *           all-reduce (float32, sum) through devactor_nccl.h, one actor per
+ *           device, at 1 MiB .. 1 GiB, bus bandwidth as nccl-tests gives it,
+ *           and an 8-byte all-reduce's latency, beside NCCL called directly
+ *           (the same libnccl.so.2, opened at run time) on every visible
+ *           device; on the sim two simulated devices, 1 and 4 MiB, devactor
+ *           alone
  *
  * Latencies are taken over batches of BATCH pairs (one clock read per
  * batch, so the clock's own cost is spread thin); median and p99 are over
@@ -61,6 +68,7 @@
 #include "peers/dv_peer.h"
 #include "devactor_blas.h"
 #include "devactor_fft.h"
+#include "devactor_nccl.h"
 #include "devactor_testing.h"
 
 #define BATCH 16
@@ -1830,10 +1838,523 @@ static void bench_library(dv_driver *drv, dv_res_env *env, int device, double se
     dv__drv_mem_free(env->ctx, dws);
 }
 
+/* ------------------------------------------------------------------------
+ * collectives: all-reduce through devactor_nccl.h beside NCCL called
+ * directly, on the same devices with the same library
+ * ------------------------------------------------------------------------ */
+
+/* The NCCL calls of the direct rows, declared here rather than taken from
+ * nccl.h: ncclResult_t is an int (0: success), ncclComm_t and cudaStream_t
+ * are pointers, and ncclDataType_t and ncclRedOp_t take NCCL's values,
+ * which dv_nccl_type's and dv_nccl_op's are. */
+typedef int (*coll_comm_init_all_fn)(void **comms, int ndev, const int *devlist);
+typedef int (*coll_comm_destroy_fn)(void *comm);
+typedef int (*coll_group_fn)(void);
+typedef int (*coll_all_reduce_fn)(const void *send, void *recv, size_t count, int type, int op,
+                                  void *comm, void *stream);
+typedef const char *(*coll_error_string_fn)(int result);
+typedef int (*coll_version_fn)(int *version);
+
+#define COLL_TIMEOUT_NS (UINT64_C(30) * 1000000000u) /* creation, and each meeting of the ranks */
+#define COLL_FILL       0x3c /* every send byte: each float 0.0115, finite after any sum */
+#define COLL_LATENCY    8    /* bytes of the latency row: two floats */
+
+typedef struct coll_direct {
+    void *lib;
+    char path[512]; /* the file that opened */
+    int version;    /* NCCL's code, e.g. 22809 */
+    coll_comm_init_all_fn init_all;
+    coll_comm_destroy_fn destroy;
+    coll_group_fn group_start, group_end;
+    coll_all_reduce_fn all_reduce;
+    coll_error_string_fn error_string;
+    int n; /* ranks, once every one has its communicator; 0 before */
+    void *comm[DV_MAX_DEVICES];
+    dv_drv_ctx *ctx[DV_MAX_DEVICES]; /* each device's primary context */
+    dv_drv_stream *stream[DV_MAX_DEVICES];
+    dv_dptr send[DV_MAX_DEVICES], recv[DV_MAX_DEVICES];
+} coll_direct;
+
+/* The NCCL that devactor_nccl.h opens, looked for in the same order:
+ * $DV_NCCL_PATH when set (only it, as the library does, so that both
+ * rows run one library), else libnccl.so.2 the usual way, else the CUDA
+ * toolkit's; else the file devactor's communicator names in `library`
+ * ("NCCL 2.28.9 (path)": the library also looks where pip puts NCCL).
+ * false, with why, when none opens or one lacks a call. */
+static bool coll_open(coll_direct *D, const char *library, char *why, size_t cap)
+{
+    static const char *const names[] = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
+                                        "/usr/local/cuda/lib/libnccl.so.2"};
+    const char *forced = getenv("DV_NCCL_PATH");
+    const char *err = NULL;
+    if (forced != NULL && forced[0] != '\0') {
+        if ((D->lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL)) == NULL)
+            err = dlerror();
+    } else {
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && D->lib == NULL; i++)
+            if ((D->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) == NULL)
+                err = dlerror();
+    }
+    const char *lp = strrchr(library, '('), *rp = strrchr(library, ')');
+    if (D->lib == NULL && lp != NULL && rp != NULL && rp > lp + 1) {
+        char path[512];
+        snprintf(path, sizeof(path), "%.*s", (int)(rp - lp - 1), lp + 1);
+        D->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (D->lib == NULL) {
+        if (forced != NULL && forced[0] != '\0')
+            snprintf(why, cap, "DV_NCCL_PATH=%s does not open (%s)", forced,
+                     err != NULL ? err : "?");
+        else
+            snprintf(why, cap,
+                     "no NCCL library opens (tried libnccl.so.2, "
+                     "/usr/local/cuda/lib64/libnccl.so.2, /usr/local/cuda/lib/libnccl.so.2; "
+                     "last: %s; set DV_NCCL_PATH)",
+                     err != NULL ? err : "?");
+        return false;
+    }
+    coll_version_fn get_version;
+    void *all_reduce = dlsym(D->lib, "ncclAllReduce");
+    *(void **)&D->all_reduce = all_reduce;
+    *(void **)&D->init_all = dlsym(D->lib, "ncclCommInitAll");
+    *(void **)&D->destroy = dlsym(D->lib, "ncclCommDestroy");
+    *(void **)&D->group_start = dlsym(D->lib, "ncclGroupStart");
+    *(void **)&D->group_end = dlsym(D->lib, "ncclGroupEnd");
+    *(void **)&D->error_string = dlsym(D->lib, "ncclGetErrorString");
+    *(void **)&get_version = dlsym(D->lib, "ncclGetVersion");
+    if (!D->all_reduce || !D->init_all || !D->destroy || !D->group_start || !D->group_end ||
+        !D->error_string || !get_version) {
+        snprintf(why, cap, "the NCCL library that opened lacks a function it needs");
+        return false; /* left open: NCCL is never closed (below) */
+    }
+    Dl_info info;
+    if (dladdr(all_reduce, &info) != 0 && info.dli_fname != NULL)
+        snprintf(D->path, sizeof(D->path), "%s", info.dli_fname);
+    if (get_version(&D->version) != 0)
+        D->version = 0;
+    return true;
+}
+
+/* Each device's buffers (cuMemAlloc in its primary context), a stream of
+ * its own (cuStreamCreate), and one communicator per device from
+ * ncclCommInitAll: what a program calling NCCL itself has. */
+static bool coll_direct_setup(coll_direct *D, dv_driver *drv, int n, uint64_t bytes, char *why,
+                              size_t cap)
+{
+    int devs[DV_MAX_DEVICES];
+    for (int i = 0; i < n; i++) {
+        devs[i] = i;
+        if (dv__drv_ctx_retain(drv, i, &D->ctx[i]) != DV_OK ||
+            dv__drv_stream_create(D->ctx[i], &D->stream[i]) != DV_OK ||
+            dv__drv_mem_alloc(D->ctx[i], bytes, &D->send[i]) != DV_OK ||
+            dv__drv_mem_alloc(D->ctx[i], bytes, &D->recv[i]) != DV_OK ||
+            dv__drv_memset_d8(D->stream[i], D->send[i], COLL_FILL, bytes) != DV_OK ||
+            dv__drv_stream_sync(D->stream[i]) != DV_OK) {
+            snprintf(why, cap, "device %d: %s", i, dv_last_error()->message);
+            return false;
+        }
+    }
+    int r = D->init_all(D->comm, n, devs);
+    if (r != 0) {
+        snprintf(why, cap, "ncclCommInitAll: %s", D->error_string(r));
+        memset(D->comm, 0, sizeof(D->comm));
+        return false;
+    }
+    D->n = n;
+    return true;
+}
+
+/* What coll_direct_setup made, however far it came (twice is fine).
+ * NCCL itself stays open: devactor holds the same library, and NCCL's
+ * threads are not made to be unloaded under. */
+static void coll_direct_teardown(coll_direct *D)
+{
+    D->n = 0;
+    for (int i = 0; i < DV_MAX_DEVICES; i++) {
+        if (D->comm[i] != NULL)
+            D->destroy(D->comm[i]);
+        if (D->stream[i] != NULL) {
+            dv__drv_stream_sync(D->stream[i]);
+            dv__drv_stream_destroy(D->stream[i]);
+        }
+        if (D->send[i] != 0)
+            dv__drv_mem_free(D->ctx[i], D->send[i]);
+        if (D->recv[i] != 0)
+            dv__drv_mem_free(D->ctx[i], D->recv[i]);
+        if (D->ctx[i] != NULL)
+            dv__drv_ctx_release(D->ctx[i]);
+        D->comm[i] = NULL, D->stream[i] = NULL, D->ctx[i] = NULL;
+        D->send[i] = D->recv[i] = 0;
+    }
+}
+
+/* One all-reduce of every rank: ncclGroupStart, ncclAllReduce per device,
+ * ncclGroupEnd, then every stream synchronised. */
+static int coll_direct_once(coll_direct *D, uint64_t count, char *why, size_t cap)
+{
+    int r = D->group_start();
+    if (r == 0) {
+        for (int i = 0; i < D->n && r == 0; i++)
+            r = D->all_reduce((const void *)(uintptr_t)D->send[i], (void *)(uintptr_t)D->recv[i],
+                              count, DV_NCCL_F32, DV_NCCL_SUM, D->comm[i],
+                              dv__drv_stream_native(D->stream[i]));
+        int end = D->group_end();
+        r = r != 0 ? r : end;
+    }
+    if (r != 0) {
+        snprintf(why, cap, "ncclAllReduce: %s", D->error_string(r));
+        return DV_EDRIVER;
+    }
+    for (int i = 0; i < D->n; i++) {
+        if (dv__drv_stream_sync(D->stream[i]) != DV_OK) {
+            snprintf(why, cap, "device %d: %s", i, dv_last_error()->message);
+            return DV_EDRIVER;
+        }
+    }
+    return DV_OK;
+}
+
+/* devactor's side: an actor per device, each rank's buffers from its
+ * actor, one communicator over them all. */
+typedef struct coll_actors {
+    int n; /* actors made */
+    dv_actor *a[DV_MAX_DEVICES];
+    dv_ref send[DV_MAX_DEVICES], recv[DV_MAX_DEVICES];
+    dv_nccl_comm *comm;
+} coll_actors;
+
+/* On the sim, n simulated devices of one driver: the first actor opens
+ * it (sim_devices n), the others share it, as several devices of a real
+ * one do. */
+static int coll_actors_setup(coll_actors *A, dv_driver *drv, bool sim, int n, uint64_t bytes)
+{
+    for (int i = 0; i < n; i++) {
+        dv_actor_config cfg;
+        dv_actor_config_init(&cfg);
+        cfg.device = i;
+        if (sim) {
+            cfg.backend = DV_BACKEND_SIM;
+            cfg.sim_devices = n;
+            cfg.driver = i > 0 ? dv__actor_driver(A->a[0]) : NULL;
+        } else {
+            cfg.driver = drv;
+        }
+        int rc = dv_actor_create(&cfg, &A->a[i]);
+        if (rc != DV_OK)
+            return rc;
+        A->n = i + 1;
+        if ((rc = dv_alloc(A->a[i], bytes, 0, "all-reduce send", &A->send[i])) != DV_OK ||
+            (rc = dv_alloc(A->a[i], bytes, 0, "all-reduce recv", &A->recv[i])) != DV_OK ||
+            (rc = dv_memset(A->a[i], A->send[i], 0, COLL_FILL, bytes, 0)) != DV_OK)
+            return rc;
+    }
+    return dv_nccl_comm_create(A->a, n, COLL_TIMEOUT_NS, &A->comm);
+}
+
+static void coll_actors_teardown(coll_actors *A)
+{
+    dv_nccl_comm_destroy(A->comm);
+    /* The last first: on the sim the first actor owns the driver. */
+    for (int i = A->n - 1; i >= 0; i--) {
+        if (A->send[i].bits != 0)
+            dv_ref_release(A->send[i]);
+        if (A->recv[i].bits != 0)
+            dv_ref_release(A->recv[i]);
+        dv_actor_destroy(A->a[i]);
+    }
+}
+
+/* One all-reduce of every rank through devactor: each rank posted with a
+ * future (one thread drives them all), then every future waited for.  A
+ * refused call completes its future too. */
+static int coll_actor_once(coll_actors *A, uint64_t count, char *why, size_t cap)
+{
+    dv_future f[DV_MAX_DEVICES];
+    int rc = DV_OK;
+    for (int i = 0; i < A->n; i++) {
+        dv_future_init(&f[i], 0);
+        int r =
+            dv_nccl_all_reduce(A->comm, i, 0, dv_nccl_at(A->send[i], 0), dv_nccl_at(A->recv[i], 0),
+                               count, DV_NCCL_F32, DV_NCCL_SUM, &f[i]);
+        if (r != DV_OK && rc == DV_OK) {
+            rc = r;
+            snprintf(why, cap, "dv_nccl_all_reduce rank %d: %s", i, dv_last_error()->message);
+        }
+    }
+    for (int i = 0; i < A->n; i++) {
+        int r = dv_future_wait(&f[i]);
+        if (r != DV_OK && rc == DV_OK) {
+            rc = r;
+            snprintf(why, cap, "rank %d: %s (%s)", i, dv_err_name(r), dv_last_error()->message);
+        }
+    }
+    return rc;
+}
+
+/* Rank 0's first elements after the all-reduce: every send holds
+ * COLL_FILL bytes, so each is n times that float, to rounding. */
+static bool coll_actor_check(coll_actors *A, uint64_t count)
+{
+    float got[256], one;
+    uint64_t k = count < 256 ? count : 256;
+    memset(&one, COLL_FILL, sizeof(one));
+    if (dv_copy_dtoh(A->a[0], got, A->recv[0], 0, k * sizeof(float), 0) != DV_OK)
+        return false;
+    for (uint64_t i = 0; i < k; i++)
+        if (fabsf(got[i] - one * (float)A->n) > 1e-5f * one * (float)A->n)
+            return false;
+    return true;
+}
+
+typedef struct coll_result {
+    uint64_t bytes;
+    int iters;
+    double actor_s, direct_s; /* median seconds per all-reduce; direct_s 0: no direct row */
+    int error;                /* devactor's first failure */
+    bool right;               /* devactor's result checked */
+    char why[320];            /* devactor's failure */
+} coll_result;
+
+/*
+ * One size: warm both, then iterations of the direct all-reduce and
+ * devactor's in turn, each timed alone (post, wait), so that a change of
+ * the GPUs' clocks or the host's load falls on both alike; medians.
+ * About `seconds` of iterations, from min_iters to max_iters.  A failure
+ * of the direct calls ends the direct rows (D->n = 0, the reason in
+ * direct_why), not devactor's.
+ */
+static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int warm, int min_iters,
+                      int max_iters, double seconds, coll_result *res, char *direct_why, size_t cap)
+{
+    uint64_t count = bytes / sizeof(float);
+    double each = 0;
+    memset(res, 0, sizeof(*res));
+    res->bytes = bytes;
+    for (int w = 0; w < warm; w++) {
+        uint64_t t0 = now_ns();
+        if (D->n > 0 && coll_direct_once(D, count, direct_why, cap) != DV_OK)
+            D->n = 0;
+        if ((res->error = coll_actor_once(A, count, res->why, sizeof(res->why))) != DV_OK)
+            return;
+        each = (double)(now_ns() - t0) * 1e-9;
+    }
+    int iters = (int)(seconds / (each > 1e-7 ? each : 1e-7));
+    iters = iters < min_iters ? min_iters : iters > max_iters ? max_iters : iters;
+    double *ta = malloc((size_t)iters * sizeof(double)),
+           *td = malloc((size_t)iters * sizeof(double));
+    if (ta == NULL || td == NULL) {
+        free(ta), free(td);
+        res->error = DV_ENOMEM;
+        snprintf(res->why, sizeof(res->why), "out of host memory");
+        return;
+    }
+    for (int i = 0; i < iters; i++) {
+        uint64_t t0 = now_ns();
+        if (D->n > 0 && coll_direct_once(D, count, direct_why, cap) != DV_OK)
+            D->n = 0;
+        uint64_t t1 = now_ns();
+        if ((res->error = coll_actor_once(A, count, res->why, sizeof(res->why))) != DV_OK)
+            break;
+        ta[i] = (double)(now_ns() - t1) * 1e-9;
+        td[i] = (double)(t1 - t0) * 1e-9;
+    }
+    if (res->error == DV_OK) {
+        res->iters = iters;
+        res->actor_s = median_of(ta, iters);
+        res->direct_s = D->n > 0 ? median_of(td, iters) : 0;
+        res->right = coll_actor_check(A, count);
+    }
+    free(ta), free(td);
+}
+
+static void coll_size_text(char *buf, size_t cap, uint64_t bytes)
+{
+    if (bytes >= (UINT64_C(1) << 30))
+        snprintf(buf, cap, "%llu GiB", (unsigned long long)(bytes >> 30));
+    else if (bytes >= (UINT64_C(1) << 20))
+        snprintf(buf, cap, "%llu MiB", (unsigned long long)(bytes >> 20));
+    else if (bytes >= 1024)
+        snprintf(buf, cap, "%llu KiB", (unsigned long long)(bytes >> 10));
+    else
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+}
+
+/* A note for a CSV field: quoted, its own quotes made single. */
+static void coll_csv_note(char *dst, size_t cap, const char *note)
+{
+    size_t k = 0;
+    if (cap < 3)
+        return;
+    dst[k++] = '"';
+    for (const char *p = note; *p != '\0' && k + 2 < cap; p++)
+        dst[k++] = *p == '"' ? '\'' : *p == '\n' ? ' ' : *p;
+    dst[k++] = '"';
+    dst[k] = '\0';
+}
+
+#define COLL_HEADER_CSV                                                                            \
+    "section,what,bytes,ranks,iters,devactor_us,devactor_algbw_gbs,devactor_busbw_gbs,"            \
+    "direct_us,direct_algbw_gbs,direct_busbw_gbs,ratio_to_direct,note\n"
+
+/*
+ * A row: time per all-reduce, algbw = bytes / time and busbw = algbw *
+ * 2(n-1)/n (nccl-tests' all-reduce factor: 0 with one rank), in GB/s; the
+ * ratio of devactor's time over the direct calls'.
+ */
+static void coll_print(const char *what, const coll_result *r, int n, const char *note)
+{
+    char size[32], field[320];
+    double factor = 2.0 * (n - 1) / n;
+    coll_size_text(size, sizeof(size), r->bytes);
+    if (r->error != DV_OK) {
+        coll_csv_note(field, sizeof(field), r->why);
+        if (csv)
+            printf("collectives,%s,%llu,%d,,,,,,,,,%s\n", what, (unsigned long long)r->bytes, n,
+                   field);
+        else
+            printf("  %-10s %8s   error: %s: %s\n", what, size, dv_err_name(r->error), r->why);
+        return;
+    }
+    double aa = (double)r->bytes / r->actor_s * 1e-9, ab = aa * factor;
+    double da = r->direct_s > 0 ? (double)r->bytes / r->direct_s * 1e-9 : 0, db = da * factor;
+    const char *say = r->right ? note : "devactor's result is WRONG";
+    if (csv) {
+        coll_csv_note(field, sizeof(field), say);
+        if (r->direct_s > 0)
+            printf("collectives,%s,%llu,%d,%d,%.2f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%s\n", what,
+                   (unsigned long long)r->bytes, n, r->iters, r->actor_s * 1e6, aa, ab,
+                   r->direct_s * 1e6, da, db, r->actor_s / r->direct_s, field);
+        else
+            printf("collectives,%s,%llu,%d,%d,%.2f,%.3f,%.3f,,,,,%s\n", what,
+                   (unsigned long long)r->bytes, n, r->iters, r->actor_s * 1e6, aa, ab, field);
+    } else if (r->direct_s > 0) {
+        printf("  %-10s %8s %6d %10.1f %8.2f %8.2f %10.1f %8.2f %8.2f %7.3f%s%s\n", what, size,
+               r->iters, r->actor_s * 1e6, aa, ab, r->direct_s * 1e6, da, db,
+               r->actor_s / r->direct_s, say[0] != '\0' ? "  " : "", say);
+    } else {
+        printf("  %-10s %8s %6d %10.1f %8.2f %8.2f %10s %8s %8s %7s%s%s\n", what, size, r->iters,
+               r->actor_s * 1e6, aa, ab, "-", "-", "-", "-", say[0] != '\0' ? "  " : "", say);
+    }
+}
+
+static void coll_skipped(const char *why)
+{
+    char field[600];
+    if (csv) {
+        coll_csv_note(field, sizeof(field), why);
+        printf(COLL_HEADER_CSV "collectives,skipped,,,,,,,,,,,%s\n", field);
+    } else {
+        printf("\ncollectives: skipped: %s\n", why);
+    }
+    fflush(stdout);
+}
+
+/*
+ * All-reduce (float32, sum, out of place) through devactor_nccl.h, every
+ * rank on an actor of its own, beside NCCL called directly on the same
+ * devices with the same library.  cuda: every visible device, 1 MiB ..
+ * 1 GiB; the sim: two simulated devices, 1 and 4 MiB, devactor alone
+ * (its collectives there are host reductions: there is no NCCL to call).
+ * Then an 8-byte all-reduce's latency, the same way.
+ */
+static void bench_collectives(dv_driver *drv, double seconds)
+{
+    static const uint64_t cuda_sizes[] = {UINT64_C(1) << 20,   UINT64_C(4) << 20,
+                                          UINT64_C(16) << 20,  UINT64_C(64) << 20,
+                                          UINT64_C(256) << 20, UINT64_C(1) << 30};
+    static const uint64_t sim_sizes[] = {UINT64_C(1) << 20, UINT64_C(4) << 20};
+    bool sim = strcmp(dv__driver_backend_name(drv), "cuda") != 0;
+    const uint64_t *sizes = sim ? sim_sizes : cuda_sizes;
+    int nsizes = sim ? 2 : (int)(sizeof(cuda_sizes) / sizeof(cuda_sizes[0]));
+    uint64_t max_bytes = sizes[nsizes - 1];
+    coll_direct D;
+    coll_actors A;
+    char why[600] = "", direct_note[600] = "";
+    int n = 2;
+    memset(&D, 0, sizeof(D));
+    memset(&A, 0, sizeof(A));
+
+    if (!sim) {
+        if (dv__drv_device_count(drv, &n) != DV_OK || n < 1) {
+            snprintf(why, sizeof(why), "no device: %s", dv_last_error()->message);
+            coll_skipped(why);
+            return;
+        }
+        n = n > DV_MAX_DEVICES ? DV_MAX_DEVICES : n;
+    }
+    /* devactor first: where NCCL does not open, its communicator says
+     * what it looked for. */
+    int rc = coll_actors_setup(&A, drv, sim, n, max_bytes);
+    if (rc != DV_OK) {
+        if (rc == DV_ENOTSUP && !sim)
+            snprintf(why, sizeof(why), "NCCL does not open: %s", dv_last_error()->message);
+        else
+            snprintf(why, sizeof(why), "devactor's communicator over %d %s: %s (%s)", n,
+                     sim ? "simulated devices" : "devices", dv_err_name(rc),
+                     dv_last_error()->message);
+        coll_actors_teardown(&A);
+        coll_skipped(why);
+        return;
+    }
+    if (sim)
+        snprintf(direct_note, sizeof(direct_note),
+                 "none: the simulated devices have no NCCL to call (devactor's collectives "
+                 "there are host reductions)");
+    else if (!coll_open(&D, dv_nccl_library(A.comm), direct_note, sizeof(direct_note)) ||
+             !coll_direct_setup(&D, drv, n, max_bytes, direct_note, sizeof(direct_note)))
+        coll_direct_teardown(&D);
+
+    if (csv) {
+        printf(COLL_HEADER_CSV);
+    } else {
+        printf("\ncollectives: all-reduce, float32 sum, out of place, %d rank%s, one actor per "
+               "device\n"
+               "  devactor: %s; every rank posted with dv_nccl_all_reduce and a future, then "
+               "every future waited for\n",
+               n, n == 1 ? "" : "s", dv_nccl_library(A.comm));
+        if (D.n > 0)
+            printf("  direct:   NCCL %d.%d.%d (%s); ncclGroupStart, ncclAllReduce per device, "
+                   "ncclGroupEnd, cuStreamSynchronize\n",
+                   D.version / 10000, D.version / 100 % 100, D.version % 100, D.path);
+        else
+            printf("  direct:   %s\n", direct_note);
+        printf("  (median us per all-reduce after warm-up%s; algbw = bytes / time,\n"
+               "   busbw = algbw * 2(n-1)/n as nccl-tests, GB/s%s; ratio: devactor's time over "
+               "the direct calls')\n"
+               "  %-10s %8s %6s %10s %8s %8s %10s %8s %8s %7s\n",
+               D.n > 0 ? ", direct and devactor in turn" : "", n == 1 ? ", 0 with one rank" : "",
+               "what", "size", "iters", "devactor", "algbw", "busbw", "direct", "algbw", "busbw",
+               "ratio");
+    }
+    bool failed = false, had_direct = D.n > 0;
+    for (int k = 0; k <= nsizes && !failed; k++) {
+        coll_result r;
+        bool latency = k == nsizes; /* the last row */
+        if (latency)
+            coll_time(&A, &D, COLL_LATENCY, 100, 1000, 20000, seconds, &r, direct_note,
+                      sizeof(direct_note));
+        else
+            coll_time(&A, &D, sizes[k], 5, 5, 1000, seconds, &r, direct_note, sizeof(direct_note));
+        coll_print(latency ? "latency" : "all-reduce", &r, n,
+                   D.n > 0 ? ""
+                   : csv   ? (sim ? "sim: no direct NCCL row" : direct_note)
+                   : sim   ? "" /* the header says why */
+                           : "no direct row");
+        fflush(stdout);
+        failed = r.error != DV_OK;
+    }
+    if (!csv && had_direct && D.n == 0)
+        printf("  (the direct calls failed: %s)\n", direct_note);
+    fflush(stdout);
+    coll_direct_teardown(&D);
+    coll_actors_teardown(&A);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
-                 "                [--section alloc|random|actor|launch|copy|library|all]\n"
+                 "                [--section alloc|random|actor|launch|copy|library|\n"
+                 "                           collectives|all]\n"
                  "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
                  "                [--csv]\n"
                  "\n"
@@ -1861,6 +2382,14 @@ static void usage(FILE *out)
                  "          cuBLAS called directly on a stream; FFT (C2C 2^24 single, R2C\n"
                  "          4096 x 4096 batched) through devactor_fft.h beside cuFFT\n"
                  "          (cuda only)\n"
+                 "  collectives  all-reduce (float32 sum) bus bandwidth at 1 MiB..1 GiB and\n"
+                 "          an 8-byte all-reduce's latency through devactor_nccl.h, one actor\n"
+                 "          per device, beside NCCL called directly on the same devices\n"
+                 "          with the same libnccl.so.2 (DV_NCCL_PATH, else the loader's,\n"
+                 "          else the CUDA toolkit's); every visible device, whatever\n"
+                 "          --device says; skipped, saying why, where NCCL does not open.\n"
+                 "          The sim: two simulated devices, 1 and 4 MiB, devactor alone\n"
+                 "          (no NCCL there to call directly)\n"
                  "\n"
                  "  --seconds S    time per measurement (default 0.3)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"
@@ -1868,6 +2397,7 @@ static void usage(FILE *out)
                  "                 caching allocator; also DV_BENCH_PEER\n"
                  "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
                  "  --csv          machine-readable rows instead of tables\n"
+                 "  all runs every section; --section NAME runs one\n"
                  "Exit status: 0, or 2 on a usage or device error.\n");
 }
 
@@ -1962,6 +2492,8 @@ int main(int argc, char **argv)
         bench_copies(drv, &env, device, seconds);
     if (strcmp(section, "all") == 0 || strcmp(section, "library") == 0)
         bench_library(drv, &env, device, seconds);
+    if (strcmp(section, "all") == 0 || strcmp(section, "collectives") == 0)
+        bench_collectives(drv, seconds);
     dv__res_env_fini(&env);
     dv__driver_close(drv);
     return 0;

@@ -1,9 +1,19 @@
 #!/bin/sh
 # TAP: dv-bench --csv gives every row as many fields as its header (names
-# that hold commas are quoted), on the launch section, whose row names do.
+# that hold commas are quoted), on the launch section, whose row names do,
+# and on the collectives section on the sim (two simulated devices,
+# devactor's rows alone), whose rows must each carry a time.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..2"
+echo "1..5"
+
+# Rows whose field count is not their header's: quoted fields' insides
+# dropped, then fields counted per line.
+bad_rows() {
+    printf '%s\n' "$1" | sed 's/"[^"]*"/Q/g' |
+        awk -F, '/^section,/ { n = NF; next } n && NF != n { bad++ } END { print bad + 0 }'
+}
+
 if ! out=$("$bench" --backend sim --csv --section launch --seconds 0.01 2>/dev/null); then
     echo "not ok 1 - dv-bench --csv --section launch ran"; exit 1
 fi
@@ -13,13 +23,44 @@ if [ "$rows" -ge 3 ]; then
 else
     echo "not ok 1 - dv-bench --csv --section launch gave $rows rows"; exit 1
 fi
-# Drop quoted fields' insides, then count fields per line.
-bad=$(printf '%s\n' "$out" | sed 's/"[^"]*"/Q/g' |
-      awk -F, '/^section,/ { n = NF; next } n && NF != n { bad++ } END { print bad + 0 }')
+bad=$(bad_rows "$out")
 if [ "$bad" -eq 0 ]; then
-    echo "ok 2 - every row has its header's fields"
+    echo "ok 2 - every launch row has its header's fields"
 else
-    echo "not ok 2 - $bad rows with a field count other than their header's"
+    echo "not ok 2 - $bad launch rows with a field count other than their header's"
+    printf '%s\n' "$out" | sed 's/^/# /'
+    exit 1
+fi
+
+if ! out=$("$bench" --backend sim --csv --section collectives --seconds 0.01 2>/dev/null); then
+    echo "not ok 3 - dv-bench --csv --section collectives ran"; exit 1
+fi
+# The sim's rows: all-reduce at 1 and 4 MiB, and the latency row.
+sizes=$(printf '%s\n' "$out" | grep -c '^collectives,all-reduce,')
+latency=$(printf '%s\n' "$out" | grep -c '^collectives,latency,8,')
+if [ "$sizes" -ge 2 ] && [ "$latency" -eq 1 ]; then
+    echo "ok 3 - dv-bench --csv --section collectives ran ($sizes sizes and the latency row)"
+else
+    echo "not ok 3 - collectives gave $sizes all-reduce rows and $latency latency rows"
+    printf '%s\n' "$out" | sed 's/^/# /'
+    exit 1
+fi
+bad=$(bad_rows "$out")
+if [ "$bad" -eq 0 ]; then
+    echo "ok 4 - every collectives row has its header's fields"
+else
+    echo "not ok 4 - $bad collectives rows with a field count other than their header's"
+    printf '%s\n' "$out" | sed 's/^/# /'
+    exit 1
+fi
+# devactor_us (field 6) a time above zero, and no result found wrong.
+bad=$(printf '%s\n' "$out" | sed 's/"[^"]*WRONG[^"]*"/WRONG/; s/"[^"]*"/Q/g' |
+      awk -F, '$1 == "collectives" && (!($6 > 0) || $13 == "WRONG") { bad++ }
+               END { print bad + 0 }')
+if [ "$bad" -eq 0 ]; then
+    echo "ok 5 - every collectives row has devactor's time, and its result checked"
+else
+    echo "not ok 5 - $bad collectives rows without a time or with a wrong result"
     printf '%s\n' "$out" | sed 's/^/# /'
     exit 1
 fi
