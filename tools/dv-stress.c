@@ -61,6 +61,13 @@
  * are staged), every third's come from dv_host_alloc, and the rest are
  * its own memory registered with dv_host_register; the report gives the
  * copies' bandwidth for each.
+ *
+ * With --devices N there is one actor per device, all on one driver, and
+ * thread i works on device i mod N; besides the mix, the threads make peer
+ * copies and one more thread drives collectives over every actor
+ * (devactor_nccl.h).  Both are described where they are made ("Several
+ * devices", below); their read-backs count against integrity as any
+ * other.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -69,6 +76,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +86,7 @@
 
 #include "devactor_blas.h"
 #include "devactor_fft.h"
+#include "devactor_nccl.h"
 #include "devactor_testing.h"
 
 #define KIB (UINT64_C(1) << 10)
@@ -113,11 +122,18 @@ enum op_kind {
     OP_TASK,
     OP_GEMM,
     OP_FFT,
+    OP_PEER, /* the rest: --devices only */
+    OP_ALL_REDUCE,
+    OP_BROADCAST,
+    OP_ALL_GATHER,
+    OP_REDUCE_SCATTER,
     OP_KINDS
 };
+#define OP_SINGLE_KINDS OP_PEER /* the kinds a run on one device makes */
 static const char *const op_names[OP_KINDS] = {
-    "alloc",    "copy_htod", "memset",    "copy_dtod", "copy_dtoh", "ref_release", "sync",
-    "fill_u32", "add_u32",   "checksum",  "task_copy", "blas_gemm", "fft"};
+    "alloc", "copy_htod", "memset",     "copy_dtod", "copy_dtoh",  "ref_release",
+    "sync",  "fill_u32",  "add_u32",    "checksum",  "task_copy",  "blas_gemm",
+    "fft",   "peer_copy", "all_reduce", "broadcast", "all_gather", "reduce_scatter"};
 
 /* Log-linear histogram: exact below 16 ns, then 8 buckets per power of two
  * (12.5 % wide), up to 2^42 ns. */
@@ -465,6 +481,7 @@ typedef struct options {
     bool pool;
     bool check_order;
     int device;
+    int devices; /* --devices N: N actors, peer copies and collectives; 0: one */
 } options;
 
 /* A task's copy on the sim: the host function's arguments, in one of the
@@ -477,8 +494,21 @@ typedef struct task_slot {
     uint64_t bytes;
 } task_slot;
 
+/* One device and what runs on it: its actor, the built-in kernels (NULL
+ * where the backend has none) and the library actors (where they open). */
+typedef struct device {
+    int ordinal;
+    dv_actor *actor;
+    dv_kernel *fill, *add, *checksum;
+    dv_blas *blas;
+    dv_fft *fft;
+    dv_actor_stats st0, st; /* at the start, at the end */
+    dv_actor_health health;
+} device;
+
 typedef struct worker {
     int index;
+    device *dev; /* the actor its blocks live on */
     pthread_t thread;
     uint64_t rng;
     uint8_t *wbuf, *rbuf; /* MAX_BLOCK each: what we write, what we read */
@@ -513,6 +543,15 @@ typedef struct worker {
     uint64_t tasks_without_slot;  /* every task slot in flight: a copy_dtod instead */
     uint64_t copied_bytes, copy_ns; /* host<->device copies that succeeded, time in them */
     dv_order_token handover;        /* what it waited for, for the thread that joins it */
+
+    /* --devices: peer copies (the client threads) and collectives (the
+     * thread that drives every rank). */
+    uint8_t *pbuf;                             /* PEER_MAX: a peer copy read back */
+    atomic_uint_fast64_t live_peer, live_coll; /* for the progress line */
+    uint64_t peer_copies, peer_bytes;          /* that succeeded, both ways */
+    uint64_t peer_checks, peer_bytes_checked, peer_bad, peer_bad_bytes;
+    uint64_t coll_checks, coll_bytes_checked, coll_bad, coll_bad_bytes;
+    uint64_t coll_no_memory; /* not run: a rank's allocation refused */
 } worker;
 
 /* Where a thread's host buffers come from: every third thread each. */
@@ -525,15 +564,14 @@ typedef int (*cu_memcpy_dtod_async_fn)(uint64_t dst, uint64_t src, size_t bytes,
 
 static struct run {
     options opt;
-    dv_actor *actor;
+    device dev[DV_MAX_DEVICES]; /* --devices N: N of them, else one */
+    int ndev;
     dv_driver *drv;
     uint32_t streams;
     uint32_t max_live;
     bool sim;
-    dv_kernel *fill, *add, *checksum; /* NULL where the backend has none */
-    bool tasks;                       /* a way to copy inside a task */
-    dv_blas *blas;                    /* the library actors, where they open */
-    dv_fft *fft;
+    bool tasks;         /* a way to copy inside a task */
+    dv_nccl_comm *comm; /* --devices: over every actor; NULL without NCCL */
     cu_memcpy_dtod_async_fn cu_memcpy_dtod_async;
     atomic_bool stop;
     atomic_uint_fast64_t steps; /* operations begun, over all threads */
@@ -736,6 +774,13 @@ static void describe_notes(const block *b, char *out, size_t cap)
                                     ") from block %#" PRIx64 " at %" PRIu64,
                                     sep, n->stream, n->off, n->len, n->serial, n->other_off);
             break;
+        case OP_PEER:
+            len += (size_t)snprintf(
+                out + len, cap - len,
+                "%speer_copy s%u [%" PRIu64 ", +%" PRIu64 ") from device %" PRIu64
+                " (a copy of block %#" PRIx64 " at %" PRIu64 ")",
+                sep, n->stream, n->off, n->len, n->other2, n->serial, n->other_off);
+            break;
         default:
             break;
         }
@@ -753,7 +798,7 @@ static int verify(worker *w, uint32_t i, uint64_t off, uint64_t len)
     dv_stream s = pick_stream(w);
     int rc;
     uint64_t t0 = now_ns();
-    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, w->rbuf, b->ref, off, len, s));
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(w->dev->actor, w->rbuf, b->ref, off, len, s));
     if (rc != DV_OK) {
         after_failure(w, i, rc, false);
         return rc;
@@ -845,11 +890,11 @@ static int alloc_block(worker *w, uint64_t size, dv_stream s, const char *tag, d
 {
     int rc, early = -1;
     uint64_t t0 = now_ns();
-    rc = dv_alloc(run.actor, size, s, tag, ref);
+    rc = dv_alloc(w->dev->actor, size, s, tag, ref);
     if (rc == DV_OK && early_value != NULL && rnd_below(&w->rng, 2) == 0) {
         early = (int)(rnd(&w->rng) & 0xff);
         *early_stream = pick_other_stream(w, s);
-        int mrc = dv_memset(run.actor, *ref, 0, (uint8_t)early, size, *early_stream);
+        int mrc = dv_memset(w->dev->actor, *ref, 0, (uint8_t)early, size, *early_stream);
         rc = dv_ref_access(*ref, info);
         /* A use of a pending handle must answer what its allocation did;
          * a context lost meanwhile (--faults) may fail the memset, or come
@@ -950,7 +995,7 @@ static void do_write(worker *w, uint32_t i, bool whole)
     dv_stream s = pick_other_stream(w, b->last_stream);
     int rc;
     uint64_t t0 = now_ns();
-    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, b->ref, off, w->wbuf, len, s));
+    TIMED(w, OP_HTOD, rc, dv_copy_htod(w->dev->actor, b->ref, off, w->wbuf, len, s));
     if (rc != DV_OK) {
         after_failure(w, i, rc, true);
         return;
@@ -983,7 +1028,7 @@ static void do_memset(worker *w, uint32_t i)
     }
     dv_stream s = pick_other_stream(w, b->last_stream);
     int rc;
-    TIMED(w, OP_MEMSET, rc, dv_memset(run.actor, b->ref, off, value, len, s));
+    TIMED(w, OP_MEMSET, rc, dv_memset(w->dev->actor, b->ref, off, value, len, s));
     if (rc != DV_OK) {
         after_failure(w, i, rc, true);
         return;
@@ -1052,7 +1097,7 @@ static void do_dtod(worker *w, uint32_t di, uint32_t si)
         return;
     dv_stream s = pick_other_stream(w, d->last_stream);
     int rc;
-    TIMED(w, OP_DTOD, rc, dv_copy_dtod(run.actor, d->ref, c.doff, src->ref, c.soff, c.len, s));
+    TIMED(w, OP_DTOD, rc, dv_copy_dtod(w->dev->actor, d->ref, c.doff, src->ref, c.soff, c.len, s));
     commit_copy(w, di, si, &c, rc, OP_DTOD, s);
 }
 
@@ -1088,10 +1133,11 @@ static int launch(worker *w, dv_kernel *k, uint64_t n, dv_stream s, const dv_arg
                   unsigned nargs)
 {
     if (rnd_below(&w->rng, 2) == 0)
-        return dv_launch(run.actor, k, grid_for(n), threads_per_block, 0, s, args, nargs);
+        return dv_launch(w->dev->actor, k, grid_for(n), threads_per_block, 0, s, args, nargs);
     dv_future f;
     dv_future_init(&f, 0);
-    int rc = dv_launch_async(run.actor, k, grid_for(n), threads_per_block, 0, s, args, nargs, &f);
+    int rc =
+        dv_launch_async(w->dev->actor, k, grid_for(n), threads_per_block, 0, s, args, nargs, &f);
     return rc == DV_OK ? dv_future_wait(&f) : rc;
 }
 
@@ -1115,7 +1161,7 @@ static void do_fill(worker *w, uint32_t i)
     dv_stream s = pick_other_stream(w, b->last_stream);
     dv_arg args[] = {dv_arg_ref(b->ref, DV_WRITE, off), dv_arg_u32(value), dv_arg_u64(n)};
     int rc;
-    TIMED(w, OP_FILL, rc, launch(w, run.fill, n, s, args, 3));
+    TIMED(w, OP_FILL, rc, launch(w, w->dev->fill, n, s, args, 3));
     if (rc != DV_OK) {
         after_failure(w, i, rc, true);
         return;
@@ -1206,7 +1252,7 @@ static void do_add(worker *w, uint32_t ci)
                      dv_arg_ref(w->blocks[a.index].ref, DV_READ, aoff),
                      dv_arg_ref(w->blocks[b.index].ref, DV_READ, boff), dv_arg_u64(n)};
     int rc;
-    TIMED(w, OP_ADD, rc, launch(w, run.add, n, s, args, 4));
+    TIMED(w, OP_ADD, rc, launch(w, w->dev->add, n, s, args, 4));
     if (rc != DV_OK) {
         if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
             drop_all(w, (uint32_t[]){ci, a.index, b.index}, 3);
@@ -1280,7 +1326,7 @@ static void do_checksum(worker *w, uint32_t i)
     uint64_t len = 4 * n;
     dv_stream zero_stream = pick_stream(w), s = pick_other_stream(w, b->last_stream);
     int rc;
-    TIMED(w, OP_MEMSET, rc, dv_memset(run.actor, w->result, 0, 0, 8, zero_stream));
+    TIMED(w, OP_MEMSET, rc, dv_memset(w->dev->actor, w->result, 0, 0, 8, zero_stream));
     if (rc != DV_OK) {
         if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
             drop_result(w);
@@ -1288,7 +1334,7 @@ static void do_checksum(worker *w, uint32_t i)
     }
     dv_arg args[] = {dv_arg_ref(b->ref, DV_READ, off), dv_arg_u64(n),
                      dv_arg_ref(w->result, DV_READ_WRITE, 0)};
-    TIMED(w, OP_CHECKSUM, rc, launch(w, run.checksum, n, s, args, 3));
+    TIMED(w, OP_CHECKSUM, rc, launch(w, w->dev->checksum, n, s, args, 3));
     if (rc != DV_OK) {
         if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE) {
             drop_result(w);
@@ -1299,7 +1345,7 @@ static void do_checksum(worker *w, uint32_t i)
     remember(b, (note){.kind = OP_CHECKSUM, .stream = s, .off = off, .len = len});
     uint64_t got = 0;
     dv_stream read_stream = pick_stream(w);
-    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, &got, w->result, 0, 8, read_stream));
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(w->dev->actor, &got, w->result, 0, 8, read_stream));
     if (rc != DV_OK) {
         if (rc == DV_ECONTEXT_LOST || rc == DV_ESTALE)
             drop_result(w);
@@ -1388,10 +1434,10 @@ static task_slot *free_slot(worker *w)
 static int task(worker *w, task_call *call, dv_stream s, const dv_arg *args, unsigned nargs)
 {
     if (rnd_below(&w->rng, 2) == 0)
-        return dv_task(run.actor, copy_task, call, s, args, nargs);
+        return dv_task(w->dev->actor, copy_task, call, s, args, nargs);
     dv_future f;
     dv_future_init(&f, 0);
-    int rc = dv_task_async(run.actor, copy_task, call, s, args, nargs, &f);
+    int rc = dv_task_async(w->dev->actor, copy_task, call, s, args, nargs, &f);
     return rc == DV_OK ? dv_future_wait(&f) : rc;
 }
 
@@ -1433,7 +1479,7 @@ static void do_task(worker *w, uint32_t di, uint32_t si)
 static bool lib_alloc(worker *w, int kind, uint64_t bytes, dv_ref *out)
 {
     int rc;
-    TIMED(w, OP_ALLOC, rc, dv_alloc(run.actor, bytes, pick_stream(w), op_names[kind], out));
+    TIMED(w, OP_ALLOC, rc, dv_alloc(w->dev->actor, bytes, pick_stream(w), op_names[kind], out));
     return rc == DV_OK;
 }
 
@@ -1465,7 +1511,7 @@ static void do_gemm(worker *w)
     dv_ref ra = DV_REF_NULL, rb = DV_REF_NULL, rc_ = DV_REF_NULL;
     int rc;
     dv_actor_health h0;
-    dv_actor_health_get(run.actor, &h0);
+    dv_actor_health_get(w->dev->actor, &h0);
     if (a == NULL || b == NULL || c == NULL)
         goto out;
     for (int64_t e = 0; e < m * k; e++)
@@ -1476,19 +1522,22 @@ static void do_gemm(worker *w)
         !lib_alloc(w, OP_GEMM, (uint64_t)(k * n) * 4, &rb) ||
         !lib_alloc(w, OP_GEMM, (uint64_t)(m * n) * 4, &rc_))
         goto out;
-    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, ra, 0, a, (uint64_t)(m * k) * 4, pick_stream(w)));
+    TIMED(w, OP_HTOD, rc,
+          dv_copy_htod(w->dev->actor, ra, 0, a, (uint64_t)(m * k) * 4, pick_stream(w)));
     if (rc != DV_OK)
         goto out;
-    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, rb, 0, b, (uint64_t)(k * n) * 4, pick_stream(w)));
+    TIMED(w, OP_HTOD, rc,
+          dv_copy_htod(w->dev->actor, rb, 0, b, (uint64_t)(k * n) * 4, pick_stream(w)));
     if (rc != DV_OK)
         goto out;
     TIMED(w, OP_GEMM, rc,
-          dv_blas_gemm(run.blas, pick_stream(w), DV_BLAS_F32, DV_BLAS_ROW_MAJOR, DV_BLAS_N,
+          dv_blas_gemm(w->dev->blas, pick_stream(w), DV_BLAS_F32, DV_BLAS_ROW_MAJOR, DV_BLAS_N,
                        DV_BLAS_N, m, n, k, 1.0, dv_blas_mat(ra, 0, k), dv_blas_mat(rb, 0, n), 0.0,
                        dv_blas_mat(rc_, 0, n)));
     if (rc != DV_OK)
         goto out;
-    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, c, rc_, 0, (uint64_t)(m * n) * 4, pick_stream(w)));
+    TIMED(w, OP_DTOH, rc,
+          dv_copy_dtoh(w->dev->actor, c, rc_, 0, (uint64_t)(m * n) * 4, pick_stream(w)));
     if (rc != DV_OK || !same_context(rc_, h0.context_generation))
         goto out;
     double worst = 0;
@@ -1527,28 +1576,28 @@ static void do_fft(worker *w)
     dv_ref rx = DV_REF_NULL, ry = DV_REF_NULL;
     int rc;
     dv_actor_health h0;
-    dv_actor_health_get(run.actor, &h0);
+    dv_actor_health_get(w->dev->actor, &h0);
     if (x == NULL || y == NULL)
         goto out;
     for (int64_t e = 0; e < 2 * count; e++)
         x[e] = (float)(rnd_below(&w->rng, 2001) - 1000) / 1000.0f;
     if (!lib_alloc(w, OP_FFT, bytes, &rx) || !lib_alloc(w, OP_FFT, bytes, &ry))
         goto out;
-    TIMED(w, OP_HTOD, rc, dv_copy_htod(run.actor, rx, 0, x, bytes, pick_stream(w)));
+    TIMED(w, OP_HTOD, rc, dv_copy_htod(w->dev->actor, rx, 0, x, bytes, pick_stream(w)));
     if (rc != DV_OK)
         goto out;
     /* forward out of place, then back in place: n times x */
     TIMED(w, OP_FFT, rc,
-          dv_fft_exec(run.fft, pick_stream(w), DV_FFT_C2C, DV_FFT_F32, DV_FFT_FORWARD, &shape, rx,
-                      0, ry, 0));
+          dv_fft_exec(w->dev->fft, pick_stream(w), DV_FFT_C2C, DV_FFT_F32, DV_FFT_FORWARD, &shape,
+                      rx, 0, ry, 0));
     if (rc != DV_OK)
         goto out;
     TIMED(w, OP_FFT, rc,
-          dv_fft_exec(run.fft, pick_stream(w), DV_FFT_C2C, DV_FFT_F32, DV_FFT_INVERSE, &shape, ry,
-                      0, ry, 0));
+          dv_fft_exec(w->dev->fft, pick_stream(w), DV_FFT_C2C, DV_FFT_F32, DV_FFT_INVERSE, &shape,
+                      ry, 0, ry, 0));
     if (rc != DV_OK)
         goto out;
-    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(run.actor, y, ry, 0, bytes, pick_stream(w)));
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(w->dev->actor, y, ry, 0, bytes, pick_stream(w)));
     if (rc != DV_OK || !same_context(ry, h0.context_generation))
         goto out;
     double worst = 0;
@@ -1573,6 +1622,623 @@ out:
     free(x), free(y);
 }
 
+/* ------------------------------------------------------------------------
+ * Several devices (--devices N): peer copies and collectives
+ *
+ * A peer copy: a range of one of the thread's blocks (its expected
+ * contents known, as for every block) copied by the peer actor into a
+ * fresh block of its own, read back there and compared; half the time a
+ * range of that copy goes back, a peer copy the other way, onto one of the
+ * thread's blocks, whose expected contents follow it as for any copy (the
+ * thread's reads check it later).
+ *
+ * Collectives: one thread drives every rank of a communicator over all
+ * the actors, posting each rank's part with a future (a blocking call
+ * from it would wait for the others, which it has not posted yet).  Each
+ * rank's buffers live in one block, or two, with padding around and
+ * between them, each block set to a byte and its send buffer written from
+ * the host first (on random streams), the collective on another, the
+ * whole blocks read back on others still, posted before the collective
+ * finished: fences keep them in order.  Every byte read back is compared
+ * with the host's: the padding and unused send buffers unchanged, the
+ * results computed on the host.  Reductions take small integers (floats:
+ * quarters and eighths), so that every sum is exact in any order.
+ * ------------------------------------------------------------------------ */
+
+#define PEER_MAX      (4 * MIB)  /* a peer copy's bytes at most */
+#define ALLOC_WAIT_NS 200000000u /* dv_alloc_wait for the budget: 0.2 s */
+#define COLL_PART     (1 * MIB)  /* a rank's send or receive buffer at most */
+#define COLL_PAD      64u        /* elements of padding at most, each side */
+#define COLL_BLOCK    (2 * COLL_PART + 4 * 8 * COLL_PAD) /* a block at most */
+#define COLL_TIMEOUT  (UINT64_C(30) * 1000000000u)       /* creation, each meeting of the ranks */
+
+/* Another device than the thread's own. */
+static device *pick_peer(worker *w)
+{
+    int d = (int)rnd_below(&w->rng, (uint64_t)run.ndev - 1);
+    int own = w->dev->ordinal;
+    return &run.dev[d >= own ? d + 1 : d];
+}
+
+/* An integrity failure found by a peer copy's or a collective's read-back:
+ * counted as verify() counts one, and described in the report. */
+static uint64_t count_wrong(worker *w, const uint8_t *got, const uint8_t *want, uint64_t len,
+                            uint64_t *first, uint64_t *last)
+{
+    uint64_t bad = 0;
+    for (uint64_t k = 0; k < len; k++) {
+        if (got[k] != want[k]) {
+            if (bad == 0)
+                *first = k;
+            *last = k;
+            bad++;
+        }
+    }
+    w->bad_verifies++;
+    w->bad_bytes += bad;
+    return bad;
+}
+
+static void describe_mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void describe_mismatch(const char *fmt, ...)
+{
+    pthread_mutex_lock(&run.report_mu);
+    if (run.nmismatch < MAX_MISMATCHES) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(run.mismatch[run.nmismatch++], sizeof(run.mismatch[0]), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&run.report_mu);
+}
+
+/* A peer copy of a range of the thread's known block i to a fresh block
+ * of another device, read back there and compared; half the time copied
+ * back (a part of it) onto one of the thread's blocks. */
+static void do_peer(worker *w, uint32_t i)
+{
+    device *peer = pick_peer(w);
+    block *b = &w->blocks[i];
+    uint64_t len = rnd_log(&w->rng, 1, b->size < PEER_MAX ? b->size : PEER_MAX);
+    uint64_t soff = rnd_below(&w->rng, b->size - len + 1);
+    uint64_t tsize = len + rnd_below(&w->rng, len < 4096 ? len + 1 : 4097);
+    uint64_t toff = rnd_below(&w->rng, tsize - len + 1);
+    dv_ref tmp = DV_REF_NULL;
+    int rc;
+    TIMED(w, OP_ALLOC, rc,
+          dv_alloc_wait(peer->actor, tsize, pick_stream(w), "stress-peer", ALLOC_WAIT_NS, &tmp));
+    if (rc != DV_OK)
+        return;
+    dv_stream s = pick_stream(w);
+    TIMED(w, OP_PEER, rc, dv_copy_dtod(peer->actor, tmp, toff, b->ref, soff, len, s));
+    if (rc != DV_OK) {
+        after_failure(w, i, rc, false);
+        goto out;
+    }
+    w->peer_copies++;
+    w->peer_bytes += len;
+    atomic_fetch_add_explicit(&w->live_peer, 1, memory_order_relaxed);
+    dv_stream rs = pick_other_stream(w, s);
+    TIMED(w, OP_DTOH, rc, dv_copy_dtoh(peer->actor, w->pbuf, tmp, toff, len, rs));
+    if (rc != DV_OK)
+        goto out;
+    w->verifies++;
+    w->bytes_verified += len;
+    w->peer_checks++;
+    w->peer_bytes_checked += len;
+    if (!matches(b, soff, len, w->pbuf, w->ebuf)) {
+        expected(b, soff, len, w->wbuf);
+        uint64_t first = 0, last = 0;
+        uint64_t bad = count_wrong(w, w->pbuf, w->wbuf, len, &first, &last);
+        w->peer_bad++;
+        w->peer_bad_bytes += bad;
+        char history[512];
+        describe_notes(b, history, sizeof(history));
+        describe_mismatch("thread %d, peer copy of block %#" PRIx64 " [%" PRIu64 ", +%" PRIu64
+                          ") from device %d to device %d (at %" PRIu64 " of a %" PRIu64
+                          " B block) on stream %u, read back on stream %u: %" PRIu64
+                          " bytes wrong, first at %" PRIu64 " (got %#04x want %#04x), last at "
+                          "%" PRIu64 "\n      last operations of the source: %s",
+                          w->index, b->id, soff, len, w->dev->ordinal, peer->ordinal, toff, tsize,
+                          s, rs, bad, soff + first, w->pbuf[first], w->wbuf[first], soff + last,
+                          history);
+        goto out;
+    }
+    if (rnd_below(&w->rng, 2) != 0)
+        goto out;
+
+    /* Back: a part of the copy onto one of the thread's blocks (i itself,
+     * maybe), at a random place: its source is the peer's block. */
+    uint32_t di = pick_other_known(w, i);
+    block *d = &w->blocks[di];
+    uint64_t back = rnd_log(&w->rng, 1, len < d->size ? len : d->size);
+    uint64_t from = rnd_below(&w->rng, len - back + 1);
+    uint64_t doff = rnd_below(&w->rng, d->size - back + 1);
+    uint32_t nins = seg_slice(b, soff + from, back, doff, w->scratch_a);
+    uint32_t nsegs =
+        seg_splice(d->segs, d->nsegs, doff, doff + back, w->scratch_a, nins, w->scratch_b);
+    if (nsegs > MAX_SEGS)
+        goto out; /* too fragmented: not this time */
+    dv_stream bs = pick_other_stream(w, d->last_stream);
+    TIMED(w, OP_PEER, rc, dv_copy_dtod(w->dev->actor, d->ref, doff, tmp, toff + from, back, bs));
+    if (rc != DV_OK) {
+        after_failure(w, di, rc, true);
+        goto out;
+    }
+    w->peer_copies++;
+    w->peer_bytes += back;
+    atomic_fetch_add_explicit(&w->live_peer, 1, memory_order_relaxed);
+    memcpy(d->segs, w->scratch_b, nsegs * sizeof(seg));
+    d->nsegs = nsegs;
+    remember(d, (note){.kind = OP_PEER,
+                       .stream = bs,
+                       .off = doff,
+                       .len = back,
+                       .serial = b->id,
+                       .other_off = soff + from,
+                       .other2 = (uint64_t)peer->ordinal});
+out:
+    TIMED(w, OP_RELEASE, rc, dv_ref_release(tmp));
+}
+
+enum { COLL_ALL_REDUCE, COLL_BROADCAST, COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_KINDS };
+
+static unsigned type_size(dv_nccl_type t)
+{
+    switch (t) {
+    case DV_NCCL_I8:
+    case DV_NCCL_U8:
+        return 1;
+    case DV_NCCL_F16:
+    case DV_NCCL_BF16:
+        return 2;
+    case DV_NCCL_I32:
+    case DV_NCCL_U32:
+    case DV_NCCL_F32:
+        return 4;
+    default:
+        return 8;
+    }
+}
+
+static const char *type_name(dv_nccl_type t)
+{
+    switch (t) {
+    case DV_NCCL_U8:
+        return "u8";
+    case DV_NCCL_I32:
+        return "i32";
+    case DV_NCCL_I64:
+        return "i64";
+    case DV_NCCL_F32:
+        return "f32";
+    case DV_NCCL_F64:
+        return "f64";
+    default:
+        return "?";
+    }
+}
+
+static const char *op_name(dv_nccl_op op)
+{
+    return op == DV_NCCL_SUM ? "sum" : op == DV_NCCL_MAX ? "max" : op == DV_NCCL_MIN ? "min" : "?";
+}
+
+/* Element e of rank r's send buffer in collective serial.  raw: any bits
+ * (nothing is computed on them); else a small integer (in floats a
+ * quarter or an eighth of one), so that a sum over DV_MAX_DEVICES ranks
+ * is exact in every type and order (--self-test checks it). */
+static int64_t coll_small(uint64_t serial, int r, uint64_t e)
+{
+    uint64_t h = mix64(serial * UINT64_C(0x9E3779B97F4A7C15) + ((uint64_t)r << 40) + e);
+    return (int64_t)(h % 2001) - 1000;
+}
+
+static void coll_value(uint8_t *dst, dv_nccl_type t, bool raw, uint64_t serial, int r, uint64_t e)
+{
+    if (raw) {
+        uint64_t h = mix64(serial * UINT64_C(0xD1B54A32D192ED03) + ((uint64_t)r << 40) + e);
+        for (unsigned k = 0; k < type_size(t); k++)
+            dst[k] = (uint8_t)(h >> (8 * k));
+        return;
+    }
+    int64_t v = coll_small(serial, r, e);
+    int32_t i32 = (int32_t)v;
+    float f32 = (float)v * 0.25f;
+    double f64 = (double)v * 0.125;
+    switch (t) {
+    case DV_NCCL_I32:
+        memcpy(dst, &i32, 4);
+        break;
+    case DV_NCCL_I64:
+        memcpy(dst, &v, 8);
+        break;
+    case DV_NCCL_F32:
+        memcpy(dst, &f32, 4);
+        break;
+    default:
+        memcpy(dst, &f64, 8);
+        break;
+    }
+}
+
+/* op over every rank's element e, stored as type t at dst.  The small
+ * integers' sums are exact in every type, whatever the order. */
+static void coll_reduced(uint8_t *dst, dv_nccl_type t, dv_nccl_op op, uint64_t serial, int n,
+                         uint64_t e)
+{
+    int64_t acc = coll_small(serial, 0, e);
+    for (int r = 1; r < n; r++) {
+        int64_t v = coll_small(serial, r, e);
+        acc = op == DV_NCCL_SUM   ? acc + v
+              : op == DV_NCCL_MAX ? (v > acc ? v : acc)
+                                  : (v < acc ? v : acc);
+    }
+    int32_t i32 = (int32_t)acc;
+    float f32 = (float)acc * 0.25f;
+    double f64 = (double)acc * 0.125;
+    switch (t) {
+    case DV_NCCL_I32:
+        memcpy(dst, &i32, 4);
+        break;
+    case DV_NCCL_I64:
+        memcpy(dst, &acc, 8);
+        break;
+    case DV_NCCL_F32:
+        memcpy(dst, &f32, 4);
+        break;
+    default:
+        memcpy(dst, &f64, 8);
+        break;
+    }
+}
+
+/* The reduction the way a device makes it: in type t's own arithmetic,
+ * the ranks in order (up or down). */
+static void coll_reduce_in_type(uint8_t *dst, dv_nccl_type t, dv_nccl_op op, uint64_t serial, int n,
+                                uint64_t e, bool down)
+{
+    uint8_t x[8];
+    for (int k = 0; k < n; k++) {
+        int r = down ? n - 1 - k : k;
+        coll_value(k == 0 ? dst : x, t, false, serial, r, e);
+        if (k == 0)
+            continue;
+#define COLL_FOLD(type)                                                                            \
+    do {                                                                                           \
+        type a_, b_;                                                                               \
+        memcpy(&a_, dst, sizeof(type));                                                            \
+        memcpy(&b_, x, sizeof(type));                                                              \
+        a_ = op == DV_NCCL_SUM   ? a_ + b_                                                         \
+             : op == DV_NCCL_MAX ? (b_ > a_ ? b_ : a_)                                             \
+                                 : (b_ < a_ ? b_ : a_);                                            \
+        memcpy(dst, &a_, sizeof(type));                                                            \
+    } while (0)
+        switch (t) {
+        case DV_NCCL_I32:
+            COLL_FOLD(int32_t);
+            break;
+        case DV_NCCL_I64:
+            COLL_FOLD(int64_t);
+            break;
+        case DV_NCCL_F32:
+            COLL_FOLD(float);
+            break;
+        default:
+            COLL_FOLD(double);
+            break;
+        }
+#undef COLL_FOLD
+    }
+}
+
+/* For --self-test: coll_reduced, made in 64-bit integers, is what a
+ * device computes in the type itself, whatever the order of the ranks. */
+static bool coll_sums_exact(uint64_t *differ)
+{
+    static const dv_nccl_type types[] = {DV_NCCL_I32, DV_NCCL_I64, DV_NCCL_F32, DV_NCCL_F64};
+    static const dv_nccl_op ops[] = {DV_NCCL_SUM, DV_NCCL_MAX, DV_NCCL_MIN};
+    for (int n = 2; n <= DV_MAX_DEVICES; n++)
+        for (unsigned ti = 0; ti < 4; ti++)
+            for (unsigned oi = 0; oi < 3; oi++)
+                for (uint64_t e = 0; e < 256; e++) {
+                    uint8_t want[8], up[8], down[8];
+                    unsigned sz = type_size(types[ti]);
+                    coll_reduced(want, types[ti], ops[oi], 77 + e, n, e);
+                    coll_reduce_in_type(up, types[ti], ops[oi], 77 + e, n, e, false);
+                    coll_reduce_in_type(down, types[ti], ops[oi], 77 + e, n, e, true);
+                    *differ += memcmp(want, up, sz) != 0 || memcmp(want, down, sz) != 0;
+                }
+    return *differ == 0;
+}
+
+/* One rank's part of a collective: its blocks (the second DV_REF_NULL
+ * when one block holds both buffers), where the buffers are, the
+ * expected and the read-back contents of each block. */
+typedef struct coll_rank {
+    dv_ref blk[2];
+    uint64_t size[2];
+    int send_blk, recv_blk;
+    uint64_t send_off, recv_off;
+    bool send_null; /* broadcast, not the root: DV_REF_NULL for send */
+    uint8_t *want[2], *got[2];
+    dv_future f, rf[2];
+    int rc, rrc[2];
+} coll_rank;
+
+typedef struct coll_state {
+    coll_rank rank[DV_MAX_DEVICES];
+    uint64_t serial;
+} coll_state;
+
+static void coll_release(worker *w, coll_state *cs)
+{
+    for (int r = 0; r < run.ndev; r++) {
+        for (int k = 0; k < 2; k++) {
+            if (cs->rank[r].blk[k].bits == 0)
+                continue;
+            int rc;
+            TIMED(w, OP_RELEASE, rc, dv_ref_release(cs->rank[r].blk[k]));
+            cs->rank[r].blk[k] = DV_REF_NULL;
+        }
+    }
+}
+
+/* Lay out rank r's buffers: send and recv in one block or two, padding
+ * around and between (whole elements). */
+static void coll_layout(worker *w, coll_rank *cr, int kind, bool in_place, int r, uint64_t count,
+                        uint64_t send_bytes, uint64_t recv_bytes, unsigned esz)
+{
+    uint64_t pad[4];
+    for (int k = 0; k < 4; k++)
+        pad[k] = esz * rnd_below(&w->rng, COLL_PAD + 1);
+    cr->size[1] = 0;
+    cr->send_blk = cr->recv_blk = 0;
+    if (in_place) {
+        uint64_t region = send_bytes > recv_bytes ? send_bytes : recv_bytes;
+        cr->size[0] = pad[0] + region + pad[1];
+        cr->send_off = cr->recv_off = pad[0];
+        if (kind == COLL_ALL_GATHER)
+            cr->send_off += (uint64_t)r * count * esz;
+        else if (kind == COLL_REDUCE_SCATTER)
+            cr->recv_off += (uint64_t)r * count * esz;
+    } else if (rnd_below(&w->rng, 2) == 0) {
+        cr->size[0] = pad[0] + send_bytes + pad[1];
+        cr->size[1] = pad[2] + recv_bytes + pad[3];
+        cr->send_off = pad[0];
+        cr->recv_blk = 1;
+        cr->recv_off = pad[2];
+    } else if (rnd_below(&w->rng, 2) == 0) {
+        cr->size[0] = pad[0] + send_bytes + pad[1] + recv_bytes + pad[2];
+        cr->send_off = pad[0];
+        cr->recv_off = pad[0] + send_bytes + pad[1];
+    } else {
+        cr->size[0] = pad[0] + recv_bytes + pad[1] + send_bytes + pad[2];
+        cr->recv_off = pad[0];
+        cr->send_off = pad[0] + recv_bytes + pad[1];
+    }
+}
+
+static int coll_post(coll_rank *cr, int r, int kind, dv_stream s, uint64_t count, dv_nccl_type t,
+                     dv_nccl_op op, int root)
+{
+    dv_nccl_buf send = dv_nccl_at(cr->send_null ? DV_REF_NULL : cr->blk[cr->send_blk],
+                                  cr->send_null ? 0 : cr->send_off);
+    dv_nccl_buf recv = dv_nccl_at(cr->blk[cr->recv_blk], cr->recv_off);
+    switch (kind) {
+    case COLL_ALL_REDUCE:
+        return dv_nccl_all_reduce(run.comm, r, s, send, recv, count, t, op, &cr->f);
+    case COLL_BROADCAST:
+        return dv_nccl_broadcast(run.comm, r, s, send, recv, count, t, root, &cr->f);
+    case COLL_ALL_GATHER:
+        return dv_nccl_all_gather(run.comm, r, s, send, recv, count, t, &cr->f);
+    default:
+        return dv_nccl_reduce_scatter(run.comm, r, s, send, recv, count, t, op, &cr->f);
+    }
+}
+
+/* One collective over every rank, checked. */
+static void coll_step(worker *w, coll_state *cs)
+{
+    static const dv_nccl_type reduce_types[] = {DV_NCCL_I32, DV_NCCL_I64, DV_NCCL_F32, DV_NCCL_F64};
+    static const dv_nccl_type copy_types[] = {DV_NCCL_U8, DV_NCCL_I32, DV_NCCL_F32, DV_NCCL_I64};
+    static const dv_nccl_op ops[] = {DV_NCCL_SUM, DV_NCCL_MAX, DV_NCCL_MIN};
+    int n = run.ndev;
+    int kind = (int)rnd_below(&w->rng, COLL_KINDS);
+    bool reduce = kind == COLL_ALL_REDUCE || kind == COLL_REDUCE_SCATTER;
+    dv_nccl_type t =
+        reduce ? reduce_types[rnd_below(&w->rng, 4)] : copy_types[rnd_below(&w->rng, 4)];
+    dv_nccl_op op = reduce ? ops[rnd_below(&w->rng, 3)] : DV_NCCL_SUM;
+    unsigned esz = type_size(t);
+    int root = (int)rnd_below(&w->rng, (uint64_t)n);
+    uint64_t most = COLL_PART / ((uint64_t)n * esz);
+    uint64_t count = rnd_log(&w->rng, 1, most);
+    bool in_place = rnd_below(&w->rng, 3) == 0;
+    uint64_t serial = ++cs->serial;
+    uint64_t send_elems = kind == COLL_REDUCE_SCATTER ? (uint64_t)n * count : count;
+    uint64_t recv_elems = kind == COLL_ALL_GATHER ? (uint64_t)n * count : count;
+    enum op_kind okind = (enum op_kind)(OP_ALL_REDUCE + kind);
+
+    /* Each rank's blocks: a byte everywhere, then its send buffer. */
+    for (int r = 0; r < n; r++) {
+        coll_rank *cr = &cs->rank[r];
+        dv_actor *a = run.dev[r].actor;
+        coll_layout(w, cr, kind, in_place, r, count, send_elems * esz, recv_elems * esz, esz);
+        cr->send_null = kind == COLL_BROADCAST && r != root && rnd_below(&w->rng, 2) == 0;
+        for (int k = 0; k < 2 && cr->size[k] != 0; k++) {
+            int rc;
+            TIMED(w, OP_ALLOC, rc,
+                  dv_alloc_wait(a, cr->size[k], pick_stream(w), "stress-nccl", ALLOC_WAIT_NS,
+                                &cr->blk[k]));
+            if (rc != DV_OK) {
+                w->coll_no_memory++;
+                coll_release(w, cs);
+                return;
+            }
+            uint8_t byte = (uint8_t)rnd(&w->rng);
+            memset(cr->want[k], byte, cr->size[k]);
+            TIMED(w, OP_MEMSET, rc, dv_memset(a, cr->blk[k], 0, byte, cr->size[k], pick_stream(w)));
+            if (rc != DV_OK) {
+                coll_release(w, cs);
+                return;
+            }
+        }
+        if (cr->send_null)
+            continue;
+        uint8_t *in = cr->want[cr->send_blk] + cr->send_off;
+        uint64_t elems = in_place && kind == COLL_ALL_GATHER ? count : send_elems;
+        for (uint64_t e = 0; e < elems; e++)
+            coll_value(in + e * esz, t, !reduce, serial, r, e);
+        int rc;
+        TIMED(
+            w, OP_HTOD, rc,
+            dv_copy_htod(a, cr->blk[cr->send_blk], cr->send_off, in, elems * esz, pick_stream(w)));
+        if (rc != DV_OK) {
+            coll_release(w, cs);
+            return;
+        }
+    }
+
+    /* Every rank's part, in a random order, then every block's read-back,
+     * each on a random stream. */
+    int order[DV_MAX_DEVICES];
+    for (int r = 0; r < n; r++)
+        order[r] = r;
+    for (int r = n - 1; r > 0; r--) {
+        int x = (int)rnd_below(&w->rng, (uint64_t)r + 1), tmp = order[r];
+        order[r] = order[x];
+        order[x] = tmp;
+    }
+    uint64_t t0 = now_ns();
+    for (int k = 0; k < n; k++) {
+        coll_rank *cr = &cs->rank[order[k]];
+        dv_future_init(&cr->f, 0);
+        cr->rc = coll_post(cr, order[k], kind, pick_stream(w), count, t, op, root);
+        /* Refused before posting: the ranks posted wait out the timeout;
+         * the reason is this call's. */
+        if (cr->rc != DV_OK)
+            fprintf(stderr, "\ndv-stress: collective %" PRIu64 ", rank %d: %s: %s\n", serial,
+                    order[k], dv_err_name(cr->rc), dv_last_error()->message);
+    }
+    for (int r = 0; r < n; r++) {
+        coll_rank *cr = &cs->rank[r];
+        for (int k = 0; k < 2; k++) {
+            cr->rrc[k] = DV_OK;
+            if (cr->size[k] == 0)
+                continue;
+            dv_future_init(&cr->rf[k], 0);
+            cr->rrc[k] = dv_copy_dtoh_async(run.dev[r].actor, cr->got[k], cr->blk[k], 0,
+                                            cr->size[k], pick_stream(w), &cr->rf[k]);
+        }
+    }
+    int failed = DV_OK;
+    for (int r = 0; r < n; r++) {
+        coll_rank *cr = &cs->rank[r];
+        int rc = cr->rc == DV_OK ? dv_future_wait(&cr->f) : cr->rc;
+        if (rc != DV_OK && failed == DV_OK)
+            failed = rc;
+    }
+    hist_add(&w->lat[okind], now_ns() - t0);
+    w->calls[okind]++;
+    atomic_fetch_add_explicit(&w->live_ops, 1, memory_order_relaxed);
+    if (failed != DV_OK)
+        count_error(w, okind, failed);
+    else
+        atomic_fetch_add_explicit(&w->live_coll, 1, memory_order_relaxed);
+    for (int r = 0; r < n; r++) {
+        coll_rank *cr = &cs->rank[r];
+        for (int k = 0; k < 2 && cr->size[k] != 0; k++) {
+            uint64_t r0 = now_ns();
+            int rc = cr->rrc[k] == DV_OK ? dv_future_wait(&cr->rf[k]) : cr->rrc[k];
+            hist_add(&w->lat[OP_DTOH], now_ns() - r0);
+            w->calls[OP_DTOH]++;
+            atomic_fetch_add_explicit(&w->live_ops, 1, memory_order_relaxed);
+            if (rc != DV_OK) {
+                count_error(w, OP_DTOH, rc);
+                if (failed == DV_OK)
+                    failed = rc;
+            }
+        }
+    }
+    if (failed != DV_OK) {
+        coll_release(w, cs);
+        return;
+    }
+
+    /* The results, on the host, and every byte compared. */
+    bool all_right = true;
+    for (int r = 0; r < n; r++) {
+        coll_rank *cr = &cs->rank[r];
+        uint8_t *out = cr->want[cr->recv_blk] + cr->recv_off;
+        for (uint64_t e = 0; e < recv_elems; e++) {
+            uint8_t *x = out + e * esz;
+            switch (kind) {
+            case COLL_ALL_REDUCE:
+                coll_reduced(x, t, op, serial, n, e);
+                break;
+            case COLL_BROADCAST:
+                coll_value(x, t, true, serial, root, e);
+                break;
+            case COLL_ALL_GATHER:
+                coll_value(x, t, true, serial, (int)(e / count), e % count);
+                break;
+            default:
+                coll_reduced(x, t, op, serial, n, (uint64_t)r * count + e);
+                break;
+            }
+        }
+        for (int k = 0; k < 2 && cr->size[k] != 0; k++) {
+            w->verifies++;
+            w->bytes_verified += cr->size[k];
+            w->coll_bytes_checked += cr->size[k];
+            if (memcmp(cr->got[k], cr->want[k], cr->size[k]) == 0)
+                continue;
+            uint64_t first = 0, last = 0;
+            uint64_t bad = count_wrong(w, cr->got[k], cr->want[k], cr->size[k], &first, &last);
+            w->coll_bad_bytes += bad;
+            all_right = false;
+            describe_mismatch(
+                "collective %" PRIu64 ": %s %s%s%s of %" PRIu64 " elements (root %d%s), rank %d "
+                "block %d (%" PRIu64 " B, send at %" PRIu64 " in block %d%s, recv at %" PRIu64
+                " in block %d): %" PRIu64 " bytes wrong, first at %" PRIu64
+                " (got %#04x want %#04x), last at %" PRIu64,
+                serial, op_names[okind], type_name(t), reduce ? " " : "", reduce ? op_name(op) : "",
+                count, root, in_place ? ", in place" : "", r, k, cr->size[k], cr->send_off,
+                cr->send_blk, cr->send_null ? " (NULL)" : "", cr->recv_off, cr->recv_blk, bad,
+                first, cr->got[k][first], cr->want[k][first], last);
+        }
+    }
+    w->coll_checks++;
+    if (!all_right)
+        w->coll_bad++;
+    coll_release(w, cs);
+}
+
+/* The thread that drives every rank's collectives, until the run ends. */
+static void *coll_main(void *arg)
+{
+    worker *w = arg;
+    coll_state *cs = calloc(1, sizeof(*cs));
+    bool ok = cs != NULL;
+    for (int r = 0; ok && r < run.ndev; r++)
+        for (int k = 0; k < 2 && ok; k++)
+            ok = (cs->rank[r].want[k] = malloc(COLL_BLOCK)) != NULL &&
+                 (cs->rank[r].got[k] = malloc(COLL_BLOCK)) != NULL;
+    if (!ok) {
+        fprintf(stderr, "dv-stress: no host memory for the collectives\n");
+        w->unexpected++;
+    }
+    while (ok && !atomic_load_explicit(&run.stop, memory_order_relaxed))
+        coll_step(w, cs);
+    for (int r = 0; cs != NULL && r < run.ndev; r++)
+        for (int k = 0; k < 2; k++) {
+            free(cs->rank[r].want[k]);
+            free(cs->rank[r].got[k]);
+        }
+    free(cs);
+    return NULL;
+}
+
 static void step(worker *w)
 {
     uint64_t r = rnd_below(&w->rng, 100);
@@ -1584,6 +2250,8 @@ static void step(worker *w)
     block *b = &w->blocks[i];
     if (!b->known) {
         do_write(w, i, true);
+    } else if (run.ndev > 1 && rnd_below(&w->rng, 100) < 8) {
+        do_peer(w, i); /* a draw of its own: one device's mix stays as it was */
     } else if (r < 28) {
         do_write(w, i, false);
     } else if (r < 36) {
@@ -1595,17 +2263,17 @@ static void step(worker *w)
         else
             do_memset(w, i);
     } else if (r < 53) {
-        if (run.fill != NULL)
+        if (w->dev->fill != NULL)
             do_fill(w, i);
         else
             do_memset(w, i);
     } else if (r < 59) {
-        if (run.add != NULL && run.fill != NULL)
+        if (w->dev->add != NULL && w->dev->fill != NULL)
             do_add(w, i);
         else
             do_memset(w, i);
     } else if (r < 64) {
-        if (run.checksum != NULL)
+        if (w->dev->checksum != NULL)
             do_checksum(w, i);
         else
             (void)verify(w, i, 0, b->size);
@@ -1622,10 +2290,10 @@ static void step(worker *w)
         (void)verify(w, i, rnd_below(&w->rng, b->size - len + 1), len);
     } else if (r < 98) {
         verify_and_release(w, i);
-    } else if (r < 99 || (run.blas == NULL && run.fft == NULL)) {
+    } else if (r < 99 || (w->dev->blas == NULL && w->dev->fft == NULL)) {
         int rc;
-        TIMED(w, OP_SYNC, rc, dv_sync(run.actor, pick_stream(w)));
-    } else if (run.fft == NULL || (run.blas != NULL && rnd_below(&w->rng, 2) == 0)) {
+        TIMED(w, OP_SYNC, rc, dv_sync(w->dev->actor, pick_stream(w)));
+    } else if (w->dev->fft == NULL || (w->dev->blas != NULL && rnd_below(&w->rng, 2) == 0)) {
         do_gemm(w);
     } else {
         do_fft(w);
@@ -1657,11 +2325,11 @@ static void *worker_main(void *arg)
     }
     for (dv_stream s = 0; s < run.streams; s++) {
         int rc;
-        TIMED(w, OP_SYNC, rc, dv_sync(run.actor, s));
+        TIMED(w, OP_SYNC, rc, dv_sync(w->dev->actor, s));
     }
     /* Its host buffers go back on the main thread, after the join: what
      * this thread waited for goes along (the checker cannot see a join). */
-    (void)dv_order_export(run.actor, &w->handover);
+    (void)dv_order_export(w->dev->actor, &w->handover);
     return NULL;
 }
 
@@ -1675,7 +2343,7 @@ static void usage(FILE *out)
             "usage: dv-stress [--threads N] [--seconds S | --ops N] [--seed N]\n"
             "                 [--backend cuda|sim|auto] [--budget BYTES] [--faults]\n"
             "                 [--sim-delay US] [--streams N] [--blocks N] [--no-pool]\n"
-            "                 [--no-check-order] [--device N]\n"
+            "                 [--no-check-order] [--device N | --devices N]\n"
             "\n"
             "N client threads post a random mix on one actor: allocate (256 B .. 16 MiB,\n"
             "log-uniform, random stream), write a pattern host->device, memset a\n"
@@ -1697,6 +2365,19 @@ static void usage(FILE *out)
             "stderr (every second on a terminal, else every 5 s); the report goes to\n"
             "stdout.\n"
             "\n"
+            "With --devices N, one actor per device (0 .. N-1) and the threads spread\n"
+            "over them, each running the mix above on its own device; besides, the\n"
+            "threads make peer copies (a range of one of their blocks copied by another\n"
+            "device's actor into a fresh block there, read back and compared, half the\n"
+            "time copied back onto one of their own blocks, checked by later reads),\n"
+            "and one more thread drives collectives over a communicator of all N\n"
+            "actors (devactor_nccl.h: NCCL on cuda, host reductions on the sim):\n"
+            "all-reduce (sum, max, min of small integers or floats whose sums are\n"
+            "exact), broadcast, all-gather and reduce-scatter, in place or not, each\n"
+            "rank's blocks read back whole (padding included) and every byte compared\n"
+            "with the host's result.  Where NCCL does not open (cuda), the peer copies\n"
+            "run alone and the report says so.\n"
+            "\n"
             "  --threads N     client threads (default: online CPUs, at least 2)\n"
             "  --seconds S     run time (default 10)\n"
             "  --ops N         stop after N steps of the mix over all threads (overrides\n"
@@ -1706,8 +2387,8 @@ static void usage(FILE *out)
             "                  printed on the first line)\n"
             "  --backend B     cuda, sim or auto (default auto: $DV_BACKEND, else cuda when a\n"
             "                  device answers, else sim; with --faults, sim)\n"
-            "  --budget BYTES  device budget, K/M/G suffixes, at least 16M (default 256M on\n"
-            "                  the sim, 2G on cuda)\n"
+            "  --budget BYTES  device budget (each device's), K/M/G suffixes, at least 16M\n"
+            "                  (default 256M on the sim, 2G on cuda)\n"
             "  --faults        sim only: arm failed driver allocations and CUDA_ERROR_UNKNOWN\n"
             "                  on memcpy calls, kernel launches and task host functions\n"
             "                  every so often, and poison the context\n"
@@ -1724,20 +2405,30 @@ static void usage(FILE *out)
             "                  summary's throughput shows its overhead; DV_CHECK_ORDER=1\n"
             "                  in the environment turns it on regardless)\n"
             "  --device N      device ordinal (default 0)\n"
+            "  --devices N     N devices (2 .. 16): peer copies and collectives besides\n"
+            "                  the mix (above); the sim simulates N devices, cuda takes the\n"
+            "                  first N visible and refuses when fewer are there; threads\n"
+            "                  default to at least N; not with --faults\n"
             "  --self-test     check the harness's own verification (the expected bytes,\n"
-            "                  that a wrong byte anywhere is caught, the checksum) with no\n"
-            "                  device; TAP on stdout, exit 1 on a failure\n"
+            "                  that a wrong byte anywhere is caught, the checksum, the\n"
+            "                  collectives' expected reductions) with no device; TAP on\n"
+            "                  stdout, exit 1 on a failure\n"
             "  --help          this text\n"
             "\n"
             "Expected errors: DV_EOUT_OF_BUDGET; with --faults also DV_EDEVICE_OOM,\n"
             "DV_EDRIVER, DV_ECONTEXT_LOST and DV_ESTALE.  A wrong byte counts only for a\n"
             "block whose whole life was inside one context generation.\n"
             "\n"
+            "The report's \"integrity:\" line counts every read-back compared (peer copies'\n"
+            "and collectives' too); with --devices a \"devices:\" line counts the peer\n"
+            "copies and collectives run and their wrong bytes.\n"
+            "\n"
             "Exit status: 0 when every byte and every checksum matched, the stream-order\n"
             "checker found no hazard, nothing leaked (bytes outstanding and refs alive 0\n"
             "at the end) and no unexpected error occurred; 1 on an integrity failure, a\n"
             "hazard or a leak; 2 on an unexpected error, a usage error or a device error\n"
-            "(e.g. --backend cuda without a GPU).\n");
+            "(e.g. --backend cuda without a GPU, or with fewer than --devices asks for; a\n"
+            "communicator that fails for another reason than NCCL missing).\n");
 }
 
 /*
@@ -1801,6 +2492,11 @@ static int self_test(void)
     full[8 + 4 * (words - 1)] ^= 1;
     SELF_OK(expected_checksum(&b, 8, words, tmp) != host_checksum(full + 8, words, 0),
             "a wrong last word changes the checksum");
+    uint64_t inexact = 0;
+    SELF_OK(coll_sums_exact(&inexact),
+            "the collectives' expected reductions equal the device's in every rank order, "
+            "%" PRIu64 " differ",
+            inexact);
 #undef SELF_OK
     printf("1..%d\n", n);
     free(full);
@@ -1857,17 +2553,25 @@ static bool parse_bytes(const char *s, uint64_t *out)
 
 static int parse_options(int argc, char **argv, options *o)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, NULL, 't'}, {"seconds", required_argument, NULL, 's'},
-        {"ops", required_argument, NULL, 'o'},     {"seed", required_argument, NULL, 'S'},
-        {"backend", required_argument, NULL, 'b'}, {"budget", required_argument, NULL, 'B'},
-        {"faults", no_argument, NULL, 'f'},        {"sim-delay", required_argument, NULL, 'D'},
-        {"streams", required_argument, NULL, 'n'}, {"blocks", required_argument, NULL, 'k'},
-        {"no-pool", no_argument, NULL, 'P'},       {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},          {"no-check-order", no_argument, NULL, 'C'},
-        {"self-test", no_argument, NULL, 'T'},     {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"threads", required_argument, NULL, 't'},
+                                         {"seconds", required_argument, NULL, 's'},
+                                         {"ops", required_argument, NULL, 'o'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"backend", required_argument, NULL, 'b'},
+                                         {"budget", required_argument, NULL, 'B'},
+                                         {"faults", no_argument, NULL, 'f'},
+                                         {"sim-delay", required_argument, NULL, 'D'},
+                                         {"streams", required_argument, NULL, 'n'},
+                                         {"blocks", required_argument, NULL, 'k'},
+                                         {"no-pool", no_argument, NULL, 'P'},
+                                         {"device", required_argument, NULL, 'd'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"no-check-order", no_argument, NULL, 'C'},
+                                         {"self-test", no_argument, NULL, 'T'},
+                                         {"devices", required_argument, NULL, 'N'},
+                                         {NULL, 0, NULL, 0}};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    bool seeded = false;
+    bool seeded = false, threads_given = false;
     uint64_t v;
     int c;
 
@@ -1885,6 +2589,7 @@ static int parse_options(int argc, char **argv, options *o)
             if (!parse_u64(optarg, &v) || v < 1 || v > 1024)
                 goto bad_value;
             o->threads = (int)v;
+            threads_given = true;
             break;
         case 's': {
             char *end;
@@ -1945,6 +2650,11 @@ static int parse_options(int argc, char **argv, options *o)
                 goto bad_value;
             o->device = (int)v;
             break;
+        case 'N':
+            if (!parse_u64(optarg, &v) || v < 2 || v > DV_MAX_DEVICES)
+                goto bad_value;
+            o->devices = (int)v;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -1971,6 +2681,23 @@ static int parse_options(int argc, char **argv, options *o)
             return 2;
         }
         o->backend = DV_BACKEND_SIM;
+    }
+    if (o->devices > 0) {
+        if (o->faults) {
+            fprintf(stderr, "dv-stress: --faults and --devices do not go together (yet)\n");
+            return 2;
+        }
+        if (o->device != 0) {
+            fprintf(stderr, "dv-stress: --devices N takes devices 0 .. N-1: leave out --device\n");
+            return 2;
+        }
+        if (!threads_given && o->threads < o->devices)
+            o->threads = o->devices;
+        if (o->threads < o->devices) {
+            fprintf(stderr, "dv-stress: --devices %d needs at least %d threads (one per device)\n",
+                    o->devices, o->devices);
+            return 2;
+        }
     }
     if (!seeded)
         o->seed = mix64(now_ns() ^ ((uint64_t)getpid() << 32)) & 0xFFFFFFFFu;
@@ -2037,13 +2764,41 @@ static void totals(worker *ws, int n, uint64_t *ops, uint64_t *errors)
 /* The most the checker held at a progress line. */
 static uint64_t check_peak_bytes, check_peak_pieces;
 
+/* One device's statistics, or the sum over every device's (the fields
+ * the report and the progress line use). */
+static int stats_sum(dv_actor_stats *sum)
+{
+    int rc = DV_OK;
+    memset(sum, 0, sizeof(*sum));
+    for (int d = 0; d < run.ndev; d++) {
+        dv_actor_stats st = {0};
+        int src = dv_actor_stats_get(run.dev[d].actor, &st);
+        if (src != DV_OK && rc == DV_OK)
+            rc = src;
+        sum->bytes_outstanding += st.bytes_outstanding;
+        sum->refs_alive += st.refs_alive;
+        sum->check_bytes += st.check_bytes;
+        sum->check_pieces += st.check_pieces;
+    }
+    return rc;
+}
+
 static void progress(worker *ws, int n, bool tty, double elapsed, double rate)
 {
     dv_actor_stats st = {0};
     uint64_t o, errors;
-    char b1[32], b2[32], chk[64] = "";
+    char b1[32], b2[32], chk[64] = "", multi[64] = "";
     totals(ws, n, &o, &errors);
-    int rc = dv_actor_stats_get(run.actor, &st);
+    int rc = stats_sum(&st);
+    if (run.ndev > 1) {
+        uint64_t peer = 0, coll = 0;
+        for (int i = 0; i < n; i++) {
+            peer += atomic_load_explicit(&ws[i].live_peer, memory_order_relaxed);
+            coll += atomic_load_explicit(&ws[i].live_coll, memory_order_relaxed);
+        }
+        snprintf(multi, sizeof(multi), "  peer copies %" PRIu64 "  collectives %" PRIu64, peer,
+                 coll);
+    }
     if (st.check_bytes > check_peak_bytes)
         check_peak_bytes = st.check_bytes;
     if (st.check_pieces > check_peak_pieces)
@@ -2053,10 +2808,10 @@ static void progress(worker *ws, int n, bool tty, double elapsed, double rate)
                  human_bytes((double)st.check_bytes, b2, sizeof(b2)));
     fprintf(stderr,
             "%s[%6.1f s] %9.0f ops/s  %10" PRIu64 " ops  outstanding %s%s  refs %" PRIu64
-            "  errors %" PRIu64 "%s%s",
+            "  errors %" PRIu64 "%s%s%s",
             tty ? "\r" : "", elapsed, rate, o, rc == DV_OK ? "" : "? ",
-            human_bytes((double)st.bytes_outstanding, b1, sizeof(b1)), st.refs_alive, errors, chk,
-            tty ? "\033[K" : "\n");
+            human_bytes((double)st.bytes_outstanding, b1, sizeof(b1)), st.refs_alive, errors, multi,
+            chk, tty ? "\033[K" : "\n");
     fflush(stderr);
 }
 
@@ -2114,16 +2869,22 @@ static void sleep_ms(unsigned ms)
         ;
 }
 
-/* The built-in kernels (launches are left out where the backend has
- * none) and a way to copy inside a task: why tasks are left out, or NULL. */
+/* The built-in kernels of every device (launches are left out where the
+ * backend has none) and a way to copy inside a task: why tasks are left
+ * out, or NULL. */
 static const char *setup_kernels_and_tasks(void **libcuda)
 {
-    if (dv_kernel_get(run.actor, NULL, 0, "fill_u32", &run.fill) != DV_OK ||
-        dv_kernel_get(run.actor, NULL, 0, "add_u32", &run.add) != DV_OK ||
-        dv_kernel_get(run.actor, NULL, 0, "checksum", &run.checksum) != DV_OK) {
-        fprintf(stderr, "dv-stress: no built-in kernels (%s): launches are left out\n",
-                dv_last_error()->message);
-        run.fill = run.add = run.checksum = NULL;
+    for (int d = 0; d < run.ndev; d++) {
+        device *dev = &run.dev[d];
+        if (dv_kernel_get(dev->actor, NULL, 0, "fill_u32", &dev->fill) != DV_OK ||
+            dv_kernel_get(dev->actor, NULL, 0, "add_u32", &dev->add) != DV_OK ||
+            dv_kernel_get(dev->actor, NULL, 0, "checksum", &dev->checksum) != DV_OK) {
+            fprintf(stderr, "dv-stress: no built-in kernels (%s): launches are left out\n",
+                    dv_last_error()->message);
+            for (int k = 0; k < run.ndev; k++)
+                run.dev[k].fill = run.dev[k].add = run.dev[k].checksum = NULL;
+            break;
+        }
     }
     if (run.sim) {
         run.tasks = true;
@@ -2136,21 +2897,39 @@ static const char *setup_kernels_and_tasks(void **libcuda)
     return run.tasks ? NULL : "none (no cuMemcpyDtoDAsync_v2 in libcuda.so.1)";
 }
 
+/* The library actors, the actors, the driver (whichever exist). */
+static void teardown(dv_driver *drv)
+{
+    dv_nccl_comm_destroy(run.comm);
+    run.comm = NULL;
+    for (int d = 0; d < run.ndev; d++) {
+        dv_blas_destroy(run.dev[d].blas);
+        dv_fft_destroy(run.dev[d].fft);
+        dv_actor_destroy(run.dev[d].actor);
+        run.dev[d] = (device){0};
+    }
+    dv__driver_close(drv);
+}
+
 int main(int argc, char **argv)
 {
     options *o = &run.opt;
     int rc = parse_options(argc, argv, o);
     if (rc != 0)
         return rc;
+    bool multi = o->devices > 0;
+    run.ndev = multi ? o->devices : 1;
 
     /* Open the driver here, so the backend (and with it the default
-     * budget) is known before the actor is composed on it. */
+     * budget) is known before the actors are composed on it. */
     dv_driver_config dcfg;
     dv_driver *drv = NULL;
     dv__driver_config_init(&dcfg);
     dcfg.backend = o->backend;
     dcfg.sim.seed = o->seed;
     dcfg.sim.delay_max_us = o->sim_delay_us;
+    if (multi)
+        dcfg.sim.devices = o->devices;
     /* Room for the pool's fragmentation beyond the budget on the sim. */
     uint64_t sim_budget = o->budget != 0 ? o->budget : 256 * MIB;
     dcfg.sim.memory_bytes = 4 * sim_budget > GIB ? 4 * sim_budget : GIB;
@@ -2161,7 +2940,21 @@ int main(int argc, char **argv)
         return 2;
     }
     bool sim = dv__sim_is_sim(drv);
+    if (multi && !sim) {
+        int visible = 0;
+        if (dv__drv_device_count(drv, &visible) != DV_OK || visible < o->devices) {
+            fprintf(stderr,
+                    "dv-stress: --devices %d needs %d CUDA devices, and %d %s visible "
+                    "(CUDA_VISIBLE_DEVICES: %s)\n",
+                    o->devices, o->devices, visible, visible == 1 ? "is" : "are",
+                    getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "not set");
+            dv__driver_close(drv);
+            return 2;
+        }
+    }
 
+    /* One actor per device, all on the one driver (a peer copy needs
+     * both actors on one). */
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     cfg.driver = drv;
@@ -2172,41 +2965,68 @@ int main(int argc, char **argv)
     cfg.check_order = o->check_order;
 
     run.streams = o->streams;
+    /* The threads are spread over the devices: the working sets of a
+     * device's threads average 1.25x its budget. */
+    int per_device = (o->threads + run.ndev - 1) / run.ndev;
     if (o->blocks != 0) {
         run.max_live = o->blocks;
     } else {
-        uint64_t want = (cfg.budget_bytes * 5 / 4 + (uint64_t)o->threads * MEAN_BLOCK - 1) /
-                        ((uint64_t)o->threads * MEAN_BLOCK);
+        uint64_t want = (cfg.budget_bytes * 5 / 4 + (uint64_t)per_device * MEAN_BLOCK - 1) /
+                        ((uint64_t)per_device * MEAN_BLOCK);
         run.max_live = want < MIN_LIVE ? MIN_LIVE : want > MAX_LIVE ? MAX_LIVE : (uint32_t)want;
     }
 
-    rc = dv_actor_create(&cfg, &run.actor);
-    if (rc != DV_OK) {
-        const char *why = dv_last_error()->message;
-        fprintf(stderr, "dv-stress: %s\n", why[0] != '\0' ? why : dv_strerror(rc));
-        dv__driver_close(drv);
-        return 2;
+    for (int d = 0; d < run.ndev; d++) {
+        cfg.device = multi ? d : o->device;
+        run.dev[d].ordinal = cfg.device;
+        rc = dv_actor_create(&cfg, &run.dev[d].actor);
+        if (rc != DV_OK) {
+            const char *why = dv_last_error()->message;
+            fprintf(stderr, "dv-stress: %s%s\n", why[0] != '\0' ? why : dv_strerror(rc),
+                    multi ? " (making the actor of one of the devices)" : "");
+            teardown(drv);
+            return 2;
+        }
     }
-    run.drv = dv__actor_driver(run.actor); /* drv: the faults are armed on it */
+    run.drv = dv__actor_driver(run.dev[0].actor); /* drv: the faults are armed on it */
     run.sim = sim;
     void *libcuda = NULL;
     const char *no_tasks = setup_kernels_and_tasks(&libcuda);
     char no_blas[320] = "", no_fft[320] = "";
-    if (dv_blas_create(run.actor, &run.blas) != DV_OK)
-        snprintf(no_blas, sizeof(no_blas), "%s", dv_last_error()->message);
-    if (dv_fft_create(run.actor, 0, &run.fft) != DV_OK)
-        snprintf(no_fft, sizeof(no_fft), "%s", dv_last_error()->message);
-    dv_device_info info = {0};
-    (void)dv__drv_device_info(run.drv, o->device, &info);
+    for (int d = 0; d < run.ndev; d++) {
+        if (dv_blas_create(run.dev[d].actor, &run.dev[d].blas) != DV_OK && no_blas[0] == '\0')
+            snprintf(no_blas, sizeof(no_blas), "%s", dv_last_error()->message);
+        if (dv_fft_create(run.dev[d].actor, 0, &run.dev[d].fft) != DV_OK && no_fft[0] == '\0')
+            snprintf(no_fft, sizeof(no_fft), "%s", dv_last_error()->message);
+    }
+    /* Collectives over every actor, rank d on device d. */
+    char no_nccl[400] = "";
+    int comm_rc = DV_OK;
+    if (multi) {
+        dv_actor *actors[DV_MAX_DEVICES];
+        for (int d = 0; d < run.ndev; d++)
+            actors[d] = run.dev[d].actor;
+        comm_rc = dv_nccl_comm_create(actors, run.ndev, COLL_TIMEOUT, &run.comm);
+        if (comm_rc != DV_OK) {
+            snprintf(no_nccl, sizeof(no_nccl), "%s", dv_last_error()->message);
+            run.comm = NULL;
+        }
+    }
     char b1[32], b2[32];
-    printf("dv-stress: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n",
-           dv_actor_backend_name(run.actor), o->device, info.name,
-           (unsigned long long)(info.total_bytes >> 20), info.cc_major, info.cc_minor);
+    for (int d = 0; d < run.ndev; d++) {
+        dv_device_info info = {0};
+        (void)dv__drv_device_info(run.drv, run.dev[d].ordinal, &info);
+        printf("dv-stress: backend %s, device %d: %s (%llu MiB, cc %d.%d)\n",
+               dv_actor_backend_name(run.dev[d].actor), run.dev[d].ordinal, info.name,
+               (unsigned long long)(info.total_bytes >> 20), info.cc_major, info.cc_minor);
+    }
     if (sim && o->backend == DV_BACKEND_AUTO && getenv("DV_BACKEND") == NULL)
-        printf("dv-stress: no CUDA device answered, so this runs on the simulated device\n");
-    printf("dv-stress: %d threads x up to %u blocks (mean %s), %u streams, budget %s, %s, ",
+        printf("dv-stress: no CUDA device answered, so this runs on the simulated device%s\n",
+               multi ? "s" : "");
+    printf("dv-stress: %d threads x up to %u blocks (mean %s), %u streams, budget %s%s, %s, ",
            o->threads, run.max_live, human_bytes((double)MEAN_BLOCK, b1, sizeof(b1)), run.streams,
-           human_bytes((double)cfg.budget_bytes, b2, sizeof(b2)), o->pool ? "pool" : "no pool");
+           human_bytes((double)cfg.budget_bytes, b2, sizeof(b2)), multi ? " per device" : "",
+           o->pool ? "pool" : "no pool");
     if (o->ops > 0)
         printf("%" PRIu64 " operations", o->ops);
     else
@@ -2220,14 +3040,30 @@ int main(int argc, char **argv)
                           : env_checker  ? "on (DV_CHECK_ORDER=1 in the environment)"
                                          : "off (--no-check-order)";
     printf("dv-stress: stream-order checker %s; launches: %s; tasks: %s\n", checker,
-           run.fill != NULL ? "fill_u32, add_u32, checksum" : "none (no built-in kernels)",
+           run.dev[0].fill != NULL ? "fill_u32, add_u32, checksum" : "none (no built-in kernels)",
            run.tasks ? (sim ? "copy by host function" : "copy by cuMemcpyDtoDAsync") : no_tasks);
     printf("dv-stress: library actors: GEMM %s; FFT %s\n",
-           run.blas != NULL ? dv_blas_library(run.blas) : no_blas,
-           run.fft != NULL ? dv_fft_library(run.fft) : no_fft);
+           run.dev[0].blas != NULL ? dv_blas_library(run.dev[0].blas) : no_blas,
+           run.dev[0].fft != NULL ? dv_fft_library(run.dev[0].fft) : no_fft);
+    if (multi) {
+        printf("dv-stress: %d devices, thread i on device i mod %d; peer copies between every "
+               "two; ",
+               run.ndev, run.ndev);
+        if (run.comm != NULL)
+            printf("collectives: %s over %d ranks\n", dv_nccl_library(run.comm),
+                   dv_nccl_comm_size(run.comm));
+        else if (comm_rc == DV_ENOTSUP)
+            printf("collectives: none, NCCL did not open (%s): PEER COPIES ONLY\n", no_nccl);
+        else
+            printf("collectives: none, the communicator failed (%s: %s)\n", dv_err_name(comm_rc),
+                   no_nccl);
+    }
     fflush(stdout);
 
-    worker *ws = calloc((size_t)o->threads, sizeof(*ws));
+    /* The client threads, and with --devices one more that drives the
+     * collectives (it owns no blocks and no host buffers of an actor). */
+    int nworkers = o->threads + (run.comm != NULL ? 1 : 0);
+    worker *ws = calloc((size_t)nworkers, sizeof(*ws));
     if (ws == NULL) {
         fprintf(stderr, "dv-stress: out of host memory\n");
         return 2;
@@ -2235,43 +3071,54 @@ int main(int argc, char **argv)
     for (int i = 0; i < o->threads; i++) {
         worker *w = &ws[i];
         w->index = i;
+        w->dev = &run.dev[i % run.ndev];
         w->rng = mix64(o->seed + (uint64_t)(i + 1) * UINT64_C(0xD1B54A32D192ED03));
         w->host_kind = i % HOST_KINDS;
+        dv_actor *actor = w->dev->actor;
         if (w->host_kind == HOST_ALLOCATED) {
-            if (dv_host_alloc(run.actor, MAX_BLOCK, (void **)&w->wbuf) != DV_OK ||
-                dv_host_alloc(run.actor, MAX_BLOCK, (void **)&w->rbuf) != DV_OK)
+            if (dv_host_alloc(actor, MAX_BLOCK, (void **)&w->wbuf) != DV_OK ||
+                dv_host_alloc(actor, MAX_BLOCK, (void **)&w->rbuf) != DV_OK)
                 w->wbuf = w->rbuf = NULL;
         } else {
             w->wbuf = malloc(MAX_BLOCK);
             w->rbuf = malloc(MAX_BLOCK);
             if (w->host_kind == HOST_REGISTERED && w->wbuf != NULL && w->rbuf != NULL &&
-                (dv_host_register(run.actor, w->wbuf, MAX_BLOCK) != DV_OK ||
-                 dv_host_register(run.actor, w->rbuf, MAX_BLOCK) != DV_OK))
+                (dv_host_register(actor, w->wbuf, MAX_BLOCK) != DV_OK ||
+                 dv_host_register(actor, w->rbuf, MAX_BLOCK) != DV_OK))
                 w->wbuf = w->rbuf = NULL;
         }
         w->blocks = calloc(run.max_live, sizeof(block));
         w->ebuf = malloc(EXPECT_CHUNK);
+        /* A peer's read-back: pageable (the buffers above belong to the
+         * thread's own actor). */
+        w->pbuf = multi ? malloc(PEER_MAX) : NULL;
         for (unsigned k = 0; k < TASK_SLOTS; k++)
             atomic_init(&w->slots[k].busy, false);
-        if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL || w->ebuf == NULL) {
+        if (w->wbuf == NULL || w->rbuf == NULL || w->blocks == NULL || w->ebuf == NULL ||
+            (multi && w->pbuf == NULL)) {
             fprintf(stderr, "dv-stress: no %s buffers for thread %d: %s\n",
                     host_kind_names[w->host_kind], i, dv_last_error()->message);
-            dv_blas_destroy(run.blas);
-            dv_fft_destroy(run.fft);
-            dv_actor_destroy(run.actor);
-            dv__driver_close(drv);
+            teardown(drv);
             return 2;
         }
+    }
+    worker *coll = NULL;
+    if (run.comm != NULL) {
+        coll = &ws[o->threads];
+        coll->index = o->threads;
+        coll->dev = &run.dev[0];
+        coll->rng = mix64(o->seed ^ UINT64_C(0xC011EC7));
     }
 
     uint64_t t0 = now_ns();
     int started = 0;
-    dv_actor_stats st0 = {0};
-    (void)dv_actor_stats_get(run.actor, &st0);
+    for (int d = 0; d < run.ndev; d++)
+        (void)dv_actor_stats_get(run.dev[d].actor, &run.dev[d].st0);
     uint64_t calls0[DV_CALL__COUNT];
     dv__driver_call_counts(drv, calls0);
-    for (; started < o->threads; started++) {
-        if (pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]) != 0) {
+    for (; started < nworkers; started++) {
+        void *(*fn)(void *) = &ws[started] == coll ? coll_main : worker_main;
+        if (pthread_create(&ws[started].thread, NULL, fn, &ws[started]) != 0) {
             fprintf(stderr, "dv-stress: cannot start thread %d\n", started);
             atomic_store(&run.stop, true);
             break;
@@ -2289,14 +3136,14 @@ int main(int argc, char **argv)
         double elapsed = (double)(now - t0) * 1e-9;
         uint64_t steps = atomic_load_explicit(&run.steps, memory_order_relaxed);
         double fraction = o->ops > 0 ? (double)steps / (double)o->ops : elapsed / o->seconds;
-        if (fraction >= 1.0 || started < o->threads)
+        if (fraction >= 1.0 || started < nworkers)
             break;
         if (o->faults)
             faults_tick(&f, now, fraction);
         if (now >= next_line) {
             uint64_t ops, errors;
-            totals(ws, o->threads, &ops, &errors);
-            progress(ws, o->threads, tty, elapsed,
+            totals(ws, nworkers, &ops, &errors);
+            progress(ws, nworkers, tty, elapsed,
                      (double)(ops - last_ops) / ((double)(now - last_t) * 1e-9));
             last_ops = ops;
             last_t = now;
@@ -2314,19 +3161,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "\n");
 
     /* Every thread released everything and synced its streams; one more
-     * sync on every stream from here, then the actor's accounting (its
-     * host memory given back first). */
+     * sync on every stream from here, then the actors' accounting (their
+     * host memory given back first, the communicator destroyed). */
     int end_errors = 0;
+    if (multi && run.comm == NULL && comm_rc != DV_ENOTSUP)
+        end_errors++; /* a communicator that should have been there */
     for (int i = 0; i < o->threads; i++) {
         worker *w = &ws[i];
-        (void)dv_order_adopt(run.actor, &w->handover);
+        dv_actor *actor = w->dev->actor;
+        (void)dv_order_adopt(actor, &w->handover);
         for (int k = 0; k < 2; k++) {
             uint8_t *buf = k == 0 ? w->wbuf : w->rbuf;
             int hrc = DV_OK;
             if (buf != NULL && w->host_kind == HOST_ALLOCATED)
-                hrc = dv_host_free(run.actor, buf);
+                hrc = dv_host_free(actor, buf);
             else if (buf != NULL && w->host_kind == HOST_REGISTERED)
-                hrc = dv_host_unregister(run.actor, buf);
+                hrc = dv_host_unregister(actor, buf);
             if (hrc != DV_OK) {
                 fprintf(stderr, "dv-stress: thread %d's %s buffer: %s\n", i,
                         host_kind_names[w->host_kind], dv_last_error()->message);
@@ -2336,27 +3186,67 @@ int main(int argc, char **argv)
         if (w->host_kind == HOST_ALLOCATED)
             w->wbuf = w->rbuf = NULL; /* the actor's memory, given back */
     }
-    for (dv_stream s = 0; s < run.streams; s++) {
-        int src = dv_sync(run.actor, s);
-        if (src == DV_ECONTEXT_LOST && o->faults) /* a poison noticed only now */
-            src = dv_sync(run.actor, s);
-        if (src != DV_OK) {
-            fprintf(stderr, "dv-stress: final sync of stream %u: %s\n", s,
+    if (run.comm != NULL) {
+        int crc = dv_nccl_comm_status(run.comm);
+        if (crc != DV_OK) {
+            fprintf(stderr, "dv-stress: the communicator at the end: %s\n",
                     dv_last_error()->message);
             end_errors++;
         }
+        dv_nccl_comm_destroy(run.comm);
+        run.comm = NULL;
     }
+    int lost_devices = 0;
     dv_actor_stats st = {0};
-    if ((rc = dv_actor_stats_get(run.actor, &st)) != DV_OK) {
-        fprintf(stderr, "dv-stress: stats: %s\n", dv_last_error()->message);
-        end_errors++;
+    for (int d = 0; d < run.ndev; d++) {
+        device *dev = &run.dev[d];
+        for (dv_stream s = 0; s < run.streams; s++) {
+            int src = dv_sync(dev->actor, s);
+            if (src == DV_ECONTEXT_LOST && o->faults) /* a poison noticed only now */
+                src = dv_sync(dev->actor, s);
+            if (src != DV_OK) {
+                fprintf(stderr, "dv-stress: final sync of stream %u%s: %s\n", s,
+                        multi ? (d == 0 ? " of device 0" : " of a device") : "",
+                        dv_last_error()->message);
+                end_errors++;
+            }
+        }
+        if ((rc = dv_actor_stats_get(dev->actor, &dev->st)) != DV_OK) {
+            fprintf(stderr, "dv-stress: stats: %s\n", dv_last_error()->message);
+            end_errors++;
+        }
+        (void)dv_actor_health_get(dev->actor, &dev->health);
+        if (dev->health.state != DV_ACTOR_RUNNING)
+            lost_devices++;
+        /* The sums the report gives. */
+        const dv_actor_stats *a = &dev->st, *a0 = &dev->st0;
+        st.bytes_outstanding += a->bytes_outstanding;
+        st.refs_alive += a->refs_alive;
+        st.host_bytes += a->host_bytes;
+        st.host_registered += a->host_registered;
+        st.staged_copies += a->staged_copies;
+        st.staged_bytes += a->staged_bytes;
+        st.staging_waits += a->staging_waits;
+        st.direct_copies += a->direct_copies;
+        st.messages += a->messages - a0->messages; /* over the run */
+        st.batches += a->batches;
+        st.allocs += a->allocs;
+        st.frees += a->frees;
+        st.copies += a->copies;
+        st.memsets += a->memsets;
+        st.launches += a->launches;
+        st.tasks += a->tasks;
+        st.syncs += a->syncs;
+        st.failures += a->failures;
+        st.client_rings += a->client_rings;
+        st.hazards += a->hazards;
+        st.check_bytes += a->check_bytes;
+        st.check_pieces += a->check_pieces;
     }
-    dv_actor_health health = {0};
-    (void)dv_actor_health_get(run.actor, &health);
 
     /* Totals. */
     worker all = {0};
-    for (int i = 0; i < o->threads; i++) {
+    for (int i = 0; i < nworkers; i++) {
         worker *w = &ws[i];
         for (int k = 0; k < OP_KINDS; k++) {
             all.calls[k] += w->calls[k];
@@ -2383,6 +3273,17 @@ int main(int argc, char **argv)
         all.stale_dropped += w->stale_dropped;
         all.budget_releases += w->budget_releases;
         all.rewrites_for_segments += w->rewrites_for_segments;
+        all.peer_copies += w->peer_copies;
+        all.peer_bytes += w->peer_bytes;
+        all.peer_checks += w->peer_checks;
+        all.peer_bytes_checked += w->peer_bytes_checked;
+        all.peer_bad += w->peer_bad;
+        all.peer_bad_bytes += w->peer_bad_bytes;
+        all.coll_checks += w->coll_checks;
+        all.coll_bytes_checked += w->coll_bytes_checked;
+        all.coll_bad += w->coll_bad;
+        all.coll_bad_bytes += w->coll_bad_bytes;
+        all.coll_no_memory += w->coll_no_memory;
     }
     uint64_t calls = 0;
     for (int k = 0; k < OP_KINDS; k++)
@@ -2407,18 +3308,24 @@ int main(int argc, char **argv)
         printf("%s %s %.2f GB/s", k ? "," : "", host_kind_names[k],
                kind_ns[k] ? (double)kind_bytes[k] / (double)kind_ns[k] : 0.0);
     printf("\n");
-    printf("\n  %-12s %12s %10s %12s %12s %12s\n", "operation", "calls", "failed", "p50", "p99",
-           "max");
-    for (int k = 0; k < OP_KINDS; k++) {
+    int name_width = multi ? 14 : 12; /* "reduce_scatter" */
+    printf("\n  %-*s %12s %10s %12s %12s %12s\n", name_width, "operation", "calls", "failed", "p50",
+           "p99", "max");
+    for (int k = 0; k < (multi ? OP_KINDS : OP_SINGLE_KINDS); k++) {
         char p50[32], p99[32], mx[32];
-        printf("  %-12s %12" PRIu64 " %10" PRIu64 " %12s %12s %12s\n", op_names[k], all.calls[k],
-               all.failed[k], human_ns(hist_percentile(&all.lat[k], 0.50), p50, sizeof(p50)),
+        printf("  %-*s %12" PRIu64 " %10" PRIu64 " %12s %12s %12s\n", name_width, op_names[k],
+               all.calls[k], all.failed[k],
+               human_ns(hist_percentile(&all.lat[k], 0.50), p50, sizeof(p50)),
                human_ns(hist_percentile(&all.lat[k], 0.99), p99, sizeof(p99)),
                human_ns((double)all.lat[k].max, mx, sizeof(mx)));
     }
     printf("  (round trip of each call, to its completion on the device; alloc: dv_alloc, "
            "then dv_ref_access\n   until the memory was assigned, half the time after a "
            "memset of the still-pending handle)\n");
+    if (multi)
+        printf("  (peer_copy: one dv_copy_dtod between two actors' blocks; a collective: one call "
+               "over every rank,\n   from the first rank's post until every rank's part "
+               "finished)\n");
     if (all.adds_without_inputs != 0 || all.tasks_without_slot != 0)
         printf("  %" PRIu64 " adds were fills (no u32-constant inputs at hand), %" PRIu64
                " tasks were copy_dtod (every task slot in flight)\n",
@@ -2457,10 +3364,33 @@ int main(int argc, char **argv)
                " mismatched checksums on blocks whose context was rebuilt under them: not "
                "counted\n",
                all.excused_verifies, all.excused_bytes, all.excused_checksums);
-    if (run.blas != NULL || run.fft != NULL)
+    if (run.dev[0].blas != NULL || run.dev[0].fft != NULL)
         printf("library actors: %" PRIu64 " GEMMs and FFTs checked against the host, %" PRIu64
                " wrong\n",
                all.lib_checks, all.lib_bad);
+    if (multi) {
+        char b3[32];
+        uint64_t colls = 0;
+        for (int k = OP_ALL_REDUCE; k <= OP_REDUCE_SCATTER; k++)
+            colls += all.calls[k] - all.failed[k];
+        /* One line, fixed keys: what scripts read (tests/tools/stress_devices.sh). */
+        printf("devices: %d, peer_copies %" PRIu64 " (%s), peer_checks %" PRIu64 " (%s compared), "
+               "peer_wrong_bytes %" PRIu64 ", collectives %" PRIu64 " (all_reduce %" PRIu64
+               ", broadcast %" PRIu64 ", all_gather %" PRIu64 ", reduce_scatter %" PRIu64
+               "), collective_checks %" PRIu64 " (%s compared), collective_wrong_bytes %" PRIu64
+               "%s\n",
+               run.ndev, all.peer_copies, human_bytes((double)all.peer_bytes, b1, sizeof(b1)),
+               all.peer_checks, human_bytes((double)all.peer_bytes_checked, b2, sizeof(b2)),
+               all.peer_bad_bytes, colls, all.calls[OP_ALL_REDUCE] - all.failed[OP_ALL_REDUCE],
+               all.calls[OP_BROADCAST] - all.failed[OP_BROADCAST],
+               all.calls[OP_ALL_GATHER] - all.failed[OP_ALL_GATHER],
+               all.calls[OP_REDUCE_SCATTER] - all.failed[OP_REDUCE_SCATTER], all.coll_checks,
+               human_bytes((double)all.coll_bytes_checked, b3, sizeof(b3)), all.coll_bad_bytes,
+               comm_rc == DV_ENOTSUP ? " (no NCCL: peer copies only)" : "");
+        if (all.coll_no_memory != 0)
+            printf("  %" PRIu64 " collectives not run: a rank's allocation refused within %.1f s\n",
+                   all.coll_no_memory, (double)ALLOC_WAIT_NS * 1e-9);
+    }
     for (int i = 0; i < run.nmismatch; i++)
         printf("  %s\n", run.mismatch[i]);
 
@@ -2468,15 +3398,19 @@ int main(int argc, char **argv)
                 st.host_registered != 0;
     printf("\nend: bytes outstanding %" PRIu64 ", refs alive %" PRIu64 ", host bytes %" PRIu64
            ", registered %" PRIu64
-           " (after every thread released everything and a sync on every stream)%s\n",
+           " (after every thread released everything and a sync on every stream%s)%s\n",
            st.bytes_outstanding, st.refs_alive, st.host_bytes, st.host_registered,
-           leak ? ": LEAK" : "");
+           multi ? ", over every device" : "", leak ? ": LEAK" : "");
     printf("staging: %" PRIu64 " copies staged (%s), %" PRIu64 " waits for room, %" PRIu64
            " copies done by the driver on the actor's thread\n",
            st.staged_copies, human_bytes((double)st.staged_bytes, b1, sizeof(b1)),
            st.staging_waits, st.direct_copies);
-    printf("actor thread: busy %.1f %% of the run (its CPU time)\n",
-           100.0 * (double)(st.actor_cpu_ns - st0.actor_cpu_ns) / (seconds * 1e9));
+    printf("actor thread%s: busy", multi ? "s" : "");
+    for (int d = 0; d < run.ndev; d++)
+        printf("%s %.1f %%", d ? "," : "",
+               100.0 * (double)(run.dev[d].st.actor_cpu_ns - run.dev[d].st0.actor_cpu_ns) /
+                   (seconds * 1e9));
+    printf(" of the run (%s CPU time)\n", multi ? "each device's" : "its");
     /* What the run cost the driver, the most frequent calls first. */
     uint64_t calls1[DV_CALL__COUNT], ncalls = 0;
     dv__driver_call_counts(drv, calls1);
@@ -2492,37 +3426,55 @@ int main(int argc, char **argv)
             order[y] = order[y - 1];
             order[y - 1] = t;
         }
-    double msgs = (double)(st.messages - st0.messages);
+    double msgs = (double)st.messages;
     printf("driver: %" PRIu64 " calls (%.2f per message):", ncalls,
            msgs > 0 ? (double)ncalls / msgs : 0.0);
     for (int x = 0; x < 8 && calls1[order[x]] > 0; x++)
         printf("%s %s %.2f", x ? "," : "", dv__drv_call_name((dv_drv_call)order[x]),
                msgs > 0 ? (double)calls1[order[x]] / msgs : 0.0);
     printf("\n");
-    printf("actor: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
+    uint64_t messages = 0;
+    for (int d = 0; d < run.ndev; d++)
+        messages += run.dev[d].st.messages;
+    printf("actor%s: %" PRIu64 " messages in %" PRIu64 " batches, %" PRIu64 " allocs, %" PRIu64
            " frees, %" PRIu64 " copies, %" PRIu64 " memsets, %" PRIu64 " launches, %" PRIu64
            " tasks, %" PRIu64 " syncs, %" PRIu64 " failures, %u client rings\n",
-           st.messages, st.batches, st.allocs, st.frees, st.copies, st.memsets, st.launches,
-           st.tasks, st.syncs, st.failures, st.client_rings);
+           multi ? "s" : "", messages, st.batches, st.allocs, st.frees, st.copies, st.memsets,
+           st.launches, st.tasks, st.syncs, st.failures, st.client_rings);
     printf("stream-order checker: %s, %" PRIu64 " hazards%s", checker, st.hazards,
            st.hazards != 0 ? ": FAIL" : "");
-    if (st.hazards != 0) {
+    for (int d = 0; d < run.ndev; d++) {
         dv_error_detail last;
-        if (dv_actor_last_hazard(run.actor, &last) == DV_OK)
-            printf(" (the latest: %s)", last.message);
+        if (run.dev[d].st.hazards != 0 && dv_actor_last_hazard(run.dev[d].actor, &last) == DV_OK) {
+            if (multi)
+                printf(" (device %d's latest: %s)", run.dev[d].ordinal, last.message);
+            else
+                printf(" (the latest: %s)", last.message);
+        }
     }
     if (st.check_bytes != 0)
         printf("; holds %" PRIu64 " pieces in %" PRIu64 " bytes at the end, at most %" PRIu64
                " pieces in %" PRIu64 " bytes at a progress line",
                st.check_pieces, st.check_bytes, check_peak_pieces, check_peak_bytes);
     printf("\n");
-    printf("throughput: %.0f ops/s (%" PRIu64 " ops in %.2f s, %d threads, checker %s)\n",
+    printf("throughput: %.0f ops/s (%" PRIu64 " ops in %.2f s, %d threads%s, checker %s)\n",
            (double)calls / seconds, calls, seconds, o->threads,
+           run.comm != NULL || (multi && coll != NULL) ? " and the collectives'" : "",
            o->check_order || env_checker ? "on" : "off");
-    printf("health: %s, context generation %" PRIu64 ", %u rebuilds", state_name(health.state),
-           health.context_generation, health.rebuilds);
-    if (health.first_fault.status != 0)
-        printf(", first fault: %s", health.first_fault.message);
+    uint32_t rebuilds = 0;
+    for (int d = 0; d < run.ndev; d++) {
+        const dv_actor_health *h = &run.dev[d].health;
+        rebuilds += h->rebuilds;
+        if (multi)
+            printf("%s device %d %s, context generation %" PRIu64 ", %u rebuilds",
+                   d ? ";" : "health:", run.dev[d].ordinal, state_name(h->state),
+                   h->context_generation, h->rebuilds);
+        else
+            printf("health: %s, context generation %" PRIu64 ", %u rebuilds", state_name(h->state),
+                   h->context_generation, h->rebuilds);
+        if (h->first_fault.status != 0)
+            printf(", first fault: %s", h->first_fault.message);
+    }
     printf("\n");
 
     int status = 0;
@@ -2533,17 +3485,14 @@ int main(int argc, char **argv)
         snprintf(verdict, sizeof(verdict), "FAIL (%s%s%s%s%s)", integrity ? "integrity" : "",
                  integrity && st.hazards != 0 ? ", " : "", st.hazards != 0 ? "hazards" : "",
                  (integrity || st.hazards != 0) && leak ? ", " : "", leak ? "leak" : "");
-    } else if (all.unexpected != 0 || end_errors != 0 || health.state != DV_ACTOR_RUNNING ||
-               (o->faults && f.poisons > 0 && health.rebuilds == 0)) {
+    } else if (all.unexpected != 0 || end_errors != 0 || lost_devices != 0 ||
+               (o->faults && f.poisons > 0 && rebuilds == 0)) {
         status = 2;
         snprintf(verdict, sizeof(verdict), "FAIL (unexpected errors)");
     }
     printf("result: %s\n", verdict);
 
-    dv_blas_destroy(run.blas);
-    dv_fft_destroy(run.fft);
-    dv_actor_destroy(run.actor);
-    dv__driver_close(drv);
+    teardown(drv);
     if (libcuda != NULL)
         dlclose(libcuda);
     for (int i = 0; i < o->threads; i++) {
@@ -2551,6 +3500,7 @@ int main(int argc, char **argv)
         free(ws[i].rbuf);
         free(ws[i].blocks);
         free(ws[i].ebuf);
+        free(ws[i].pbuf);
     }
     free(ws);
     return status;
