@@ -29,6 +29,11 @@
  * Each local rank's NCCL communicator is made on its actor's thread, in
  * its context, all local ranks at once; creation returns when every rank
  * joined, or answers DV_ETIMEDOUT after timeout_ns (and made nothing).
+ * Where every rank is local NCCL runs in its blocking mode (a collective
+ * is enqueued at once, as a direct call's is); where some are in other
+ * processes, in its non-blocking mode, polled under the timeout, so a
+ * rank that never comes cannot hold an actor for ever.  The environment
+ * variable DV_NCCL_BLOCKING=1 or 0 chooses one for every communicator.
  *
  * Order.  Every rank must make the same collectives in the same order,
  * as NCCL requires: a rank's order is the order its actor takes its calls

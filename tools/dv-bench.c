@@ -1856,6 +1856,7 @@ typedef const char *(*coll_error_string_fn)(int result);
 typedef int (*coll_version_fn)(int *version);
 
 #define COLL_TIMEOUT_NS (UINT64_C(30) * 1000000000u) /* creation, and each meeting of the ranks */
+#define COLL_BATCH      20 /* all-reduces posted back to back per timed round (sizes) */
 #define COLL_FILL       0x3c /* every send byte: each float 0.0115, finite after any sum */
 #define COLL_LATENCY    8    /* bytes of the latency row: two floats */
 
@@ -1873,6 +1874,7 @@ typedef struct coll_direct {
     dv_drv_ctx *ctx[DV_MAX_DEVICES]; /* each device's primary context */
     dv_drv_stream *stream[DV_MAX_DEVICES];
     dv_dptr send[DV_MAX_DEVICES], recv[DV_MAX_DEVICES];
+    uint64_t use_send[DV_MAX_DEVICES], use_recv[DV_MAX_DEVICES]; /* --same-buffers */
 } coll_direct;
 
 /* The NCCL that devactor_nccl.h opens, looked for in the same order:
@@ -1990,12 +1992,16 @@ static void coll_direct_teardown(coll_direct *D)
 
 /* One all-reduce of every rank: ncclGroupStart, ncclAllReduce per device,
  * ncclGroupEnd, then every stream synchronised. */
-static int coll_direct_once(coll_direct *D, uint64_t count, char *why, size_t cap)
+static int coll_direct_sync(coll_direct *D, char *why, size_t cap);
+
+/* One all-reduce of every device in one NCCL group; with sync, waited for. */
+static int coll_direct_post(coll_direct *D, uint64_t count, bool sync, char *why, size_t cap)
 {
     int r = D->group_start();
     if (r == 0) {
         for (int i = 0; i < D->n && r == 0; i++)
-            r = D->all_reduce((const void *)(uintptr_t)D->send[i], (void *)(uintptr_t)D->recv[i],
+            r = D->all_reduce((const void *)(uintptr_t)(D->use_send[i] ? D->use_send[i] : D->send[i]),
+                              (void *)(uintptr_t)(D->use_recv[i] ? D->use_recv[i] : D->recv[i]),
                               count, DV_NCCL_F32, DV_NCCL_SUM, D->comm[i],
                               dv__drv_stream_native(D->stream[i]));
         int end = D->group_end();
@@ -2005,6 +2011,11 @@ static int coll_direct_once(coll_direct *D, uint64_t count, char *why, size_t ca
         snprintf(why, cap, "ncclAllReduce: %s", D->error_string(r));
         return DV_EDRIVER;
     }
+    return sync ? coll_direct_sync(D, why, cap) : DV_OK;
+}
+
+static int coll_direct_sync(coll_direct *D, char *why, size_t cap)
+{
     for (int i = 0; i < D->n; i++) {
         if (dv__drv_stream_sync(D->stream[i]) != DV_OK) {
             snprintf(why, cap, "device %d: %s", i, dv_last_error()->message);
@@ -2012,6 +2023,18 @@ static int coll_direct_once(coll_direct *D, uint64_t count, char *why, size_t ca
         }
     }
     return DV_OK;
+}
+
+/* `batch` all-reduces back to back, then one wait: as nccl-tests times
+ * its bandwidth (the host's posting and the wait spread over the batch). */
+static int coll_direct_once(coll_direct *D, uint64_t count, int batch, char *why, size_t cap)
+{
+    for (int b = 0; b < batch; b++) {
+        int rc = coll_direct_post(D, count, false, why, cap);
+        if (rc != DV_OK)
+            return rc;
+    }
+    return coll_direct_sync(D, why, cap);
 }
 
 /* devactor's side: an actor per device, each rank's buffers from its
@@ -2026,11 +2049,16 @@ typedef struct coll_actors {
 /* On the sim, n simulated devices of one driver: the first actor opens
  * it (sim_devices n), the others share it, as several devices of a real
  * one do. */
+static const char *coll_conf;   /* --conf */
+static bool coll_same_buffers; /* --same-buffers */
+
 static int coll_actors_setup(coll_actors *A, dv_driver *drv, bool sim, int n, uint64_t bytes)
 {
     for (int i = 0; i < n; i++) {
         dv_actor_config cfg;
         dv_actor_config_init(&cfg);
+        if (coll_conf != NULL)
+            (void)dv_actor_config_parse(&cfg, coll_conf); /* checked in main */
         cfg.device = i;
         if (sim) {
             cfg.backend = DV_BACKEND_SIM;
@@ -2067,27 +2095,35 @@ static void coll_actors_teardown(coll_actors *A)
 /* One all-reduce of every rank through devactor: each rank posted with a
  * future (one thread drives them all), then every future waited for.  A
  * refused call completes its future too. */
-static int coll_actor_once(coll_actors *A, uint64_t count, char *why, size_t cap)
+static int coll_actor_once(coll_actors *A, uint64_t count, int batch, char *why, size_t cap)
 {
-    dv_future f[DV_MAX_DEVICES];
+    dv_future *f = calloc((size_t)(batch * A->n), sizeof(*f));
+    if (f == NULL) {
+        snprintf(why, cap, "out of host memory");
+        return DV_ENOMEM;
+    }
     int rc = DV_OK;
-    for (int i = 0; i < A->n; i++) {
-        dv_future_init(&f[i], 0);
-        int r =
-            dv_nccl_all_reduce(A->comm, i, 0, dv_nccl_at(A->send[i], 0), dv_nccl_at(A->recv[i], 0),
-                               count, DV_NCCL_F32, DV_NCCL_SUM, &f[i]);
-        if (r != DV_OK && rc == DV_OK) {
-            rc = r;
-            snprintf(why, cap, "dv_nccl_all_reduce rank %d: %s", i, dv_last_error()->message);
+    for (int b = 0; b < batch; b++) {
+        for (int i = 0; i < A->n; i++) {
+            dv_future *fi = &f[b * A->n + i];
+            dv_future_init(fi, 0);
+            int r = dv_nccl_all_reduce(A->comm, i, 0, dv_nccl_at(A->send[i], 0),
+                                       dv_nccl_at(A->recv[i], 0), count, DV_NCCL_F32, DV_NCCL_SUM,
+                                       fi);
+            if (r != DV_OK && rc == DV_OK) {
+                rc = r;
+                snprintf(why, cap, "dv_nccl_all_reduce rank %d: %s", i, dv_last_error()->message);
+            }
         }
     }
-    for (int i = 0; i < A->n; i++) {
+    for (int i = 0; i < batch * A->n; i++) {
         int r = dv_future_wait(&f[i]);
         if (r != DV_OK && rc == DV_OK) {
             rc = r;
             snprintf(why, cap, "rank %d: %s (%s)", i, dv_err_name(r), dv_last_error()->message);
         }
     }
+    free(f);
     return rc;
 }
 
@@ -2123,8 +2159,9 @@ typedef struct coll_result {
  * of the direct calls ends the direct rows (D->n = 0, the reason in
  * direct_why), not devactor's.
  */
-static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int warm, int min_iters,
-                      int max_iters, double seconds, coll_result *res, char *direct_why, size_t cap)
+static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int batch, int warm,
+                      int min_iters, int max_iters, double seconds, coll_result *res,
+                      char *direct_why, size_t cap)
 {
     uint64_t count = bytes / sizeof(float);
     double each = 0;
@@ -2132,9 +2169,9 @@ static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int warm, 
     res->bytes = bytes;
     for (int w = 0; w < warm; w++) {
         uint64_t t0 = now_ns();
-        if (D->n > 0 && coll_direct_once(D, count, direct_why, cap) != DV_OK)
+        if (D->n > 0 && coll_direct_once(D, count, batch, direct_why, cap) != DV_OK)
             D->n = 0;
-        if ((res->error = coll_actor_once(A, count, res->why, sizeof(res->why))) != DV_OK)
+        if ((res->error = coll_actor_once(A, count, batch, res->why, sizeof(res->why))) != DV_OK)
             return;
         each = (double)(now_ns() - t0) * 1e-9;
     }
@@ -2150,13 +2187,13 @@ static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int warm, 
     }
     for (int i = 0; i < iters; i++) {
         uint64_t t0 = now_ns();
-        if (D->n > 0 && coll_direct_once(D, count, direct_why, cap) != DV_OK)
+        if (D->n > 0 && coll_direct_once(D, count, batch, direct_why, cap) != DV_OK)
             D->n = 0;
         uint64_t t1 = now_ns();
-        if ((res->error = coll_actor_once(A, count, res->why, sizeof(res->why))) != DV_OK)
+        if ((res->error = coll_actor_once(A, count, batch, res->why, sizeof(res->why))) != DV_OK)
             break;
-        ta[i] = (double)(now_ns() - t1) * 1e-9;
-        td[i] = (double)(t1 - t0) * 1e-9;
+        ta[i] = (double)(now_ns() - t1) * 1e-9 / batch;
+        td[i] = (double)(t1 - t0) * 1e-9 / batch;
     }
     if (res->error == DV_OK) {
         res->iters = iters;
@@ -2303,6 +2340,13 @@ static void bench_collectives(dv_driver *drv, double seconds)
     else if (!coll_open(&D, dv_nccl_library(A.comm), direct_note, sizeof(direct_note)) ||
              !coll_direct_setup(&D, drv, n, max_bytes, direct_note, sizeof(direct_note)))
         coll_direct_teardown(&D);
+    for (int i = 0; coll_same_buffers && i < D.n; i++) {
+        dv_ref_info si, ri;
+        if (dv_ref_access(A.send[i], &si) == DV_OK && dv_ref_access(A.recv[i], &ri) == DV_OK) {
+            D.use_send[i] = si.ptr;
+            D.use_recv[i] = ri.ptr;
+        }
+    }
 
     if (csv) {
         printf(COLL_HEADER_CSV);
@@ -2318,11 +2362,12 @@ static void bench_collectives(dv_driver *drv, double seconds)
                    D.version / 10000, D.version / 100 % 100, D.version % 100, D.path);
         else
             printf("  direct:   %s\n", direct_note);
-        printf("  (median us per all-reduce after warm-up%s; algbw = bytes / time,\n"
-               "   busbw = algbw * 2(n-1)/n as nccl-tests, GB/s%s; ratio: devactor's time over "
+        printf("  (median us per all-reduce after warm-up%s; sizes: rounds of %d posted back to "
+               "back, then waited,\n   as nccl-tests times them; latency: each posted and waited "
+               "alone; algbw = bytes / time,\n   busbw = algbw * 2(n-1)/n as nccl-tests, GB/s%s; ratio: devactor's time over "
                "the direct calls')\n"
                "  %-10s %8s %6s %10s %8s %8s %10s %8s %8s %7s\n",
-               D.n > 0 ? ", direct and devactor in turn" : "", n == 1 ? ", 0 with one rank" : "",
+               D.n > 0 ? ", direct and devactor in turn" : "", COLL_BATCH, n == 1 ? ", 0 with one rank" : "",
                "what", "size", "iters", "devactor", "algbw", "busbw", "direct", "algbw", "busbw",
                "ratio");
     }
@@ -2331,10 +2376,11 @@ static void bench_collectives(dv_driver *drv, double seconds)
         coll_result r;
         bool latency = k == nsizes; /* the last row */
         if (latency)
-            coll_time(&A, &D, COLL_LATENCY, 100, 1000, 20000, seconds, &r, direct_note,
+            coll_time(&A, &D, COLL_LATENCY, 1, 100, 1000, 20000, seconds, &r, direct_note,
                       sizeof(direct_note));
         else
-            coll_time(&A, &D, sizes[k], 5, 5, 1000, seconds, &r, direct_note, sizeof(direct_note));
+            coll_time(&A, &D, sizes[k], COLL_BATCH, 2, 5, 200, seconds, &r, direct_note,
+                      sizeof(direct_note));
         coll_print(latency ? "latency" : "all-reduce", &r, n,
                    D.n > 0 ? ""
                    : csv   ? (sim ? "sim: no direct NCCL row" : direct_note)
@@ -2356,7 +2402,7 @@ static void usage(FILE *out)
                  "                [--section alloc|random|actor|launch|copy|library|\n"
                  "                           collectives|all]\n"
                  "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
-                 "                [--csv]\n"
+                 "                [--conf TEXT] [--same-buffers] [--csv]\n"
                  "\n"
                  "Measures devactor against direct driver calls in the same run:\n"
                  "  alloc   allocate+free pair latency of every resource and stack at\n"
@@ -2396,6 +2442,10 @@ static void usage(FILE *out)
                  "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
                  "                 caching allocator; also DV_BENCH_PEER\n"
                  "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
+                 "  --conf TEXT    the collectives section's actors' configuration, in\n"
+                 "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1)\n"
+                 "  --same-buffers the collectives' direct calls use devactor's blocks, so\n"
+                 "                 the two differ in the path of the call alone, not memory\n"
                  "  --csv          machine-readable rows instead of tables\n"
                  "  all runs every section; --section NAME runs one\n"
                  "Exit status: 0, or 2 on a usage or device error.\n");
@@ -2411,6 +2461,8 @@ int main(int argc, char **argv)
                                          {"csv", no_argument, NULL, 'c'},
                                          {"peer", required_argument, NULL, 'p'},
                                          {"staging", required_argument, NULL, 'g'},
+                                         {"conf", required_argument, NULL, 'f'},
+                                         {"same-buffers", no_argument, NULL, 'S'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     dv_driver_config cfg;
@@ -2424,7 +2476,7 @@ int main(int argc, char **argv)
     /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
      * (its memory is mapped lazily, so untouched bytes cost nothing). */
     cfg.sim.memory_bytes = UINT64_C(8) << 30;
-    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:ch", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:f:Sch", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
             cfg.backend = strcmp(optarg, "cuda") == 0  ? DV_BACKEND_CUDA
@@ -2452,6 +2504,19 @@ int main(int argc, char **argv)
         case 'g':
             copy_staging_bytes = strtoull(optarg, NULL, 0);
             break;
+        case 'S':
+            coll_same_buffers = true;
+            break;
+        case 'f': {
+            dv_actor_config probe;
+            dv_actor_config_init(&probe);
+            if (dv_actor_config_parse(&probe, optarg) != DV_OK) {
+                fprintf(stderr, "dv-bench: --conf: %s\n", dv_last_error()->message);
+                return 2;
+            }
+            coll_conf = optarg;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;

@@ -318,6 +318,7 @@ typedef struct lstep {
 
 struct dv_nccl_comm {
     bool cuda;
+    bool blocking; /* NCCL's blocking mode (else non-blocking, polled) */
     int nranks, nlocal;
     uint64_t timeout_ns;
     rank_state local[DV_MAX_DEVICES];
@@ -1683,10 +1684,10 @@ static int init_task(const dv_task_ctx *ctx, void *user)
     int r;
     bool nonblocking = false;
     if (lib.init_rank_config != NULL) {
-        nccl_config cfg = {sizeof(cfg),    NCCL_CONFIG_MAGIC, NCCL_CONFIG_VERSION, 0,
+        nccl_config cfg = {sizeof(cfg),    NCCL_CONFIG_MAGIC, NCCL_CONFIG_VERSION, c->blocking,
                            NCCL_UNDEF_INT, NCCL_UNDEF_INT,    NCCL_UNDEF_INT,      NULL};
         r = lib.init_rank_config(&nc, c->nranks, j->id, rs->rank, &cfg);
-        nonblocking = true;
+        nonblocking = !c->blocking;
         if (r == NCCL_INVALID_ARGUMENT && nc == NULL) {
             r = lib.init_rank(&nc, c->nranks, j->id, rs->rank);
             nonblocking = false;
@@ -1775,6 +1776,18 @@ int dv_nccl_id_make(dv_actor *actor, dv_nccl_id *id)
     return DV_OK;
 }
 
+/* NCCL's mode: blocking where every rank is in this process (each
+ * collective is enqueued at once, as a direct call does); non-blocking,
+ * polled under the timeout, where ranks of other processes could keep
+ * this one's actors waiting for ever.  DV_NCCL_BLOCKING=0 or 1 chooses. */
+static bool blocking_mode(bool all_local)
+{
+    const char *e = getenv("DV_NCCL_BLOCKING");
+    if (e != NULL && (e[0] == '0' || e[0] == '1') && e[1] == '\0')
+        return e[0] == '1';
+    return all_local;
+}
+
 int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int nranks,
                       const dv_nccl_id *id, uint64_t timeout_ns, dv_nccl_comm **out)
 {
@@ -1825,6 +1838,7 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
     if (c == NULL)
         return dv_error_set(DV_ENOMEM, call, sizeof(*c), 0, "nccl_comm_join: out of host memory");
     c->cuda = cuda;
+    c->blocking = blocking_mode(nlocal == nranks);
     c->nranks = nranks;
     c->nlocal = nlocal;
     c->timeout_ns = timeout_ns != 0 ? timeout_ns : DEFAULT_TIMEOUT_NS;

@@ -307,8 +307,9 @@ static void test_collectives(void)
     dv_future f[MAXR];
     uint64_t big = (uint64_t)N * 4 * (uint64_t)R;
     for (int r = 0; r < R; r++) {
-        a[r] = block(r, big);
-        b[r] = block(r, big);
+        /* Room for the in-place all-reduce's element after its range. */
+        a[r] = block(r, big + 4);
+        b[r] = block(r, big + 4);
         int32_t in[N * MAXR];
         for (uint64_t e = 0; e < (uint64_t)N * (uint64_t)R; e++)
             in[e] = val(r, e);
@@ -392,10 +393,10 @@ static void test_collectives(void)
     /* In place: all-reduce on a, all-gather with send inside recv,
      * reduce-scatter with recv inside send. */
     for (int r = 0; r < R; r++) {
-        int32_t in[N * MAXR];
-        for (uint64_t e = 0; e < (uint64_t)N * (uint64_t)R; e++)
+        int32_t in[N * MAXR + 1];
+        for (uint64_t e = 0; e <= (uint64_t)N * (uint64_t)R; e++)
             in[e] = val(r, e);
-        put(r, a[r], 0, in, big, 1);
+        put(r, a[r], 0, in, big + 4, 1);
         dv_future_init(&f[r], 0);
         (void)dv_nccl_all_reduce(C, r, 2, dv_nccl_at(a[r], 4), dv_nccl_at(a[r], 4), N - 1,
                                  DV_NCCL_I32, DV_NCCL_SUM, &f[r]);
@@ -577,8 +578,8 @@ static void test_misuse(void)
         {dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(DV_REF_NULL, 0), D, 4, DV_NCCL_I32, DV_NCCL_SUM,
                             NULL),
          DV_EINVAL, "a null handle"},
-        {dv_nccl_all_gather(C, 0, 0, S, D, N, DV_NCCL_I32, NULL),
-         R > 1 ? DV_EOUT_OF_BOUNDS : DV_EINVAL, "all-gather into a recv of one rank's size"},
+        {dv_nccl_all_gather(C, 0, 0, S, dv_nccl_at(d, 4), N, DV_NCCL_I32, NULL),
+         DV_EOUT_OF_BOUNDS, "all-gather into a recv short of nranks parts"},
         {dv_nccl_group_end(), DV_EINVAL, "group_end without a start"},
         {dv_nccl_comm_create(NULL, 1, 0, NULL), DV_EINVAL, "comm_create of NULL"},
         {dv_nccl_comm_create(A, 0, 0, &(dv_nccl_comm *){NULL}), DV_EINVAL,
