@@ -10,11 +10,12 @@
  * streams and threads, and later uses are ordered after it, as for any
  * other operation.  Nothing is posted for a call it refuses.
  *
- * NCCL is opened at run time: $DV_NCCL_PATH when set (only it), else
- * libnccl.so.2 the usual way (LD_LIBRARY_PATH, the loader's cache; where
- * PyTorch is installed its nvidia/nccl/lib has one), else the CUDA
- * toolkit's.  Where none opens, creating a communicator answers
- * DV_ENOTSUP and says what it looked for.  The simulated devices need no
+ * NCCL (2.7 or later) is opened at run time: $DV_NCCL_PATH when set
+ * (only it), else libnccl.so.2 the usual way (LD_LIBRARY_PATH, the
+ * loader's cache), else the CUDA toolkit's, else pip's nvidia/nccl/lib
+ * (PyTorch's wheels bring one) under the usual python prefixes.  Where
+ * none opens, creating a communicator answers DV_ENOTSUP and says what
+ * it looked for.  The simulated devices need no
  * library: their collectives run on the host, between the simulated
  * devices of one process.
  *
@@ -30,25 +31,40 @@
  * its context, all local ranks at once; creation returns when every rank
  * joined, or answers DV_ETIMEDOUT after timeout_ns (and made nothing).
  * Where every rank is local NCCL runs in its blocking mode (a collective
- * is enqueued at once, as a direct call's is); where some are in other
- * processes, in its non-blocking mode, polled under the timeout, so a
- * rank that never comes cannot hold an actor for ever.  The environment
- * variable DV_NCCL_BLOCKING=1 or 0 chooses one for every communicator.
+ * is enqueued at once, as a direct call's is: every local rank's part was
+ * posted, so none waits long); where some are in other processes, in its
+ * non-blocking mode, creation and each enqueue polled under the timeout,
+ * so a rank of another process that never comes cannot hold an actor for
+ * ever.  The environment variable DV_NCCL_BLOCKING=1 or 0 chooses one for
+ * every communicator (1 with remote ranks: NCCL's own waits are not
+ * bounded; so is creation where NCCL predates ncclCommInitRankConfig).
  *
  * Order.  Every rank must make the same collectives in the same order,
  * as NCCL requires: a rank's order is the order its actor takes its calls
  * (one thread per rank gives it; two threads posting for one rank at once
- * leave it to chance).  The local ranks meet before each collective: a
- * rank's call waits on its actor's thread until every local rank has
- * reached the same collective, then all of them enqueue it.  So a rank
- * whose caller never posts cannot leave the others' devices waiting
- * forever: after the communicator's timeout the call answers DV_ETIMEDOUT
- * on every rank that came, naming the ranks that did not, and enqueues
- * nothing; the late rank's call fails the same way when it comes, and the
- * communicator stays usable.  Local ranks whose calls do not agree (kind,
- * count, type, operation, root, a send without its receive) answer
+ * leave it to chance).  The local ranks meet before each collective (or
+ * group holding one): a rank's call waits on its actor's thread until
+ * every local rank has reached the same collective, then all of them
+ * enqueue it.  So a rank whose caller never posts cannot leave the
+ * others' devices waiting for ever: after the communicator's timeout the
+ * call answers DV_ETIMEDOUT on every rank that came, naming the ranks
+ * that did not, and enqueues nothing; the late rank's call fails the same
+ * way when it comes, and the communicator stays usable.  Local ranks
+ * whose calls do not agree (kind, count, type, operation, root; in a
+ * group, a send to a local rank without its receive there) answer
  * DV_EINVAL, naming both, and enqueue nothing.  While waiting, the rank's
  * actor serves no one else: post each rank's part promptly.
+ *
+ * Sends and receives alone (a call, or a group of nothing else) involve
+ * their two ranks, not the others: they meet no one and are enqueued at
+ * once; NCCL pairs a rank's sends to a peer with the peer's receives from
+ * it, in order.  A send whose receive never comes waits on the device
+ * for ever, as with NCCL called directly (until the communicator is
+ * aborted).  The sim pairs them the same way when the streams get there;
+ * there a pair whose counts or types differ, or a wait past the timeout,
+ * aborts the communicator (DV_EINVAL, DV_ETIMEDOUT), as does a
+ * collective's wait past the timeout for a rank's stream that never gets
+ * there.
  *
  * Threads: any thread may call these, not from inside a task.  With f
  * NULL a call returns once its collective finished on the device, which
@@ -56,24 +72,29 @@
  * passes futures (a blocking call there waits for the timeout).  With f
  * it returns once posted; f completes when the rank's part finished on
  * the device (its status: the call's).  A call refused before posting
- * answers its status and completes f with it.
+ * answers its status and completes f with it.  A call with count 0 does
+ * nothing: only the communicator, the rank, the type and the operation
+ * are checked.
  *
  * Groups.  Between dv_nccl_group_start and dv_nccl_group_end on one
  * thread, calls are checked and kept, not posted; group_end posts each
  * rank's calls as one task that issues them inside one NCCL group (which
  * NCCL needs for send/recv pairs between ranks), and returns when every
- * rank's group was enqueued, with the first failure.  Calls in a group
- * take f NULL, and one (communicator, rank) uses one stream in a group.
+ * rank's group finished on the device, with the first failure (so one
+ * thread may drive every rank through groups).  Calls in a group take f
+ * NULL, and one (communicator, rank) uses one stream in a group.
  *
  * Failure.  A communicator is aborted -- ncclCommAbort on every local
  * rank; on the sim the ranks' streams waiting at the collective are let
  * go -- when a rank's actor is LOST (DV_EDEVICE_LOST), when a rank's
  * context was rebuilt, by dv_actor_reset or after a fault (DV_ESTALE:
  * the NCCL communicator lived in the old one), or shut down
- * (DV_ESHUTDOWN).  Collectives in flight then end without a result to
- * trust; the other ranks' actors and contexts are not harmed; every later
- * call answers the reason, with a detail naming the rank.  Destroy it and
- * make another.  dv_nccl_comm_status says which, at any time.
+ * (DV_ESHUTDOWN); on the sim also as said above.  Collectives in flight
+ * then end without a result to trust -- their futures may still complete
+ * with DV_OK: look at dv_nccl_comm_status after waiting when that
+ * matters --; the other ranks' actors and contexts are not harmed; every
+ * later call answers the reason, with a detail naming the rank.  Destroy
+ * it and make another.  dv_nccl_comm_status says which, at any time.
  */
 #ifndef DEVACTOR_NCCL_H
 #define DEVACTOR_NCCL_H
@@ -138,10 +159,10 @@ DV_EXPORT unsigned dv_nccl_type_size(dv_nccl_type type);
 DV_EXPORT int dv_nccl_id_make(dv_actor *actor, dv_nccl_id *id);
 
 /* A communicator over n actors of this process, rank i on actors[i] (all
- * of one backend, no device twice).  timeout_ns bounds creation and each
- * meeting of the local ranks (0: 60 s).  DV_EINVAL for a NULL or repeated
- * actor, n under 1 or over DV_MAX_DEVICES; DV_ENOTSUP without NCCL;
- * DV_ETIMEDOUT; NCCL's failure as DV_EDRIVER with its message. */
+ * of one backend, no actor twice, and on cuda no device twice).  timeout_ns bounds creation and
+ * each meeting of the local ranks (0: 60 s).  DV_EINVAL for a NULL or repeated actor, n under 1 or
+ * over DV_MAX_DEVICES; DV_ENOTSUP without NCCL; DV_ETIMEDOUT; NCCL's failure as DV_EDRIVER with its
+ * message. */
 DV_EXPORT int dv_nccl_comm_create(dv_actor *const *actors, int n, uint64_t timeout_ns,
                                   dv_nccl_comm **out);
 /* This process's ranks ranks[0..nlocal) of a communicator of nranks ranks
@@ -149,20 +170,26 @@ DV_EXPORT int dv_nccl_comm_create(dv_actor *const *actors, int n, uint64_t timeo
  * (every process) joined; DV_ETIMEDOUT after timeout_ns (0: 60 s). */
 DV_EXPORT int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int nranks,
                                 const dv_nccl_id *id, uint64_t timeout_ns, dv_nccl_comm **out);
-/* Wait for the local ranks' streams that ran collectives, destroy each
+/* Wait for calls other threads posted and their actors have not run yet
+ * (at most the communicator's timeout: call it once no thread posts to c),
+ * and for the local ranks' streams that ran collectives; destroy each
  * rank's NCCL communicator on its actor's thread (all at once), free c.
  * A rank whose actor is shut down or lost is aborted instead.  NULL is
  * fine.  Not from inside a task (it waits). */
 DV_EXPORT void dv_nccl_comm_destroy(dv_nccl_comm *c);
-/* DV_OK while c can be used, else why not (DV_ESTALE after a rebuild,
- * DV_EDEVICE_LOST or DV_ECONTEXT_LOST once aborted, with a detail naming
- * the rank); looks at the actors' health, never waits. */
+/* DV_OK while c can be used, else why not, with a detail naming the
+ * rank: DV_ESTALE (a rank's context rebuilt), DV_EDEVICE_LOST,
+ * DV_ESHUTDOWN, DV_EDRIVER (a rank could not enqueue its part after the
+ * others did), on the sim DV_EINVAL or DV_ETIMEDOUT (above).  Looks at
+ * the actors' health first; waits only to abort c (for a rank inside
+ * NCCL to come out). */
 DV_EXPORT int dv_nccl_comm_status(dv_nccl_comm *c);
 /* Ranks in all (nranks); -1 for NULL. */
 DV_EXPORT int dv_nccl_comm_size(const dv_nccl_comm *c);
 /* The actor of a local rank, NULL when rank is not local. */
 DV_EXPORT dv_actor *dv_nccl_comm_actor(const dv_nccl_comm *c, int rank);
-/* What runs the collectives ("NCCL 2.28.9 (path)", "sim"). */
+/* What runs the collectives ("NCCL 2.28.9 (path)",
+ * "sim (host reductions in stream order)"). */
 DV_EXPORT const char *dv_nccl_library(const dv_nccl_comm *c);
 
 /*

@@ -1875,6 +1875,7 @@ typedef struct coll_direct {
     dv_drv_stream *stream[DV_MAX_DEVICES];
     dv_dptr send[DV_MAX_DEVICES], recv[DV_MAX_DEVICES];
     uint64_t use_send[DV_MAX_DEVICES], use_recv[DV_MAX_DEVICES]; /* --same-buffers */
+    dv_drv_event *event[DV_MAX_DEVICES];                          /* --direct-events */
 } coll_direct;
 
 /* The NCCL that devactor_nccl.h opens, looked for in the same order:
@@ -1979,6 +1980,9 @@ static void coll_direct_teardown(coll_direct *D)
             dv__drv_stream_sync(D->stream[i]);
             dv__drv_stream_destroy(D->stream[i]);
         }
+        if (D->event[i] != NULL)
+            dv__drv_event_destroy(D->event[i]);
+        D->event[i] = NULL;
         if (D->send[i] != 0)
             dv__drv_mem_free(D->ctx[i], D->send[i]);
         if (D->recv[i] != 0)
@@ -1993,12 +1997,16 @@ static void coll_direct_teardown(coll_direct *D)
 /* One all-reduce of every rank: ncclGroupStart, ncclAllReduce per device,
  * ncclGroupEnd, then every stream synchronised. */
 static int coll_direct_sync(coll_direct *D, char *why, size_t cap);
+static bool coll_direct_events; /* --direct-events */
 
 /* One all-reduce of every device in one NCCL group; with sync, waited for. */
 static int coll_direct_post(coll_direct *D, uint64_t count, bool sync, char *why, size_t cap)
 {
     int r = D->group_start();
     if (r == 0) {
+        for (int i = 0; i < D->n && r == 0 && coll_direct_events; i++)
+            if (D->event[i] == NULL && dv__drv_event_create(D->ctx[i], 0, &D->event[i]) != DV_OK)
+                D->event[i] = NULL;
         for (int i = 0; i < D->n && r == 0; i++)
             r = D->all_reduce((const void *)(uintptr_t)(D->use_send[i] ? D->use_send[i] : D->send[i]),
                               (void *)(uintptr_t)(D->use_recv[i] ? D->use_recv[i] : D->recv[i]),
@@ -2006,6 +2014,9 @@ static int coll_direct_post(coll_direct *D, uint64_t count, bool sync, char *why
                               dv__drv_stream_native(D->stream[i]));
         int end = D->group_end();
         r = r != 0 ? r : end;
+        for (int i = 0; i < D->n && r == 0 && coll_direct_events; i++)
+            if (D->event[i] != NULL)
+                (void)dv__drv_event_record(D->event[i], D->stream[i]);
     }
     if (r != 0) {
         snprintf(why, cap, "ncclAllReduce: %s", D->error_string(r));
@@ -2402,7 +2413,8 @@ static void usage(FILE *out)
                  "                [--section alloc|random|actor|launch|copy|library|\n"
                  "                           collectives|all]\n"
                  "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
-                 "                [--conf TEXT] [--same-buffers] [--csv]\n"
+                 "                [--conf TEXT] [--same-buffers] [--direct-events]\n"
+                 "                [--csv]\n"
                  "\n"
                  "Measures devactor against direct driver calls in the same run:\n"
                  "  alloc   allocate+free pair latency of every resource and stack at\n"
@@ -2446,6 +2458,8 @@ static void usage(FILE *out)
                  "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1)\n"
                  "  --same-buffers the collectives' direct calls use devactor's blocks, so\n"
                  "                 the two differ in the path of the call alone, not memory\n"
+                 "  --direct-events  the direct calls record an event after each all-reduce,\n"
+                 "                 as the actor's completion tracking may\n"
                  "  --csv          machine-readable rows instead of tables\n"
                  "  all runs every section; --section NAME runs one\n"
                  "Exit status: 0, or 2 on a usage or device error.\n");
@@ -2463,6 +2477,7 @@ int main(int argc, char **argv)
                                          {"staging", required_argument, NULL, 'g'},
                                          {"conf", required_argument, NULL, 'f'},
                                          {"same-buffers", no_argument, NULL, 'S'},
+                                         {"direct-events", no_argument, NULL, 'E'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     dv_driver_config cfg;
@@ -2476,7 +2491,7 @@ int main(int argc, char **argv)
     /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
      * (its memory is mapped lazily, so untouched bytes cost nothing). */
     cfg.sim.memory_bytes = UINT64_C(8) << 30;
-    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:f:Sch", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:f:SEch", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
             cfg.backend = strcmp(optarg, "cuda") == 0  ? DV_BACKEND_CUDA
@@ -2506,6 +2521,9 @@ int main(int argc, char **argv)
             break;
         case 'S':
             coll_same_buffers = true;
+            break;
+        case 'E':
+            coll_direct_events = true;
             break;
         case 'f': {
             dv_actor_config probe;

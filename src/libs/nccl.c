@@ -30,6 +30,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,9 +142,8 @@ static void lib_open(void)
     }
     if (lib.h == NULL) {
         snprintf(lib.why, sizeof(lib.why),
-                 "no NCCL (set DV_NCCL_PATH, or put libnccl.so.2 on LD_LIBRARY_PATH); tried %s "
-                 "and pip's nvidia/nccl",
-                 tried);
+                 "no NCCL (set DV_NCCL_PATH, or put libnccl.so.2 on LD_LIBRARY_PATH); tried %s%s",
+                 tried, forced != NULL && forced[0] != '\0' ? "" : " and pip's nvidia/nccl");
         return;
     }
     void *h = lib.h;
@@ -173,9 +173,13 @@ static void lib_open(void)
     (void)DV_LIB_SYM(h, lib.last_error, "ncclGetLastError");
     int v = 0;
     (void)lib.get_version(&v);
-    /* 2.9 and later: major*10000 + minor*100 + patch. */
-    snprintf(lib.name, sizeof(lib.name), "NCCL %d.%d.%d (%s)", v / 10000, v / 100 % 100, v % 100,
-             path);
+    /* 2.9 and later: major*10000 + minor*100 + patch; before, *1000. */
+    if (v >= 10000)
+        snprintf(lib.name, sizeof(lib.name), "NCCL %d.%d.%d (%s)", v / 10000, v / 100 % 100,
+                 v % 100, path);
+    else
+        snprintf(lib.name, sizeof(lib.name), "NCCL %d.%d.%d (%s)", v / 1000, v / 100 % 10, v % 100,
+                 path);
 }
 
 static int need_lib(const char *call)
@@ -266,12 +270,24 @@ typedef struct sim_step {
     struct sim_step *next;
 } sim_step;
 
+/* A send that waits for its receive (point-to-point calls outside a
+ * collective step): the receiver copies from the sender's buffer. */
+typedef struct sim_msg {
+    int src, dst;
+    const void *data;
+    uint64_t count;
+    dv_nccl_type type;
+    bool taken;
+    struct sim_msg *next;
+} sim_msg;
+
 typedef struct sim_world {
     unsigned char id[DV_NCCL_ID_BYTES];
     int nranks, joined, refs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     sim_step *steps;
+    sim_msg *msgs, **msgs_tail; /* in the order they were sent */
     int status;
     char why[300];
     uint64_t timeout_ns;
@@ -284,7 +300,8 @@ static sim_world *worlds;
 typedef struct sim_job {
     sim_world *w;
     dv_nccl_comm *c;
-    uint64_t seq;
+    uint64_t seq; /* its collective step; p2p: none */
+    bool p2p;     /* sends and receives alone */
     int rank;
     nop ops[MAX_OPS];
     sim_part part;
@@ -845,12 +862,106 @@ static void sim_step_leave(sim_world *w, sim_step *s)
     free(s);
 }
 
+static void world_fail_locked(sim_world *w, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void world_fail_locked(sim_world *w, int status, const char *fmt, ...)
+{
+    if (w->status == DV_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(w->why, sizeof(w->why), fmt, ap);
+        va_end(ap);
+        w->status = status;
+    }
+    pthread_cond_broadcast(&w->cv);
+}
+
+/* Sends and receives outside a collective step: each send waits until
+ * its receive copied it; a receive takes the oldest send to it from its
+ * peer, as NCCL pairs them.  A rank's sends are all offered before it
+ * receives, so a ring does not wait on itself. */
+static void sim_run_p2p(sim_job *j)
+{
+    sim_world *w = j->w;
+    sim_msg *mine[MAX_OPS];
+    int nmine = 0;
+    uint64_t deadline = now_ns() + w->timeout_ns;
+    for (int o = 0; o < j->part.nops && w->status == DV_OK; o++) {
+        const nop *x = &j->ops[o];
+        if (x->k != K_SEND)
+            continue;
+        sim_msg *m = calloc(1, sizeof(*m));
+        if (m == NULL) {
+            world_fail_locked(w, DV_ENOMEM, "out of host memory");
+            break;
+        }
+        *m = (sim_msg){j->rank, x->peer, j->part.send[o], x->count, x->type, false, NULL};
+        *w->msgs_tail = m;
+        w->msgs_tail = &m->next;
+        mine[nmine++] = m;
+    }
+    pthread_cond_broadcast(&w->cv);
+    for (int o = 0; o < j->part.nops && w->status == DV_OK; o++) {
+        const nop *x = &j->ops[o];
+        if (x->k != K_RECV)
+            continue;
+        for (;;) {
+            sim_msg *m = w->msgs;
+            while (m != NULL && (m->taken || m->src != x->peer || m->dst != j->rank))
+                m = m->next;
+            if (m != NULL) {
+                if (m->count != x->count || m->type != x->type) {
+                    world_fail_locked(w, DV_EINVAL,
+                                      "rank %d's receive of %llu (type %d) from rank %d met a "
+                                      "send of %llu (type %d): no matching send",
+                                      j->rank, (unsigned long long)x->count, (int)x->type, x->peer,
+                                      (unsigned long long)m->count, (int)m->type);
+                    break;
+                }
+                memcpy(j->part.recv[o], m->data, x->count * dv_nccl_type_size(x->type));
+                m->taken = true;
+                pthread_cond_broadcast(&w->cv);
+                break;
+            }
+            if (w->status != DV_OK)
+                break;
+            if (wait_until(&w->cv, &w->mu, deadline, 0) && w->status == DV_OK) {
+                world_fail_locked(w, DV_ETIMEDOUT,
+                                  "rank %d's receive from rank %d: no send came within %llu ms",
+                                  j->rank, x->peer, (unsigned long long)(w->timeout_ns / 1000000));
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < nmine; i++) {
+        while (!mine[i]->taken && w->status == DV_OK)
+            if (wait_until(&w->cv, &w->mu, deadline, 0) && !mine[i]->taken && w->status == DV_OK)
+                world_fail_locked(w, DV_ETIMEDOUT,
+                                  "rank %d's send to rank %d: not received within %llu ms", j->rank,
+                                  mine[i]->dst, (unsigned long long)(w->timeout_ns / 1000000));
+        /* Taken or given up: out of the list. */
+        for (sim_msg **pp = &w->msgs; *pp != NULL; pp = &(*pp)->next)
+            if (*pp == mine[i]) {
+                *pp = mine[i]->next;
+                if (w->msgs_tail == &mine[i]->next)
+                    w->msgs_tail = pp;
+                break;
+            }
+        free(mine[i]);
+    }
+}
+
 /* A host function: the rank's stream reached the collective. */
 static void sim_run(void *arg)
 {
     sim_job *j = arg;
     sim_world *w = j->w;
     pthread_mutex_lock(&w->mu);
+    if (j->p2p) {
+        sim_run_p2p(j);
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
     sim_step *s = w->status == DV_OK ? sim_step_of(w, j->seq) : NULL;
     if (s == NULL) {
         if (w->status == DV_OK) {
@@ -934,6 +1045,7 @@ static sim_world *world_get(const unsigned char *id, int nranks, uint64_t timeou
             memcpy(w->id, id, DV_NCCL_ID_BYTES);
         w->nranks = nranks;
         w->timeout_ns = timeout_ns;
+        w->msgs_tail = &w->msgs;
         pthread_mutex_init(&w->mu, NULL);
         cond_init(&w->cv);
         w->next = worlds;
@@ -1211,6 +1323,7 @@ static int sim_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, const rank_state *
     j->w = c->world;
     j->c = c;
     j->seq = seq;
+    j->p2p = seq == UINT64_MAX;
     j->rank = rs->rank;
     memcpy(j->ops, k->ops, sizeof(nop) * (size_t)k->nops);
     j->part.ops = j->ops;
@@ -1277,8 +1390,14 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
             rs->nc = NULL;
         abort_locked(c, DV_ESTALE, why);
     }
-    uint64_t seq = rs->next++;
-    int rc = meet(c, k->li, seq, k, call);
+    /* Sends and receives alone involve their peers, not every rank: they
+     * take no step and meet no one here (NCCL pairs them; the sim's
+     * host functions do, in stream order). */
+    bool p2p = true;
+    for (int o = 0; o < k->nops; o++)
+        p2p &= k->ops[o].k == K_SEND || k->ops[o].k == K_RECV;
+    uint64_t seq = p2p ? UINT64_MAX : rs->next++;
+    int rc = p2p ? status_of_locked(c, call) : meet(c, k->li, seq, k, call);
     if (rc == DV_OK && c->cuda)
         rs->busy = true;
     pthread_mutex_unlock(&c->mu);
@@ -1604,6 +1723,15 @@ int dv_nccl_recv(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf recv, 
                        DV_NCCL_SUM, 0, peer, f);
 }
 
+/* The thread's list goes with its outermost group: none is left behind
+ * when the thread exits. */
+static void group_forget(void)
+{
+    free(group_parts);
+    group_parts = NULL;
+    group_cap = 0;
+}
+
 int dv_nccl_group_start(void)
 {
     if (group_depth == INT_MAX)
@@ -1630,6 +1758,7 @@ int dv_nccl_group_end(void)
             rc = dv_error_set(DV_ENOMEM, "group_end", 0, 0, "nccl_group_end: out of host memory");
         for (int i = 0; i < n; i++)
             free(group_parts[i].k);
+        group_forget();
         return rc;
     }
     /* Every rank's part is posted before any is waited for: one thread
@@ -1656,6 +1785,7 @@ int dv_nccl_group_end(void)
     }
     free(posted);
     free(fs);
+    group_forget();
     if (rc != DV_OK)
         dv_error_set(rc, first.call, first.requested, first.remaining, "%s", first.message);
     return rc;
