@@ -1783,24 +1783,6 @@ out:
 
 enum { COLL_ALL_REDUCE, COLL_BROADCAST, COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_KINDS };
 
-static unsigned type_size(dv_nccl_type t)
-{
-    switch (t) {
-    case DV_NCCL_I8:
-    case DV_NCCL_U8:
-        return 1;
-    case DV_NCCL_F16:
-    case DV_NCCL_BF16:
-        return 2;
-    case DV_NCCL_I32:
-    case DV_NCCL_U32:
-    case DV_NCCL_F32:
-        return 4;
-    default:
-        return 8;
-    }
-}
-
 static const char *type_name(dv_nccl_type t)
 {
     switch (t) {
@@ -1834,15 +1816,10 @@ static int64_t coll_small(uint64_t serial, int r, uint64_t e)
     return (int64_t)(h % 2001) - 1000;
 }
 
-static void coll_value(uint8_t *dst, dv_nccl_type t, bool raw, uint64_t serial, int r, uint64_t e)
+/* v stored as type t: itself in the integers, a quarter of it in F32
+ * and an eighth in F64 (exact, and exactly summed). */
+static void coll_store(uint8_t *dst, dv_nccl_type t, int64_t v)
 {
-    if (raw) {
-        uint64_t h = mix64(serial * UINT64_C(0xD1B54A32D192ED03) + ((uint64_t)r << 40) + e);
-        for (unsigned k = 0; k < type_size(t); k++)
-            dst[k] = (uint8_t)(h >> (8 * k));
-        return;
-    }
-    int64_t v = coll_small(serial, r, e);
     int32_t i32 = (int32_t)v;
     float f32 = (float)v * 0.25f;
     double f64 = (double)v * 0.125;
@@ -1862,6 +1839,17 @@ static void coll_value(uint8_t *dst, dv_nccl_type t, bool raw, uint64_t serial, 
     }
 }
 
+static void coll_value(uint8_t *dst, dv_nccl_type t, bool raw, uint64_t serial, int r, uint64_t e)
+{
+    if (raw) {
+        uint64_t h = mix64(serial * UINT64_C(0xD1B54A32D192ED03) + ((uint64_t)r << 40) + e);
+        for (unsigned k = 0; k < dv_nccl_type_size(t); k++)
+            dst[k] = (uint8_t)(h >> (8 * k));
+        return;
+    }
+    coll_store(dst, t, coll_small(serial, r, e));
+}
+
 /* op over every rank's element e, stored as type t at dst.  The small
  * integers' sums are exact in every type, whatever the order. */
 static void coll_reduced(uint8_t *dst, dv_nccl_type t, dv_nccl_op op, uint64_t serial, int n,
@@ -1874,23 +1862,7 @@ static void coll_reduced(uint8_t *dst, dv_nccl_type t, dv_nccl_op op, uint64_t s
               : op == DV_NCCL_MAX ? (v > acc ? v : acc)
                                   : (v < acc ? v : acc);
     }
-    int32_t i32 = (int32_t)acc;
-    float f32 = (float)acc * 0.25f;
-    double f64 = (double)acc * 0.125;
-    switch (t) {
-    case DV_NCCL_I32:
-        memcpy(dst, &i32, 4);
-        break;
-    case DV_NCCL_I64:
-        memcpy(dst, &acc, 8);
-        break;
-    case DV_NCCL_F32:
-        memcpy(dst, &f32, 4);
-        break;
-    default:
-        memcpy(dst, &f64, 8);
-        break;
-    }
+    coll_store(dst, t, acc);
 }
 
 /* The reduction the way a device makes it: in type t's own arithmetic,
@@ -1943,7 +1915,7 @@ static bool coll_sums_exact(uint64_t *differ)
             for (unsigned oi = 0; oi < 3; oi++)
                 for (uint64_t e = 0; e < 256; e++) {
                     uint8_t want[8], up[8], down[8];
-                    unsigned sz = type_size(types[ti]);
+                    unsigned sz = dv_nccl_type_size(types[ti]);
                     coll_reduced(want, types[ti], ops[oi], 77 + e, n, e);
                     coll_reduce_in_type(up, types[ti], ops[oi], 77 + e, n, e, false);
                     coll_reduce_in_type(down, types[ti], ops[oi], 77 + e, n, e, true);
@@ -2049,7 +2021,7 @@ static void coll_step(worker *w, coll_state *cs)
     dv_nccl_type t =
         reduce ? reduce_types[rnd_below(&w->rng, 4)] : copy_types[rnd_below(&w->rng, 4)];
     dv_nccl_op op = reduce ? ops[rnd_below(&w->rng, 3)] : DV_NCCL_SUM;
-    unsigned esz = type_size(t);
+    unsigned esz = dv_nccl_type_size(t);
     int root = (int)rnd_below(&w->rng, (uint64_t)n);
     uint64_t most = COLL_PART / ((uint64_t)n * esz);
     uint64_t count = rnd_log(&w->rng, 1, most);
