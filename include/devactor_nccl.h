@@ -25,7 +25,8 @@
  *   - dv_nccl_comm_join: some ranks of a communicator that spans processes
  *     or machines; every process joins with the same id, which one of them
  *     made with dv_nccl_id_make and gave the others (its bytes are
- *     plain data: send them over any channel).  NCCL's bootstrap and
+ *     plain data: send them over any channel; dv_nccl_id_format and
+ *     dv_nccl_id_parse make them text and back).  NCCL's bootstrap and
  *     transports (NVLink, PCIe, InfiniBand, sockets) carry the rest.
  * Each local rank's NCCL communicator is made on its actor's thread, in
  * its context, all local ranks at once; creation returns when every rank
@@ -157,6 +158,14 @@ DV_EXPORT unsigned dv_nccl_type_size(dv_nccl_type type);
  * of actor (NCCL's ncclGetUniqueId on cuda; on the sim it names a meeting
  * place in this process).  DV_ENOTSUP when NCCL does not open. */
 DV_EXPORT int dv_nccl_id_make(dv_actor *actor, dv_nccl_id *id);
+/* The id as text, to pass on a command line or in the environment:
+ * DV_NCCL_ID_HEX - 1 lowercase hex digits and a NUL written to out (cap
+ * at least DV_NCCL_ID_HEX).  DV_EINVAL for NULL or a short cap. */
+#define DV_NCCL_ID_HEX (2 * DV_NCCL_ID_BYTES + 1)
+DV_EXPORT int dv_nccl_id_format(const dv_nccl_id *id, char *out, size_t cap);
+/* Back: exactly DV_NCCL_ID_HEX - 1 hex digits, either case.  DV_EINVAL
+ * (id unchanged) for anything else. */
+DV_EXPORT int dv_nccl_id_parse(dv_nccl_id *id, const char *text);
 
 /* A communicator over n actors of this process, rank i on actors[i] (all
  * of one backend, no actor twice, and on cuda no device twice).  timeout_ns bounds creation and

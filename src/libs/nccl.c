@@ -1906,6 +1906,56 @@ int dv_nccl_id_make(dv_actor *actor, dv_nccl_id *id)
     return DV_OK;
 }
 
+int dv_nccl_id_format(const dv_nccl_id *id, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (id == NULL || out == NULL || cap < DV_NCCL_ID_HEX)
+        return dv_error_set(DV_EINVAL, "id_format", DV_NCCL_ID_HEX, cap, "nccl_id_format: %s",
+                            id == NULL    ? "NULL id"
+                            : out == NULL ? "NULL out"
+                                          : "out has room for less than 257 bytes");
+    for (int i = 0; i < DV_NCCL_ID_BYTES; i++) {
+        out[2 * i] = hex[id->bytes[i] >> 4];
+        out[2 * i + 1] = hex[id->bytes[i] & 15];
+    }
+    out[DV_NCCL_ID_HEX - 1] = '\0';
+    return DV_OK;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int dv_nccl_id_parse(dv_nccl_id *id, const char *text)
+{
+    if (id == NULL || text == NULL)
+        return dv_error_set(DV_EINVAL, "id_parse", 0, 0, "nccl_id_parse: NULL %s",
+                            id == NULL ? "id" : "text");
+    dv_nccl_id got;
+    size_t i = 0;
+    for (; text[i] != '\0' && i < DV_NCCL_ID_HEX - 1; i += 2) {
+        int hi = hex_digit(text[i]), lo = text[i + 1] != '\0' ? hex_digit(text[i + 1]) : -1;
+        if (hi < 0 || lo < 0)
+            return dv_error_set(DV_EINVAL, "id_parse", 0, 0,
+                                "nccl_id_parse: not a hex digit at character %zu",
+                                hi < 0 ? i : i + 1);
+        got.bytes[i / 2] = (unsigned char)(hi << 4 | lo);
+    }
+    if (i != DV_NCCL_ID_HEX - 1 || text[i] != '\0')
+        return dv_error_set(DV_EINVAL, "id_parse", 0, 0,
+                            "nccl_id_parse: an id is %d hex digits, not %zu", DV_NCCL_ID_HEX - 1,
+                            strlen(text));
+    *id = got;
+    return DV_OK;
+}
+
 /* NCCL's mode: blocking where every rank is in this process (each
  * collective is enqueued at once, as a direct call does); non-blocking,
  * polled under the timeout, where ranks of other processes could keep

@@ -740,6 +740,29 @@ static void test_timeout(void)
     dv_nccl_comm_destroy(c);
 }
 
+/* The id as text and back. */
+static void test_id_text(void)
+{
+    dv_nccl_id id, back;
+    char text[DV_NCCL_ID_HEX], small[16];
+    MUST(dv_nccl_id_make(A[0], &id));
+    is_status(dv_nccl_id_format(&id, text, sizeof(text)), DV_OK, "an id as text");
+    ok(strlen(text) == DV_NCCL_ID_HEX - 1 && strspn(text, "0123456789abcdef") == strlen(text),
+       "... %d lowercase hex digits", DV_NCCL_ID_HEX - 1);
+    memset(&back, 0, sizeof(back));
+    ok(dv_nccl_id_parse(&back, text) == DV_OK && memcmp(&back, &id, sizeof(id)) == 0,
+       "and back: the same bytes");
+    text[7] = 'g';
+    dv_nccl_id before = back;
+    ok(dv_nccl_id_parse(&back, text) == DV_EINVAL && memcmp(&back, &before, sizeof(back)) == 0,
+       "a character that is not a hex digit: DV_EINVAL, the id unchanged");
+    text[7] = '0';
+    text[DV_NCCL_ID_HEX - 2] = '\0';
+    is_status(dv_nccl_id_parse(&back, text), DV_EINVAL, "one digit short: DV_EINVAL");
+    is_status(dv_nccl_id_format(&id, small, sizeof(small)), DV_EINVAL, "a short buffer: DV_EINVAL");
+    is_status(dv_nccl_id_parse(NULL, "00"), DV_EINVAL, "NULL id: DV_EINVAL");
+}
+
 /* ------------------------------------------------------------------------
  * Joining by id, from two threads
  * ------------------------------------------------------------------------ */
@@ -965,7 +988,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 28 + 6 + 3 + 9);
+    plan(5 + 10 + 8 + 3 + 28 + 6 + 7 + 3 + 9);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
@@ -973,6 +996,7 @@ int main(void)
     test_group();
     test_misuse();
     test_timeout();
+    test_id_text();
     test_join();
     test_lost();
     dv_nccl_comm_destroy(C);
