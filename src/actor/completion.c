@@ -303,16 +303,17 @@ void dv__poll_completions(dv_actor *a)
         dv_pending_fifo *q = &a->pend[s];
         while (q->count > 0) {
             dv_pending *p = &q->items[q->head];
-            if (p->eta == DV_ETA_HOST)
-                break; /* its host side is not done: nor is the device */
             bool reached = false;
             int rc = dv__tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
             if (rc != DV_OK) {
+                /* Asked even while a copy's host side is not done: that
+                 * side may be waiting for the device's words, which a
+                 * faulted device never writes (the fault ends its wait). */
                 dv__on_fault(a, rc, s, NULL);
                 return;
             }
-            if (!reached)
-                break;
+            if (!reached || p->eta == DV_ETA_HOST)
+                break; /* the device, or the copy's host side, is not done */
             /* Pop first: completing may let the caller reuse the future. */
             dv_pending done = *p;
             q->head = (q->head + 1) % q->cap;
