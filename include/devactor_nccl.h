@@ -31,14 +31,12 @@
  * Each local rank's NCCL communicator is made on its actor's thread, in
  * its context, all local ranks at once; creation returns when every rank
  * joined, or answers DV_ETIMEDOUT after timeout_ns (and made nothing).
- * Where every rank is local NCCL runs in its blocking mode (a collective
- * is enqueued at once, as a direct call's is: every local rank's part was
- * posted, so none waits long); where some are in other processes, in its
- * non-blocking mode, creation and each enqueue polled under the timeout,
- * so a rank of another process that never comes cannot hold an actor for
- * ever.  The environment variable DV_NCCL_BLOCKING=1 or 0 chooses one for
- * every communicator (1 with remote ranks: NCCL's own waits are not
- * bounded; so is creation where NCCL predates ncclCommInitRankConfig).
+ * NCCL runs in its non-blocking mode: creation and each enqueue are
+ * polled under the timeout, so a rank that never comes cannot hold an
+ * actor for ever, and an abort may come at any time.  The environment
+ * variable DV_NCCL_BLOCKING=1 asks for the blocking mode (NCCL's own
+ * waits are then not bounded; nor is creation where NCCL predates
+ * ncclCommInitRankConfig).
  *
  * Order.  Every rank must make the same collectives in the same order,
  * as NCCL requires: a rank's order is the order its actor takes its calls
@@ -83,7 +81,9 @@
  * NCCL needs for send/recv pairs between ranks), and returns when every
  * rank's group finished on the device, with the first failure (so one
  * thread may drive every rank through groups).  Calls in a group take f
- * NULL, and one (communicator, rank) uses one stream in a group.
+ * NULL, and one (communicator, rank) uses one stream in a group.  A call
+ * refused in a group spoils it: group_end posts nothing and answers the
+ * first refusal.
  *
  * Failure.  A communicator is aborted -- ncclCommAbort on every local
  * rank; on the sim the ranks' streams waiting at the collective are let
@@ -179,8 +179,10 @@ DV_EXPORT int dv_nccl_comm_create(dv_actor *const *actors, int n, uint64_t timeo
  * (every process) joined; DV_ETIMEDOUT after timeout_ns (0: 60 s). */
 DV_EXPORT int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int nranks,
                                 const dv_nccl_id *id, uint64_t timeout_ns, dv_nccl_comm **out);
-/* Wait for calls other threads posted and their actors have not run yet
- * (at most the communicator's timeout: call it once no thread posts to c),
+/* Wait for calls other threads posted and their actors have not finished
+ * (at most twice the communicator's timeout, after which c is left
+ * allocated rather than freed under them: call it once no thread posts
+ * to c),
  * and for the local ranks' streams that ran collectives; destroy each
  * rank's NCCL communicator on its actor's thread (all at once), free c.
  * A rank whose actor is shut down or lost is aborted instead.  NULL is

@@ -287,7 +287,8 @@ typedef struct sim_world {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     sim_step *steps;
-    sim_msg *msgs, **msgs_tail; /* in the order they were sent */
+    sim_msg *msgs, **msgs_tail;                             /* in the order they were sent */
+    uint64_t joined_ranks[(DV_MAX_DEVICES * 64 + 63) / 64]; /* nranks is capped below */
     int status;
     char why[300];
     uint64_t timeout_ns;
@@ -364,6 +365,13 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* now + t, saturating: a timeout of UINT64_MAX is for ever, not the past. */
+static uint64_t deadline_after(uint64_t t)
+{
+    uint64_t now = now_ns();
+    return t > UINT64_MAX - now ? UINT64_MAX : now + t;
 }
 
 static void cond_init(pthread_cond_t *cv)
@@ -461,8 +469,12 @@ static void abort_locked(dv_nccl_comm *c, int status, const char *why)
         return;
     for (int i = 0; i < c->nlocal; i++) {
         rank_state *rs = &c->local[i];
-        while (rs->busy)
-            pthread_cond_wait(&c->cv, &c->mu);
+        /* A rank inside NCCL with nc sees the status and comes out (it
+         * polls); one held there by its peers is let go by the abort,
+         * which NCCL allows on a non-blocking communicator at any time. */
+        uint64_t until = deadline_after(100000000ull);
+        while (rs->busy && !wait_until(&c->cv, &c->mu, until, 0))
+            ;
         if (rs->nc != NULL) {
             nccl_comm_t nc = rs->nc;
             rs->nc = NULL;
@@ -499,6 +511,11 @@ static void check_health_locked(dv_nccl_comm *c)
                      dv_actor_device(rs->actor));
             abort_locked(c, DV_ESHUTDOWN, why);
         } else if (h.context_generation != rs->gen && h.state == DV_ACTOR_RUNNING) {
+            /* A rebuild after a fault reset the context: its NCCL
+             * communicator went with it (forgotten: aborting it would
+             * free device memory of a context that is gone). */
+            if (h.first_fault.status != DV_OK && !rs->busy)
+                rs->nc = NULL;
             /* (While it rebuilds, wait for the outcome: rebuilt, or lost.) */
             snprintf(why, sizeof(why),
                      "rank %d's actor (device %d) rebuilt its context (generation %llu, the "
@@ -885,7 +902,7 @@ static void sim_run_p2p(sim_job *j)
     sim_world *w = j->w;
     sim_msg *mine[MAX_OPS];
     int nmine = 0;
-    uint64_t deadline = now_ns() + w->timeout_ns;
+    uint64_t deadline = deadline_after(w->timeout_ns);
     for (int o = 0; o < j->part.nops && w->status == DV_OK; o++) {
         const nop *x = &j->ops[o];
         if (x->k != K_SEND)
@@ -983,7 +1000,7 @@ static void sim_run(void *arg)
         }
         pthread_cond_broadcast(&w->cv);
     } else {
-        uint64_t deadline = now_ns() + w->timeout_ns;
+        uint64_t deadline = deadline_after(w->timeout_ns);
         while (!s->done && w->status == DV_OK) {
             if (wait_until(&w->cv, &w->mu, deadline, 0) && !s->done && w->status == DV_OK) {
                 char missing[160] = "";
@@ -1007,6 +1024,15 @@ static void sim_run(void *arg)
     pthread_mutex_unlock(&w->mu);
 }
 
+static void world_put(sim_world *w);
+
+static void world_ref(sim_world *w)
+{
+    pthread_mutex_lock(&worlds_mu);
+    w->refs++;
+    pthread_mutex_unlock(&worlds_mu);
+}
+
 /* Exactly once: after sim_run, or alone when the stream never gets there
  * (the rank's device or context was lost): then the world is aborted so
  * that no other rank waits for it. */
@@ -1020,6 +1046,7 @@ static void sim_done(void *arg, int status)
                  (unsigned long long)j->seq, dv_strerror(status));
         world_abort(j->w, status == DV_EDEVICE_LOST ? DV_EDEVICE_LOST : DV_ESTALE, why);
     }
+    world_put(j->w);
     free(j);
 }
 
@@ -1193,8 +1220,8 @@ static bool agree(const dv_nccl_comm *c, const lstep *s, char *why, size_t cap)
  * the step failed on all of them. */
 static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *call)
 {
-    if (c->nlocal == 1)
-        return status_of_locked(c, call);
+    if (c->nlocal == 1 || c->status != DV_OK)
+        return status_of_locked(c, call); /* an aborted one meets no more */
     lstep *s = lstep_of(c, seq);
     if (s == NULL)
         return dv_error_set(DV_ENOMEM, call, 0, 0, "nccl_%s: out of host memory", call);
@@ -1210,7 +1237,7 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
         }
         pthread_cond_broadcast(&c->cv);
     }
-    uint64_t deadline = now_ns() + c->timeout_ns;
+    uint64_t deadline = deadline_after(c->timeout_ns);
     while (s->state == 0 && c->status == DV_OK) {
         bool late = wait_until(&c->cv, &c->mu, deadline, WATCH_PERIOD_MS);
         check_health_locked(c);
@@ -1234,6 +1261,14 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
         }
     }
     int rc;
+    if (c->status != DV_OK && s->state == 0) {
+        /* Aborted while this step was open: it fails, and a rank that
+         * comes later does not read this one's (freed) call. */
+        s->state = 2;
+        s->status = c->status;
+        snprintf(s->why, sizeof(s->why), "%s", c->why);
+    }
+    s->part[li] = NULL;
     if (c->status != DV_OK)
         rc = status_of_locked(c, call);
     else if (s->state == 2)
@@ -1298,8 +1333,8 @@ static int cuda_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, rank_state *rs, c
         what = "ncclGroupEnd";
     }
     /* A non-blocking communicator finishes enqueuing in the background. */
-    uint64_t deadline = now_ns() + c->timeout_ns;
-    while (r == NCCL_IN_PROGRESS) {
+    uint64_t deadline = deadline_after(c->timeout_ns);
+    for (unsigned spins = 0; r == NCCL_IN_PROGRESS; spins++) {
         int a = NCCL_OK;
         (void)lib.async_error(nc, &a);
         r = a;
@@ -1308,7 +1343,16 @@ static int cuda_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, rank_state *rs, c
                 return dv_error_set(DV_ETIMEDOUT, call, 0, 0,
                                     "nccl_%s: NCCL did not enqueue it within %llu ms", call,
                                     (unsigned long long)(c->timeout_ns / 1000000));
-            sched_yield();
+            if (__atomic_load_n(&c->status, __ATOMIC_RELAXED) != DV_OK)
+                return dv_error_set(DV_ESTALE, call, 0, 0,
+                                    "nccl_%s: the communicator was aborted while NCCL enqueued it",
+                                    call);
+            if (spins < 64) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000}; /* 50 us: the actor's thread waits */
+                nanosleep(&ts, NULL);
+            }
         }
     }
     return r == NCCL_OK ? DV_OK : nccl_failed(r, nc, call, what);
@@ -1321,6 +1365,7 @@ static int sim_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, const rank_state *
     if (j == NULL)
         return dv_error_set(DV_ENOMEM, "nccl", sizeof(*j), 0, "nccl: out of host memory");
     j->w = c->world;
+    world_ref(j->w); /* the host function may run after c is gone */
     j->c = c;
     j->seq = seq;
     j->p2p = seq == UINT64_MAX;
@@ -1350,10 +1395,13 @@ static int sim_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, const rank_state *
         }
     }
     int rc = dv_task_host_fn_cleanup(ctx, sim_run, sim_done, j);
-    if (rc != DV_OK)
+    if (rc != DV_OK) {
+        world_put(j->w);
         free(j);
+    }
     return rc;
 refused:
+    world_put(j->w);
     free(j);
     rc = dv_last_error()->status;
     return rc != DV_OK ? rc : DV_EINVAL;
@@ -1378,7 +1426,6 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
     if (ctx->stream < NSTREAMS)
         atomic_fetch_or(&rs->streams_used, UINT64_C(1) << ctx->stream);
     pthread_mutex_lock(&c->mu);
-    unlist(c, k);
     if (c->status == DV_OK && ctx->context_generation != rs->gen) {
         char why[300];
         snprintf(why, sizeof(why),
@@ -1422,6 +1469,12 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
             pthread_mutex_unlock(&c->mu);
         }
     }
+    /* Listed until here: destroy waits for the task to be over, not only
+     * begun. */
+    pthread_mutex_lock(&c->mu);
+    unlist(c, k);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
     free(k);
     return rc;
 }
@@ -1437,6 +1490,8 @@ typedef struct gpart {
 static _Thread_local int group_depth;
 static _Thread_local gpart *group_parts;
 static _Thread_local int group_n, group_cap;
+static _Thread_local int group_rc; /* the first call refused in the group */
+static _Thread_local dv_error_detail group_err;
 
 static int post(ncall *k, dv_future *f)
 {
@@ -1675,52 +1730,67 @@ static int call_common(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_
     return DV_OK;
 }
 
+/* In a group, a refused call spoils the group: group_end posts nothing
+ * and answers the first refusal (the other ranks would otherwise wait at
+ * the meeting for a part that never comes). */
+static int call_checked(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_nccl_buf send,
+                        dv_nccl_buf recv, uint64_t count, dv_nccl_type type, dv_nccl_op op,
+                        int root, int peer, dv_future *f)
+{
+    int rc = call_common(c, rank, stream, kd, send, recv, count, type, op, root, peer, f);
+    if (rc != DV_OK && group_depth > 0 && group_rc == DV_OK) {
+        group_rc = rc;
+        group_err = *dv_last_error();
+    }
+    return rc;
+}
+
 int dv_nccl_all_reduce(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf send,
                        dv_nccl_buf recv, uint64_t count, dv_nccl_type type, dv_nccl_op op,
                        dv_future *f)
 {
-    return call_common(c, rank, stream, K_ALL_REDUCE, send, recv, count, type, op, 0, -1, f);
+    return call_checked(c, rank, stream, K_ALL_REDUCE, send, recv, count, type, op, 0, -1, f);
 }
 
 int dv_nccl_reduce(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf send, dv_nccl_buf recv,
                    uint64_t count, dv_nccl_type type, dv_nccl_op op, int root, dv_future *f)
 {
-    return call_common(c, rank, stream, K_REDUCE, send, recv, count, type, op, root, -1, f);
+    return call_checked(c, rank, stream, K_REDUCE, send, recv, count, type, op, root, -1, f);
 }
 
 int dv_nccl_broadcast(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf send,
                       dv_nccl_buf recv, uint64_t count, dv_nccl_type type, int root, dv_future *f)
 {
-    return call_common(c, rank, stream, K_BROADCAST, send, recv, count, type, DV_NCCL_SUM, root, -1,
-                       f);
+    return call_checked(c, rank, stream, K_BROADCAST, send, recv, count, type, DV_NCCL_SUM, root,
+                        -1, f);
 }
 
 int dv_nccl_all_gather(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf send,
                        dv_nccl_buf recv, uint64_t count, dv_nccl_type type, dv_future *f)
 {
-    return call_common(c, rank, stream, K_ALL_GATHER, send, recv, count, type, DV_NCCL_SUM, 0, -1,
-                       f);
+    return call_checked(c, rank, stream, K_ALL_GATHER, send, recv, count, type, DV_NCCL_SUM, 0, -1,
+                        f);
 }
 
 int dv_nccl_reduce_scatter(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf send,
                            dv_nccl_buf recv, uint64_t count, dv_nccl_type type, dv_nccl_op op,
                            dv_future *f)
 {
-    return call_common(c, rank, stream, K_REDUCE_SCATTER, send, recv, count, type, op, 0, -1, f);
+    return call_checked(c, rank, stream, K_REDUCE_SCATTER, send, recv, count, type, op, 0, -1, f);
 }
 
 int dv_nccl_send(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf send, uint64_t count,
                  dv_nccl_type type, int peer, dv_future *f)
 {
-    return call_common(c, rank, stream, K_SEND, send, dv_nccl_at(DV_REF_NULL, 0), count, type,
-                       DV_NCCL_SUM, 0, peer, f);
+    return call_checked(c, rank, stream, K_SEND, send, dv_nccl_at(DV_REF_NULL, 0), count, type,
+                        DV_NCCL_SUM, 0, peer, f);
 }
 
 int dv_nccl_recv(dv_nccl_comm *c, int rank, dv_stream stream, dv_nccl_buf recv, uint64_t count,
                  dv_nccl_type type, int peer, dv_future *f)
 {
-    return call_common(c, rank, stream, K_RECV, dv_nccl_at(DV_REF_NULL, 0), recv, count, type,
-                       DV_NCCL_SUM, 0, peer, f);
+    return call_checked(c, rank, stream, K_RECV, dv_nccl_at(DV_REF_NULL, 0), recv, count, type,
+                        DV_NCCL_SUM, 0, peer, f);
 }
 
 /* The thread's list goes with its outermost group: none is left behind
@@ -1749,6 +1819,16 @@ int dv_nccl_group_end(void)
         return DV_OK;
     int n = group_n;
     group_n = 0;
+    if (group_rc != DV_OK) {
+        int rc = group_rc;
+        group_rc = DV_OK;
+        for (int i = 0; i < n; i++)
+            free(group_parts[i].k);
+        group_forget();
+        return dv_error_set(rc, group_err.call, group_err.requested, group_err.remaining,
+                            "nccl_group_end: nothing posted: a call in the group was refused: %s",
+                            group_err.message);
+    }
     if (n == 0)
         return DV_OK;
     int rc = dv__lib_no_wait("group_end");
@@ -1825,7 +1905,7 @@ static int init_task(const dv_task_ctx *ctx, void *user)
     } else {
         r = lib.init_rank(&nc, c->nranks, j->id, rs->rank);
     }
-    uint64_t deadline = now_ns() + c->timeout_ns;
+    uint64_t deadline = deadline_after(c->timeout_ns);
     while (nonblocking && r == NCCL_IN_PROGRESS) {
         if (now_ns() >= deadline) {
             (void)lib.abort(nc);
@@ -1851,6 +1931,8 @@ static int init_task(const dv_task_ctx *ctx, void *user)
 static int destroy_task(const dv_task_ctx *ctx, void *user)
 {
     rank_state *rs = user;
+    if (rs == NULL)
+        return DV_OK; /* a barrier: what was queued before ran */
     if (rs->nc != NULL && ctx->driver_context == rs->driver)
         (void)lib.destroy(rs->nc);
     rs->nc = NULL;
@@ -1956,16 +2038,15 @@ int dv_nccl_id_parse(dv_nccl_id *id, const char *text)
     return DV_OK;
 }
 
-/* NCCL's mode: blocking where every rank is in this process (each
- * collective is enqueued at once, as a direct call does); non-blocking,
- * polled under the timeout, where ranks of other processes could keep
- * this one's actors waiting for ever.  DV_NCCL_BLOCKING=0 or 1 chooses. */
-static bool blocking_mode(bool all_local)
+/* NCCL's mode: non-blocking, creation and each enqueue polled under the
+ * timeout, so no rank that never comes holds an actor for ever, and an
+ * abort from the watchdog is one NCCL allows at any time (on an H100 it
+ * measured as fast as the blocking mode).  DV_NCCL_BLOCKING=1 asks for
+ * the blocking mode. */
+static bool blocking_mode(void)
 {
     const char *e = getenv("DV_NCCL_BLOCKING");
-    if (e != NULL && (e[0] == '0' || e[0] == '1') && e[1] == '\0')
-        return e[0] == '1';
-    return all_local;
+    return e != NULL && e[0] == '1' && e[1] == '\0';
 }
 
 int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int nranks,
@@ -2014,11 +2095,15 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
     }
     if (cuda && (rc = need_lib(call)) != DV_OK)
         return rc;
+    if (!cuda && nranks > DV_MAX_DEVICES * 64)
+        return dv_error_set(DV_EINVAL, call, 0, 0,
+                            "nccl_comm_join: %d ranks; the sim's communicators have at most %d",
+                            nranks, DV_MAX_DEVICES * 64);
     dv_nccl_comm *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return dv_error_set(DV_ENOMEM, call, sizeof(*c), 0, "nccl_comm_join: out of host memory");
     c->cuda = cuda;
-    c->blocking = blocking_mode(nlocal == nranks);
+    c->blocking = blocking_mode();
     c->nranks = nranks;
     c->nlocal = nlocal;
     c->timeout_ns = timeout_ns != 0 ? timeout_ns : DEFAULT_TIMEOUT_NS;
@@ -2069,9 +2154,20 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
         /* The sim's ranks meet in this process: wait for all of them. */
         sim_world *w = c->world;
         pthread_mutex_lock(&w->mu);
+        for (int i = 0; i < nlocal && rc == DV_OK; i++)
+            if (w->joined_ranks[ranks[i] / 64] >> (ranks[i] % 64) & 1)
+                rc = dv_error_set(DV_EINVAL, call, 0, 0,
+                                  "nccl_comm_join: rank %d of this id joined already", ranks[i]);
+        if (rc != DV_OK) {
+            first = *dv_last_error();
+            pthread_mutex_unlock(&w->mu);
+            goto failed;
+        }
+        for (int i = 0; i < nlocal; i++)
+            w->joined_ranks[ranks[i] / 64] |= UINT64_C(1) << (ranks[i] % 64);
         w->joined += nlocal;
         pthread_cond_broadcast(&w->cv);
-        uint64_t deadline = now_ns() + c->timeout_ns;
+        uint64_t deadline = deadline_after(c->timeout_ns);
         while (w->joined < w->nranks && !wait_until(&w->cv, &w->mu, deadline, 0))
             ;
         if (w->joined < w->nranks) {
@@ -2080,9 +2176,12 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
                               w->nranks, (unsigned long long)(c->timeout_ns / 1000000));
             first = *dv_last_error();
             w->joined -= nlocal;
+            for (int i = 0; i < nlocal; i++)
+                w->joined_ranks[ranks[i] / 64] &= ~(UINT64_C(1) << (ranks[i] % 64));
         }
         pthread_mutex_unlock(&w->mu);
     }
+failed:
     if (rc != DV_OK) {
         for (int i = 0; i < nlocal; i++)
             if (c->local[i].nc != NULL)
@@ -2132,20 +2231,16 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->watch, NULL);
     }
-    /* The streams that ran collectives, then every rank's communicator at
-     * once (NCCL may need its peers for that). */
-    for (int i = 0; i < c->nlocal; i++) {
-        uint64_t used = atomic_load(&c->local[i].streams_used);
-        for (unsigned s = 0; s < NSTREAMS; s++)
-            if (used & (UINT64_C(1) << s))
-                (void)dv_sync(c->local[i].actor, s);
-    }
-    /* Tasks posted and not yet run (another thread's, still queued) hold
-     * their calls: wait for them while their actors can still run them. */
+    /* Tasks posted and not over yet (other threads', queued or at the
+     * meeting) hold their calls and c: wait for them while their actors
+     * can still run them. */
     pthread_mutex_lock(&c->mu);
-    uint64_t deadline = now_ns() + c->timeout_ns;
+    /* A task taken late still meets for up to the timeout. */
+    uint64_t deadline =
+        deadline_after(c->timeout_ns > UINT64_MAX / 2 ? UINT64_MAX : 2 * c->timeout_ns);
+    bool runnable = false;
     for (;;) {
-        bool runnable = false;
+        runnable = false;
         for (ncall *k = c->inflight; k != NULL && !runnable; k = k->next) {
             dv_actor_health h;
             runnable = dv_actor_health_get(c->local[k->li].actor, &h) == DV_OK &&
@@ -2157,12 +2252,31 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
     check_health_locked(c);
     bool healthy = c->status == DV_OK;
     pthread_mutex_unlock(&c->mu);
+    if (runnable) {
+        /* A task that may still run would find c freed: leave it (and
+         * say so) rather than free it under that task. */
+        (void)dv_error_set(DV_ETIMEDOUT, "comm_destroy", 0, 0,
+                           "nccl_comm_destroy: calls still queued after %llu ms; the "
+                           "communicator is left allocated",
+                           (unsigned long long)(c->timeout_ns / 500000));
+        return;
+    }
+    /* The streams that ran collectives, then every rank's communicator at
+     * once (NCCL may need its peers for that); on the sim a task on each
+     * actor, so that nothing of c runs there after it. */
+    for (int i = 0; i < c->nlocal; i++) {
+        uint64_t used = atomic_load(&c->local[i].streams_used);
+        for (unsigned s = 0; s < NSTREAMS; s++)
+            if (used & (UINT64_C(1) << s))
+                (void)dv_sync(c->local[i].actor, s);
+    }
     dv_future fs[DV_MAX_DEVICES];
     bool posted[DV_MAX_DEVICES] = {false};
-    for (int i = 0; healthy && c->cuda && i < c->nlocal; i++) {
+    for (int i = 0; i < c->nlocal; i++) {
         dv_future_init(&fs[i], 0);
-        posted[i] = dv_task_async(c->local[i].actor, destroy_task, &c->local[i], 0, NULL, 0,
-                                  &fs[i]) == DV_OK;
+        posted[i] =
+            dv_task_async(c->local[i].actor, destroy_task, healthy && c->cuda ? &c->local[i] : NULL,
+                          0, NULL, 0, &fs[i]) == DV_OK;
     }
     for (int i = 0; i < c->nlocal; i++)
         if (posted[i])

@@ -644,7 +644,27 @@ static void test_misuse(void)
     is_status(dv_nccl_all_reduce(C, 0, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, &f), DV_EINVAL,
               "a future in a group");
     is_status(dv_future_wait(&f), DV_EINVAL, "... completes the future with the refusal");
-    is_status(dv_nccl_group_end(), DV_OK, "an empty group ends");
+    is_status(dv_nccl_group_end(), DV_EINVAL, "... and its group_end answers it (%s)",
+              dv_last_error()->message);
+    if (R > 1) {
+        /* Rank 1's part is fine, rank 0's refused: nothing is posted, and
+         * the refusal comes at once, not after rank 1 waited for rank 0. */
+        dv_ref s1 = block(1, N * 4), d1 = block(1, N * 4);
+        uint64_t t0 = tasks_run();
+        MUST(dv_nccl_group_start());
+        (void)dv_nccl_all_reduce(C, 1, 0, dv_nccl_at(s1, 0), dv_nccl_at(d1, 0), N, DV_NCCL_I32,
+                                 DV_NCCL_SUM, NULL);
+        (void)dv_nccl_all_reduce(C, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, NULL);
+        int end = dv_nccl_group_end();
+        ok(end == DV_EOUT_OF_BOUNDS && tasks_run() == t0,
+           "a group with one refused call posts nothing and answers the refusal (%s)",
+           dv_err_name(end));
+        dv_ref_release(s1);
+        dv_ref_release(d1);
+        before = tasks_run();
+    } else {
+        skip("needs two ranks");
+    }
     dv_future_init(&f, 0);
     is_status(dv_nccl_all_reduce(C, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, &f),
               DV_EOUT_OF_BOUNDS, "an _async call refused");
@@ -988,7 +1008,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 28 + 6 + 7 + 3 + 9);
+    plan(5 + 10 + 8 + 3 + 29 + 6 + 7 + 3 + 9);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
