@@ -301,6 +301,38 @@ static void test_types(void)
     }
 }
 
+/* Wrong elements of an all-gather of val() into each rank's buf. */
+static int gathered_wrong(const dv_ref *buf)
+{
+    int bad = 0;
+    for (int r = 0; r < R; r++) {
+        int32_t out[N * MAXR];
+        get(r, buf[r], 0, out, (uint64_t)N * 4 * (uint64_t)R, 3);
+        for (int q = 0; q < R; q++)
+            for (uint64_t e = 0; e < N; e++)
+                bad += out[(uint64_t)q * N + e] != val(q, e);
+    }
+    return bad;
+}
+
+/* Wrong elements of a reduce-scatter (sum) of val(): each rank's part at
+ * the start of buf, or (in place) at its own part. */
+static int scattered_wrong(const dv_ref *buf, bool at_part)
+{
+    int bad = 0;
+    for (int r = 0; r < R; r++) {
+        int32_t out[N];
+        get(r, buf[r], at_part ? (uint64_t)r * N * 4 : 0, out, sizeof(out), 3);
+        for (uint64_t e = 0; e < N; e++) {
+            int64_t want = 0;
+            for (int q = 0; q < R; q++)
+                want += val(q, (uint64_t)r * N + e);
+            bad += out[e] != (int32_t)want;
+        }
+    }
+    return bad;
+}
+
 static void test_collectives(void)
 {
     dv_ref a[MAXR], b[MAXR];
@@ -360,14 +392,7 @@ static void test_collectives(void)
                                  &f[r]);
     }
     good = wait_all(f, R, DV_OK);
-    bad = 0;
-    for (int r = 0; r < R; r++) {
-        int32_t out[N * MAXR];
-        get(r, b[r], 0, out, big, 3);
-        for (int q = 0; q < R; q++)
-            for (uint64_t e = 0; e < N; e++)
-                bad += out[(uint64_t)q * N + e] != val(q, e);
-    }
+    bad = gathered_wrong(b);
     ok(good && bad == 0, "all-gather: %d wrong", bad);
 
     /* Reduce-scatter: rank r gets the sum of every rank's part r. */
@@ -377,17 +402,7 @@ static void test_collectives(void)
                                      DV_NCCL_I32, DV_NCCL_SUM, &f[r]);
     }
     good = wait_all(f, R, DV_OK);
-    bad = 0;
-    for (int r = 0; r < R; r++) {
-        int32_t out[N];
-        get(r, b[r], 0, out, sizeof(out), 3);
-        for (uint64_t e = 0; e < N; e++) {
-            int64_t want = 0;
-            for (int q = 0; q < R; q++)
-                want += val(q, (uint64_t)r * N + e);
-            bad += out[e] != (int32_t)want;
-        }
-    }
+    bad = scattered_wrong(b, false);
     ok(good && bad == 0, "reduce-scatter: %d wrong", bad);
 
     /* In place: all-reduce on a, all-gather with send inside recv,
@@ -422,14 +437,7 @@ static void test_collectives(void)
                                  dv_nccl_at(b[r], 0), N, DV_NCCL_I32, &f[r]);
     }
     good = wait_all(f, R, DV_OK);
-    bad = 0;
-    for (int r = 0; r < R; r++) {
-        int32_t out[N * MAXR];
-        get(r, b[r], 0, out, big, 3);
-        for (int q = 0; q < R; q++)
-            for (uint64_t e = 0; e < N; e++)
-                bad += out[(uint64_t)q * N + e] != val(q, e);
-    }
+    bad = gathered_wrong(b);
     ok(good && bad == 0, "all-gather in place: %d wrong", bad);
 
     for (int r = 0; r < R; r++) {
@@ -443,17 +451,7 @@ static void test_collectives(void)
                                      DV_NCCL_SUM, &f[r]);
     }
     good = wait_all(f, R, DV_OK);
-    bad = 0;
-    for (int r = 0; r < R; r++) {
-        int32_t out[N];
-        get(r, a[r], (uint64_t)r * N * 4, out, sizeof(out), 3);
-        for (uint64_t e = 0; e < N; e++) {
-            int64_t want = 0;
-            for (int q = 0; q < R; q++)
-                want += val(q, (uint64_t)r * N + e);
-            bad += out[e] != (int32_t)want;
-        }
-    }
+    bad = scattered_wrong(a, true);
     ok(good && bad == 0, "reduce-scatter in place: %d wrong", bad);
 
     /* A larger all-reduce, floats. */
