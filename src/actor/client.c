@@ -402,6 +402,9 @@ int dv_alloc_wait(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag
     return rc;
 }
 
+/* dv_alloc_wait looks at the other clients at least this often. */
+#define WAIT_SLICE_NS 50000000u /* 50 ms */
+
 static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag,
                            uint64_t deadline, dv_ref *out)
 {
@@ -426,16 +429,29 @@ static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const 
         if (!dv__short_of_memory(rc) || now >= deadline)
             return rc;
         uint32_t waiting = atomic_fetch_add(&a->mem_waiters, 1) + 1;
-        if (waiting >= dv__inbox_clients(a->inbox)) {
-            /* Everyone else waits too: nobody would release anything. */
-            atomic_fetch_sub(&a->mem_waiters, 1);
-            dv__detail_append("; all %u client threads wait: the last is refused", waiting);
-            return rc;
-        }
-        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
-        /* A release between the read and here changed the value: no sleep. */
-        if (atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen)
+        /* Until a release (then try again) or the deadline; in slices, to
+         * look at the other clients again: one may exit meanwhile.  Threads
+         * that exited count only while their messages are still to be
+         * taken (a free among them may release). */
+        for (bool joined = true;
+             atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen &&
+             now < deadline;
+             joined = false) {
+            uint32_t live = dv__inbox_live_clients(a->inbox);
+            /* Everyone else waits too (the last to join is refused), or no
+             * other thread is left: nobody would release anything. */
+            if ((joined && waiting >= live) || live <= 1) {
+                atomic_fetch_sub(&a->mem_waiters, 1);
+                dv__detail_append("; all %u client threads wait: the last is refused",
+                                  joined ? waiting : live);
+                return rc;
+            }
+            uint64_t until = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
+            struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+            /* A release between the read and here changed the value. */
             dv__futex_wait(&a->mem_released, seen, &ts);
+            now = dv__now_ns();
+        }
         atomic_fetch_sub(&a->mem_waiters, 1);
     }
 }

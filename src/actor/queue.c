@@ -796,3 +796,18 @@ uint32_t dv__inbox_clients(const dv_inbox *in)
 {
     return atomic_load_explicit(&((dv_inbox *)in)->nclients, memory_order_relaxed);
 }
+
+uint32_t dv__inbox_live_clients(dv_inbox *in)
+{
+    /* Under the registry's lock the current array's clients are alive. */
+    pthread_mutex_lock(&in->reg_mu);
+    uint32_t n = atomic_load_explicit(&in->nclients, memory_order_relaxed), live = 0;
+    dv_client **cur = atomic_load_explicit(&in->clients, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++) {
+        dv_client *c = cur[i];
+        live += !atomic_load_explicit(&c->orphaned, memory_order_acquire) ||
+                (c->ring.slots != NULL && !dv__spsc_empty(&c->ring)) || c->expect_seq != c->seq;
+    }
+    pthread_mutex_unlock(&in->reg_mu);
+    return live;
+}

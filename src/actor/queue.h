@@ -165,5 +165,8 @@ bool dv__inbox_closed(const dv_inbox *in);
 void dv__inbox_kick(dv_inbox *in);
 /* Clients registered now. */
 uint32_t dv__inbox_clients(const dv_inbox *in);
+/* Client threads that are alive, or exited with messages not yet taken
+ * (what could still release memory); takes the registry's lock. */
+uint32_t dv__inbox_live_clients(dv_inbox *in);
 
 #endif /* DV_ACTOR_QUEUE_H */
