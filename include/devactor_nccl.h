@@ -69,8 +69,12 @@
  * NULL a call returns once its collective finished on the device, which
  * needs every rank to have posted: one thread driving several ranks
  * passes futures (a blocking call there waits for the timeout).  With f
- * it returns once posted; f completes when the rank's part finished on
- * the device (its status: the call's).  A call refused before posting
+ * it returns once posted -- not once ordered, as the BLAS's _async calls
+ * do: the rank's part may wait at the meeting -- and f reaches ordered
+ * when the part is enqueued on its stream (after the meeting), complete
+ * when it finished on the device (its status: the call's).  A handle
+ * still pending is waited for, as a first use waits.  A call refused
+ * before posting
  * answers its status and completes f with it.  A call with count 0 does
  * nothing: only the communicator, the rank, the type and the operation
  * are checked.
@@ -206,9 +210,11 @@ DV_EXPORT const char *dv_nccl_library(const dv_nccl_comm *c);
 /*
  * Collectives, posted for one local rank on a stream of its actor.  count
  * is in elements of type; a call with count 0 does nothing (DV_OK).
- * Buffers are checked against their blocks: one that reaches past its
- * block answers DV_EOUT_OF_BOUNDS naming it (detail.requested: the bytes
- * it needs, detail.remaining: the bytes it has).  send and recv may be
+ * Buffers are checked against their blocks: a null, stale or released
+ * handle answers its own error (DV_EINVAL, DV_ESTALE), a block of
+ * another actor than the rank's DV_EINVAL, one that reaches past its
+ * block DV_EOUT_OF_BOUNDS naming it (detail.requested: the bytes it
+ * needs, detail.remaining: the bytes it has).  send and recv may be
  * the same bytes (in place) or not share any; any other overlap answers
  * DV_EINVAL.  On ranks other than the root, a buffer the call does not
  * use (broadcast's send, reduce's recv) may be DV_REF_NULL.

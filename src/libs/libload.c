@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actor/actor.h"
 #include "base/proc.h"
 #include "libs/libload.h"
 
@@ -144,4 +145,9 @@ float dv__f32_to_tf32(float f)
 int dv__lib_no_wait(const char *op)
 {
     return dv__no_wait(op);
+}
+
+const dv_actor *dv__lib_actor_of(dv_ref ref)
+{
+    return ref.bits != 0 ? dv__actor_of_ref(ref) : NULL;
 }

@@ -34,6 +34,10 @@ void *dv__lib_open(const char *env, const char *const *names, char *tried, size_
 int dv__lib_no_wait(const char *op);
 int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
                     dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base);
+/* The actor whose block ref names (NULL for a null or unknown handle): a
+ * wrapper whose task must not be refused at its fencing checks this on
+ * the caller's thread. */
+const dv_actor *dv__lib_actor_of(dv_ref ref);
 
 /* IEEE binary16 and bfloat16 to and from float, rounding to nearest even;
  * NaN stays NaN, overflow becomes infinity. */

@@ -1537,6 +1537,14 @@ static int add_arg(ncall *k, const char *call, const char *name, dv_nccl_buf b, 
     int rc = dv__lib_operand(call, "nccl_", call, name, b.ref, b.offset, bytes, es, &base);
     if (rc != DV_OK)
         return rc;
+    /* Another actor's block would be refused at the task's fencing, after
+     * the other ranks took the step: refused here, nothing posted. */
+    const rank_state *rs = &k->c->local[k->li];
+    if (dv__lib_actor_of(b.ref) != rs->actor)
+        return dv_error_set(DV_EINVAL, call, 0, 0,
+                            "nccl_%s: buffer %s is a block of another actor, not of rank %d's "
+                            "(device %d)",
+                            call, name, rs->rank, dv_actor_device(rs->actor));
     if (k->nargs >= DV_LAUNCH_MAX_ARGS)
         return dv_error_set(DV_EINVAL, call, 0, 0,
                             "nccl_%s: a rank's group holds at most %d buffers", call,

@@ -582,6 +582,27 @@ static void test_group(void)
  * Mistakes, refused before anything is posted
  * ------------------------------------------------------------------------ */
 
+/* The calls made from a task's function (the actor's own thread). */
+struct in_task {
+    int all_reduce, group_end, create;
+};
+
+static int call_in_task(const dv_task_ctx *ctx, void *user)
+{
+    struct in_task *it = user;
+    (void)ctx;
+    dv_ref r = DV_REF_NULL;
+    it->all_reduce = dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(r, 0), dv_nccl_at(r, 0), 1, DV_NCCL_I32,
+                                        DV_NCCL_SUM, NULL);
+    (void)dv_nccl_group_start();
+    (void)dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(r, 0), dv_nccl_at(r, 0), 1, DV_NCCL_I32,
+                             DV_NCCL_SUM, NULL);
+    it->group_end = dv_nccl_group_end();
+    dv_nccl_comm *c = NULL;
+    it->create = dv_nccl_comm_create(A, R, 0, &c);
+    return DV_OK;
+}
+
 static void test_misuse(void)
 {
     dv_ref s = block(0, N * 4), d = block(0, N * 4);
@@ -630,6 +651,21 @@ static void test_misuse(void)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         is_status(rows[i].rc, rows[i].want, "refused: %s", rows[i].what);
+    if (R > 1) {
+        dv_ref theirs = block(1, N * 4);
+        is_status(dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(theirs, 0), D, N, DV_NCCL_I32, DV_NCCL_SUM,
+                                     NULL),
+                  DV_EINVAL, "refused: rank 0 given rank 1's block (%s)", dv_last_error()->message);
+        dv_ref_release(theirs);
+    } else {
+        skip("a block of another actor needs two ranks");
+    }
+    struct in_task it = {0};
+    MUST(dv_task(A[0], call_in_task, &it, 0, NULL, 0));
+    is_status(it.all_reduce, DV_EDEADLK, "inside a task: all_reduce answers DV_EDEADLK");
+    is_status(it.group_end, DV_EDEADLK,
+              "inside a task: a group's call, and so its group_end, answer DV_EDEADLK");
+    is_status(it.create, DV_EDEADLK, "inside a task: comm_create answers DV_EDEADLK");
     dv_actor *twice[2] = {A[0], A[0]};
     dv_nccl_comm *c2 = NULL;
     is_status(dv_nccl_comm_create(twice, 2, 0, &c2), DV_EINVAL, "comm_create with one actor twice");
@@ -677,6 +713,28 @@ static void test_misuse(void)
     is_int(bad, 0, "the output is untouched");
     is_status(dv_nccl_all_reduce(C, 0, 0, S, D, 0, DV_NCCL_I32, DV_NCCL_SUM, NULL), DV_OK,
               "count 0: nothing to do");
+    /* Buffers whose allocations are still pending: waited for, as a
+     * handle's first use is. */
+    dv_ref pend[MAXR], src[MAXR];
+    dv_future fa[MAXR], fc[MAXR];
+    for (int r = 0; r < R; r++) {
+        src[r] = block(r, 64);
+        MUST(dv_memset(A[r], src[r], 0, 1, 64, 0));
+        dv_future_init(&fa[r], 0);
+        MUST(dv_alloc_async(A[r], 64, 1, "pending", &pend[r], &fa[r]));
+        dv_future_init(&fc[r], 0);
+        (void)dv_nccl_all_reduce(C, r, 2, dv_nccl_at(src[r], 0), dv_nccl_at(pend[r], 0), 16,
+                                 DV_NCCL_U32, DV_NCCL_SUM, &fc[r]);
+    }
+    bool pend_ok = wait_all(fc, R, DV_OK) && wait_all(fa, R, DV_OK);
+    uint32_t pv = 0;
+    get(R - 1, pend[R - 1], 60, &pv, 4, 2);
+    ok(pend_ok && pv == 0x01010101u * (uint32_t)R,
+       "an all-reduce into blocks still pending at the call (%#x)", pv);
+    for (int r = 0; r < R; r++) {
+        dv_ref_release(pend[r]);
+        dv_ref_release(src[r]);
+    }
     dv_ref_release(s);
     dv_ref_release(d);
 }
@@ -867,7 +925,7 @@ static dv_actor *fresh(dv_actor *first, int device)
 static void test_lost(void)
 {
     if (NCCL_ON_CUDA) {
-        for (int i = 0; i < 9; i++)
+        for (int i = 0; i < 11; i++)
             skip("faults are injected on the sim");
         return;
     }
@@ -905,8 +963,8 @@ static void test_lost(void)
     uint32_t v = 0;
     is_status(dv_copy_dtoh(x, &v, sx, 0, 4, 0), DV_OK, "rank 0's actor still works");
     ok(v == 0x03030303u, "and its buffer was not written (%#x)", v);
-    dv_nccl_comm_destroy(c);
     dv_ref_release(sx);
+    dv_nccl_comm_destroy(c);
     dv_actor_destroy(y);
     dv_actor_destroy(x);
 
@@ -955,9 +1013,28 @@ static void test_lost(void)
     int st = dv_nccl_comm_status(c);
     ok(st == DV_ESTALE && strstr(dv_last_error()->message, "rank 1") != NULL,
        "the communicator is aborted: %s (%s)", dv_err_name(st), dv_last_error()->message);
-    dv_nccl_comm_destroy(c);
     dv_ref_release(s[0]);
     dv_ref_release(s[1]);
+    dv_nccl_comm_destroy(c);
+    dv_actor_destroy(y);
+    dv_actor_destroy(x);
+
+    /* A rank's actor shut down. */
+    x = fresh(NULL, 0);
+    y = fresh(NULL, 0);
+    pair[0] = x;
+    pair[1] = y;
+    MUST(dv_nccl_comm_create(pair, 2, 0, &c));
+    MUST(dv_actor_shutdown(y));
+    is_status(dv_nccl_comm_status(c), DV_ESHUTDOWN, "after rank 1's dv_actor_shutdown: %s",
+              dv_last_error()->message);
+    dv_ref sz = DV_REF_NULL;
+    MUST(dv_alloc(x, 64, 0, "x", &sz));
+    is_status(dv_nccl_all_reduce(c, 0, 0, dv_nccl_at(sz, 0), dv_nccl_at(sz, 0), 16, DV_NCCL_U32,
+                                 DV_NCCL_SUM, NULL),
+              DV_ESHUTDOWN, "... and rank 0's call answers the same, at once");
+    dv_ref_release(sz);
+    dv_nccl_comm_destroy(c);
     dv_actor_destroy(y);
     dv_actor_destroy(x);
 
@@ -1006,7 +1083,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 29 + 6 + 7 + 3 + 9);
+    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 11);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
