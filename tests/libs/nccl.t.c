@@ -922,6 +922,26 @@ static dv_actor *fresh(dv_actor *first, int device)
     return a;
 }
 
+/* Two actors of their own (one driver each, or the second on the first's
+ * when shared) and a communicator over them. */
+static dv_nccl_comm *fresh_pair(dv_actor **pair, bool shared)
+{
+    dv_nccl_comm *c = NULL;
+    pair[0] = fresh(NULL, 0);
+    pair[1] = shared ? fresh(pair[0], 1) : fresh(NULL, 0);
+    MUST(dv_nccl_comm_create(pair, 2, 0, &c)); /* 60 s: a loss must end a wait first */
+    return c;
+}
+
+/* c destroyed, then the actors (the second first: it may use the first's
+ * driver). */
+static void pair_end(dv_nccl_comm *c, dv_actor **pair)
+{
+    dv_nccl_comm_destroy(c);
+    dv_actor_destroy(pair[1]);
+    dv_actor_destroy(pair[0]);
+}
+
 static void test_lost(void)
 {
     if (NCCL_ON_CUDA) {
@@ -930,10 +950,9 @@ static void test_lost(void)
         return;
     }
     /* Lost while the other rank waits for it at the meeting. */
-    dv_actor *x = fresh(NULL, 0), *y = fresh(NULL, 0);
-    dv_actor *pair[2] = {x, y};
-    dv_nccl_comm *c = NULL;
-    MUST(dv_nccl_comm_create(pair, 2, 0, &c)); /* 60 s: the loss must end it first */
+    dv_actor *pair[2];
+    dv_nccl_comm *c = fresh_pair(pair, false);
+    dv_actor *x = pair[0], *y = pair[1];
     dv_ref sx = DV_REF_NULL;
     MUST(dv_alloc(x, N * 4, 0, "x", &sx));
     MUST(dv_memset(x, sx, 0, 3, N * 4, 0));
@@ -964,17 +983,13 @@ static void test_lost(void)
     is_status(dv_copy_dtoh(x, &v, sx, 0, 4, 0), DV_OK, "rank 0's actor still works");
     ok(v == 0x03030303u, "and its buffer was not written (%#x)", v);
     dv_ref_release(sx);
-    dv_nccl_comm_destroy(c);
-    dv_actor_destroy(y);
-    dv_actor_destroy(x);
+    pair_end(c, pair);
 
     /* A fault on rank 1's stream before its part of the collective: its
      * stream never gets there, while rank 0's already waits there. */
-    x = fresh(NULL, 0);
-    y = fresh(NULL, 0);
-    pair[0] = x;
-    pair[1] = y;
-    MUST(dv_nccl_comm_create(pair, 2, 0, &c));
+    c = fresh_pair(pair, false);
+    x = pair[0];
+    y = pair[1];
     dv_ref s[2];
     MUST(dv_alloc(x, N * 4, 0, "x", &s[0]));
     MUST(dv_alloc(y, N * 4, 0, "y", &s[1]));
@@ -1015,16 +1030,12 @@ static void test_lost(void)
        "the communicator is aborted: %s (%s)", dv_err_name(st), dv_last_error()->message);
     dv_ref_release(s[0]);
     dv_ref_release(s[1]);
-    dv_nccl_comm_destroy(c);
-    dv_actor_destroy(y);
-    dv_actor_destroy(x);
+    pair_end(c, pair);
 
     /* A rank's actor shut down. */
-    x = fresh(NULL, 0);
-    y = fresh(NULL, 0);
-    pair[0] = x;
-    pair[1] = y;
-    MUST(dv_nccl_comm_create(pair, 2, 0, &c));
+    c = fresh_pair(pair, false);
+    x = pair[0];
+    y = pair[1];
     MUST(dv_actor_shutdown(y));
     is_status(dv_nccl_comm_status(c), DV_ESHUTDOWN, "after rank 1's dv_actor_shutdown: %s",
               dv_last_error()->message);
@@ -1034,24 +1045,18 @@ static void test_lost(void)
                                  DV_NCCL_SUM, NULL),
               DV_ESHUTDOWN, "... and rank 0's call answers the same, at once");
     dv_ref_release(sz);
-    dv_nccl_comm_destroy(c);
-    dv_actor_destroy(y);
-    dv_actor_destroy(x);
+    pair_end(c, pair);
 
     /* A rebuilt context: stale. */
-    x = fresh(NULL, 0);
-    y = fresh(x, 1);
-    pair[0] = x;
-    pair[1] = y;
-    MUST(dv_nccl_comm_create(pair, 2, 0, &c));
+    c = fresh_pair(pair, true);
+    x = pair[0];
+    y = pair[1];
     MUST(dv_actor_reset(y));
     is_status(dv_nccl_comm_status(c), DV_ESTALE, "after rank 1's dv_actor_reset: DV_ESTALE (%s)",
               dv_last_error()->message);
     dv_nccl_comm_destroy(c);
     is_status(dv_nccl_comm_create(pair, 2, 0, &c), DV_OK, "a new communicator over them");
-    dv_nccl_comm_destroy(c);
-    dv_actor_destroy(y);
-    dv_actor_destroy(x);
+    pair_end(c, pair);
 }
 
 int main(void)
