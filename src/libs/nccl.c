@@ -300,7 +300,6 @@ static sim_world *worlds;
 
 typedef struct sim_job {
     sim_world *w;
-    dv_nccl_comm *c;
     uint64_t seq; /* its collective step; p2p: none */
     bool p2p;     /* sends and receives alone */
     int rank;
@@ -731,11 +730,44 @@ static void reduce_ranks(dv_nccl_type t, dv_nccl_op op, int nranks, void *const 
 }
 
 /* The i-th collective of part p (send/recv skipped); NULL when none. */
-static int coll_index(const sim_part *p, int i)
+static bool is_p2p(const nop *x)
 {
-    for (int o = 0; o < p->nops; o++)
-        if (p->ops[o].k != K_SEND && p->ops[o].k != K_RECV && i-- == 0)
+    return x->k == K_SEND || x->k == K_RECV;
+}
+
+/* The index in ops of the i-th collective (sends and receives skipped);
+ * -1 when none. */
+static int coll_index(const nop *ops, int nops, int i)
+{
+    for (int o = 0; o < nops; o++)
+        if (!is_p2p(&ops[o]) && i-- == 0)
             return o;
+    return -1;
+}
+
+/* Do two ranks' collectives agree (NULL: none)? */
+static bool same_coll(const nop *a, const nop *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    return a->k == b->k && a->count == b->count && a->type == b->type && a->op == b->op &&
+           a->root == b->root;
+}
+
+/* The partner of ops[o] (a send or a receive of rank `self`) in its
+ * peer's calls `pops`: the n-th call the other way between the two, where
+ * ops[o] is the n-th its way; -1 when there is none, or it moves another
+ * count or type. */
+static int partner(const nop *ops, int o, int self, const nop *pops, int pnops)
+{
+    const nop *x = &ops[o];
+    int nth = 0;
+    for (int q = 0; q < o; q++)
+        nth += ops[q].k == x->k && ops[q].peer == x->peer;
+    kind want = x->k == K_SEND ? K_RECV : K_SEND;
+    for (int q = 0; q < pnops; q++)
+        if (pops[q].k == want && pops[q].peer == self && nth-- == 0)
+            return pops[q].count == x->count && pops[q].type == x->type ? q : -1;
     return -1;
 }
 
@@ -752,14 +784,11 @@ static bool sim_run_step(sim_world *w, sim_step *s, char *why, size_t cap)
     }
     bool ok = true;
     for (int ci = 0; ok; ci++) {
-        int o0 = coll_index(s->part[0], ci);
+        const sim_part *p0 = s->part[0];
+        int o0 = coll_index(p0->ops, p0->nops, ci);
         for (int r = 1; r < n; r++) {
-            int o = coll_index(s->part[r], ci);
-            const nop *a = o0 >= 0 ? &s->part[0]->ops[o0] : NULL,
-                      *b = o >= 0 ? &s->part[r]->ops[o] : NULL;
-            if ((a == NULL) != (b == NULL) ||
-                (a != NULL && (a->k != b->k || a->count != b->count || a->type != b->type ||
-                               a->op != b->op || a->root != b->root))) {
+            int o = coll_index(s->part[r]->ops, s->part[r]->nops, ci);
+            if (!same_coll(o0 >= 0 ? &p0->ops[o0] : NULL, o >= 0 ? &s->part[r]->ops[o] : NULL)) {
                 snprintf(why, cap, "collective #%llu: rank 0 and rank %d made different calls",
                          (unsigned long long)s->seq, r);
                 ok = false;
@@ -781,7 +810,7 @@ static bool sim_run_step(sim_world *w, sim_step *s, char *why, size_t cap)
             break;
         }
         for (int r = 0; r < n; r++) {
-            int o = coll_index(s->part[r], ci);
+            int o = coll_index(s->part[r]->ops, s->part[r]->nops, ci);
             src[r] = s->part[r]->send[o];
         }
         switch (x->k) {
@@ -790,18 +819,20 @@ static bool sim_run_step(sim_world *w, sim_step *s, char *why, size_t cap)
             reduce_ranks(x->type, x->op, n, src, 0, cnt, tmp);
             for (int r = 0; r < n; r++)
                 if (x->k == K_ALL_REDUCE || r == x->root)
-                    memcpy(s->part[r]->recv[coll_index(s->part[r], ci)], tmp, bytes);
+                    memcpy(s->part[r]->recv[coll_index(s->part[r]->ops, s->part[r]->nops, ci)], tmp,
+                           bytes);
             break;
         case K_BROADCAST:
             memcpy(tmp, src[x->root], bytes);
             for (int r = 0; r < n; r++)
-                memmove(s->part[r]->recv[coll_index(s->part[r], ci)], tmp, bytes);
+                memmove(s->part[r]->recv[coll_index(s->part[r]->ops, s->part[r]->nops, ci)], tmp,
+                        bytes);
             break;
         case K_ALL_GATHER:
             for (int r = 0; r < n; r++)
                 memcpy(tmp + (size_t)r * bytes, src[r], bytes);
             for (int r = 0; r < n; r++)
-                memcpy(s->part[r]->recv[coll_index(s->part[r], ci)], tmp,
+                memcpy(s->part[r]->recv[coll_index(s->part[r]->ops, s->part[r]->nops, ci)], tmp,
                        (size_t)bytes * (size_t)n);
             break;
         case K_REDUCE_SCATTER:
@@ -809,8 +840,8 @@ static bool sim_run_step(sim_world *w, sim_step *s, char *why, size_t cap)
                 reduce_ranks(x->type, x->op, n, src, (uint64_t)r * cnt, cnt,
                              tmp + (size_t)r * bytes);
             for (int r = 0; r < n; r++)
-                memcpy(s->part[r]->recv[coll_index(s->part[r], ci)], tmp + (size_t)r * bytes,
-                       bytes);
+                memcpy(s->part[r]->recv[coll_index(s->part[r]->ops, s->part[r]->nops, ci)],
+                       tmp + (size_t)r * bytes, bytes);
             break;
         default:
             break;
@@ -825,15 +856,9 @@ static bool sim_run_step(sim_world *w, sim_step *s, char *why, size_t cap)
             const nop *rv = &pr->ops[o];
             if (rv->k != K_RECV)
                 continue;
-            int nth = 0;
-            for (int q = 0; q < o; q++)
-                nth += pr->ops[q].k == K_RECV && pr->ops[q].peer == rv->peer;
             const sim_part *pp = s->part[rv->peer];
-            int found = -1;
-            for (int q = 0; q < pp->nops && found < 0; q++)
-                if (pp->ops[q].k == K_SEND && pp->ops[q].peer == r && nth-- == 0)
-                    found = q;
-            if (found < 0 || pp->ops[found].count != rv->count || pp->ops[found].type != rv->type) {
+            int found = partner(pr->ops, o, r, pp->ops, pp->nops);
+            if (found < 0) {
                 snprintf(why, cap,
                          "step #%llu: rank %d's receive from rank %d has no matching send",
                          (unsigned long long)s->seq, r, rv->peer);
@@ -1161,18 +1186,11 @@ static bool agree(const dv_nccl_comm *c, const lstep *s, char *why, size_t cap)
     const ncall *a = s->part[0];
     for (int i = 1; i < c->nlocal; i++) {
         const ncall *b = s->part[i];
-        int oa = 0, ob = 0;
-        for (;;) {
-            while (oa < a->nops && (a->ops[oa].k == K_SEND || a->ops[oa].k == K_RECV))
-                oa++;
-            while (ob < b->nops && (b->ops[ob].k == K_SEND || b->ops[ob].k == K_RECV))
-                ob++;
-            if (oa == a->nops && ob == b->nops)
+        for (int ci = 0;; ci++) {
+            int oa = coll_index(a->ops, a->nops, ci), ob = coll_index(b->ops, b->nops, ci);
+            if (oa < 0 && ob < 0)
                 break;
-            const nop *x = oa < a->nops ? &a->ops[oa] : NULL,
-                      *y = ob < b->nops ? &b->ops[ob] : NULL;
-            if (x == NULL || y == NULL || x->k != y->k || x->count != y->count ||
-                x->type != y->type || x->op != y->op || x->root != y->root) {
+            if (!same_coll(oa >= 0 ? &a->ops[oa] : NULL, ob >= 0 ? &b->ops[ob] : NULL)) {
                 char da[160], db[160];
                 describe(a, da, sizeof(da));
                 describe(b, db, sizeof(db));
@@ -1180,8 +1198,6 @@ static bool agree(const dv_nccl_comm *c, const lstep *s, char *why, size_t cap)
                          (unsigned long long)s->seq, c->local[0].rank, da, c->local[i].rank, db);
                 return false;
             }
-            oa++;
-            ob++;
         }
     }
     /* Sends to local peers and their receives, in order. */
@@ -1189,21 +1205,13 @@ static bool agree(const dv_nccl_comm *c, const lstep *s, char *why, size_t cap)
         const ncall *k = s->part[i];
         for (int o = 0; o < k->nops; o++) {
             const nop *x = &k->ops[o];
-            if (x->k != K_SEND && x->k != K_RECV)
+            if (!is_p2p(x))
                 continue;
             int pj = li_of(c, x->peer);
             if (pj < 0)
                 continue; /* a rank of another process: NCCL pairs it */
-            int nth = 0;
-            for (int q = 0; q < o; q++)
-                nth += k->ops[q].k == x->k && k->ops[q].peer == x->peer;
-            const ncall *p = s->part[pj];
             kind want = x->k == K_SEND ? K_RECV : K_SEND;
-            int found = -1;
-            for (int q = 0; q < p->nops && found < 0; q++)
-                if (p->ops[q].k == want && p->ops[q].peer == c->local[i].rank && nth-- == 0)
-                    found = q;
-            if (found < 0 || p->ops[found].count != x->count || p->ops[found].type != x->type) {
+            if (partner(k->ops, o, c->local[i].rank, s->part[pj]->ops, s->part[pj]->nops) < 0) {
                 snprintf(why, cap,
                          "step #%llu: rank %d's %s of %llu %s rank %d has no matching %s there",
                          (unsigned long long)s->seq, c->local[i].rank, kind_names[x->k],
@@ -1366,7 +1374,6 @@ static int sim_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, const rank_state *
         return dv_error_set(DV_ENOMEM, "nccl", sizeof(*j), 0, "nccl: out of host memory");
     j->w = c->world;
     world_ref(j->w); /* the host function may run after c is gone */
-    j->c = c;
     j->seq = seq;
     j->p2p = seq == UINT64_MAX;
     j->rank = rs->rank;
@@ -1440,9 +1447,7 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
     /* Sends and receives alone involve their peers, not every rank: they
      * take no step and meet no one here (NCCL pairs them; the sim's
      * host functions do, in stream order). */
-    bool p2p = true;
-    for (int o = 0; o < k->nops; o++)
-        p2p &= k->ops[o].k == K_SEND || k->ops[o].k == K_RECV;
+    bool p2p = coll_index(k->ops, k->nops, 0) < 0;
     uint64_t seq = p2p ? UINT64_MAX : rs->next++;
     int rc = p2p ? status_of_locked(c, call) : meet(c, k->li, seq, k, call);
     if (rc == DV_OK && c->cuda)
@@ -1483,12 +1488,9 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
  * Posting
  * ------------------------------------------------------------------------ */
 
-/* This thread's open group. */
-typedef struct gpart {
-    ncall *k;
-} gpart;
+/* This thread's open group: one call per (communicator, rank). */
 static _Thread_local int group_depth;
-static _Thread_local gpart *group_parts;
+static _Thread_local ncall **group_parts;
 static _Thread_local int group_n, group_cap;
 static _Thread_local int group_rc; /* the first call refused in the group */
 static _Thread_local dv_error_detail group_err;
@@ -1683,8 +1685,8 @@ static int call_common(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_
     bool fresh = true;
     if (group_depth > 0) {
         for (int i = 0; i < group_n; i++)
-            if (group_parts[i].k->c == c && group_parts[i].k->li == li) {
-                k = group_parts[i].k;
+            if (group_parts[i]->c == c && group_parts[i]->li == li) {
+                k = group_parts[i];
                 fresh = false;
             }
         if (k != NULL && k->stream != stream)
@@ -1725,7 +1727,7 @@ static int call_common(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_
     if (fresh) {
         if (group_n == group_cap) {
             int cap = group_cap ? group_cap * 2 : 8;
-            gpart *p = realloc(group_parts, sizeof(*p) * (size_t)cap);
+            ncall **p = realloc(group_parts, sizeof(*p) * (size_t)cap);
             if (p == NULL) {
                 free(k);
                 return dv_error_set(DV_ENOMEM, call, 0, 0, "nccl_%s: out of host memory", call);
@@ -1733,7 +1735,7 @@ static int call_common(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_
             group_parts = p;
             group_cap = cap;
         }
-        group_parts[group_n++].k = k;
+        group_parts[group_n++] = k;
     }
     return DV_OK;
 }
@@ -1831,7 +1833,7 @@ int dv_nccl_group_end(void)
         int rc = group_rc;
         group_rc = DV_OK;
         for (int i = 0; i < n; i++)
-            free(group_parts[i].k);
+            free(group_parts[i]);
         group_forget();
         return dv_error_set(rc, group_err.call, group_err.requested, group_err.remaining,
                             "nccl_group_end: nothing posted: a call in the group was refused: %s",
@@ -1845,7 +1847,7 @@ int dv_nccl_group_end(void)
         if (rc == DV_OK)
             rc = dv_error_set(DV_ENOMEM, "group_end", 0, 0, "nccl_group_end: out of host memory");
         for (int i = 0; i < n; i++)
-            free(group_parts[i].k);
+            free(group_parts[i]);
         group_forget();
         return rc;
     }
@@ -1854,7 +1856,7 @@ int dv_nccl_group_end(void)
     bool *posted = calloc((size_t)n, sizeof(bool));
     for (int i = 0; i < n; i++) {
         dv_future_init(&fs[i], 0);
-        ncall *k = group_parts[i].k;
+        ncall *k = group_parts[i];
         int prc = post(k, &fs[i]);
         if (posted != NULL)
             posted[i] = prc == DV_OK;
