@@ -534,6 +534,16 @@ typedef struct dv_actor_stats {
     uint64_t staging_waits;               /* posters that waited for staging room */
     uint64_t direct_copies; /* done by the driver on the actor's thread (no staging) */
     uint64_t actor_cpu_ns;  /* CPU time the actor's thread has used */
+    /* Physical memory the pool mapped into its address space and unmapped
+     * again, one extent each (cuMemCreate + cuMemMap + cuMemSetAccess;
+     * cuMemUnmap + cuMemRelease): tens of microseconds of the actor's
+     * thread apiece on a GPU, where a pool allocation costs tens of
+     * nanoseconds.  Growth maps; moving memory to where a request needs it
+     * unmaps and maps. */
+    uint64_t memory_maps, memory_unmaps;
+    /* Calls into the driver so far, by every actor of the process on this
+     * backend (one driver serves them all). */
+    uint64_t driver_calls;
 } dv_actor_stats;
 /* A snapshot, taken by the actor in its order (a message): it waits for
  * the device to reach frees queued before it, so bytes_outstanding counts

@@ -681,6 +681,13 @@ static void handle_stats(dv_actor *a, const dv_envelope *e)
     out->staged_bytes = atomic_load(&a->st_staged_bytes);
     out->staging_waits = atomic_load(&a->st_staging_waits);
     out->direct_copies = atomic_load(&a->st_direct);
+    out->memory_maps = atomic_load(&a->env.maps);
+    out->memory_unmaps = atomic_load(&a->env.unmaps);
+    uint64_t calls[DV_CALL__COUNT];
+    dv__driver_call_counts(a->drv, calls);
+    out->driver_calls = 0;
+    for (int c = 0; c < DV_CALL__COUNT; c++)
+        out->driver_calls += calls[c];
     struct timespec cpu;
     out->actor_cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0
                             ? (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec

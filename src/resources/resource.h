@@ -105,6 +105,8 @@ typedef struct dv_res_env {
     /* Device memory pools map for themselves (growth in place), beside
      * what the bottom resource holds: both are reserved from the device. */
     _Atomic uint64_t mapped_bytes;
+    /* Mappings made and unmapped by them (dv_actor_stats). */
+    _Atomic uint64_t maps, unmaps;
 } dv_res_env;
 
 /*
