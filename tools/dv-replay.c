@@ -20,13 +20,15 @@
  * The report: rows, allocations and frees replayed, the peak of live bytes
  * (the trace's own, from its sizes), devactor's peak of bytes held and of
  * device memory reserved (dv_memory_stats), reserved / live, allocation
- * failures (each naming its row, and the exit status 1), ops/s.  --csv
- * prints one line of the same.  The actor's configuration is the default
+ * failures (each naming its row, and the exit status 1), ops/s, and the
+ * actor's driver work per pass (dv_actor_stats: mappings made and
+ * unmapped, calls into the driver).  --csv prints one line of the same.  The actor's configuration is the default
  * one with --conf's text over it (dv_actor_config_parse: budget, pool
  * sizes, streams, ...).
  *
- * The timed region is from starting the replay threads to having joined
- * them; an operation is an allocation (refused or not) or the free of an
+ * The replay threads start before the first pass and meet the timing thread
+ * at the start and the end of each pass; the timed region is a pass, from
+ * the start to the last thread's end; an operation is an allocation (refused or not) or the free of an
  * allocation that succeeded.  Per row, the actor's side does what a client
  * needing the memory does: dv_alloc and dv_ref_access (the device address:
  * a round trip), dv_ref_release; each replay thread ends with dv_flush, so
@@ -136,7 +138,8 @@ static void usage(FILE *to)
             "  --csv        one CSV line: rows,allocs,frees,failures,peak_live,peak_held,\n"
             "               peak_reserved,reserved_over_live,ops_per_s; with --peer, then\n"
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
-            "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known)\n"
+            "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known);\n"
+            "               last maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n"
             "  --quiet      do not name each failure\n"
             "Exit status: 0 replayed without a failure, 1 a failure, a bad log or a peer\n"
             "that does not load, 2 usage.\n");
@@ -473,9 +476,8 @@ static void count_unnamed(uint64_t refused_before)
     }
 }
 
-static void *replay(void *arg)
+static void replay_pass(replayer *rp)
 {
-    replayer *rp = arg;
     for (size_t i = 0; i < nrows; i++) {
         row *r = &rows[i];
         if (r->thread != rp->thread)
@@ -516,7 +518,24 @@ static void *replay(void *arg)
     }
     if (target == 0)
         dv_flush(actor); /* its releases handled, like the peer's frees */
-    return NULL;
+}
+
+/* The replay threads live for every pass of a run: a pass starts when all
+ * of them and the timing thread meet at pass_start, and ends when they
+ * meet again at pass_end (thread start-up is not the allocator's cost). */
+static pthread_barrier_t pass_start, pass_end;
+static bool replay_quit;
+
+static void *replay(void *arg)
+{
+    replayer *rp = arg;
+    for (;;) {
+        pthread_barrier_wait(&pass_start);
+        if (replay_quit)
+            return NULL;
+        replay_pass(rp);
+        pthread_barrier_wait(&pass_end);
+    }
 }
 
 /* What a pass left allocated (and the actor's handles of refused
@@ -547,6 +566,17 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
 {
     *ops = 0;
     *secs = 0;
+    replay_quit = false;
+    pthread_barrier_init(&pass_start, NULL, (unsigned)nthreads + 1);
+    pthread_barrier_init(&pass_end, NULL, (unsigned)nthreads + 1);
+    for (size_t t = 0; t < nthreads; t++) {
+        int rc = pthread_create(&threads[t].id, NULL, replay, &threads[t]);
+        if (rc != 0) { /* the others may wait for its rows: no way on */
+            fprintf(stderr, "dv-replay: cannot start replay thread %zu of %zu: %s\n", t + 1,
+                    nthreads, strerror(rc));
+            exit(1);
+        }
+    }
     for (unsigned pass = 0; pass < passes; pass++) {
         dv_memory_stats before = {0};
         if (target == 0 && post_only)
@@ -556,27 +586,26 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
             rows[i].ref = DV_REF_NULL;
             rows[i].p = NULL;
         }
+        for (size_t t = 0; t < nthreads; t++)
+            threads[t].ops = 0;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (size_t t = 0; t < nthreads; t++) {
-            threads[t].ops = 0;
-            int rc = pthread_create(&threads[t].id, NULL, replay, &threads[t]);
-            if (rc != 0) { /* the others may wait for its rows: no way on */
-                fprintf(stderr, "dv-replay: cannot start replay thread %zu of %zu: %s\n", t + 1,
-                        nthreads, strerror(rc));
-                exit(1);
-            }
-        }
-        for (size_t t = 0; t < nthreads; t++) {
-            pthread_join(threads[t].id, NULL);
-            *ops += threads[t].ops;
-        }
+        pthread_barrier_wait(&pass_start);
+        pthread_barrier_wait(&pass_end);
         clock_gettime(CLOCK_MONOTONIC, &t1);
+        for (size_t t = 0; t < nthreads; t++)
+            *ops += threads[t].ops;
         *secs += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
         free_live();
         if (target == 0 && post_only)
             count_unnamed(before.failures);
     }
+    replay_quit = true;
+    pthread_barrier_wait(&pass_start);
+    for (size_t t = 0; t < nthreads; t++)
+        pthread_join(threads[t].id, NULL);
+    pthread_barrier_destroy(&pass_start);
+    pthread_barrier_destroy(&pass_end);
 }
 
 /* Load the peer library: 0, or -1 having said why. */
@@ -726,6 +755,7 @@ int main(int argc, char **argv)
 
     /* The actor's replay; it is destroyed before the peer's begins. */
     dv_memory_stats ms = {0};
+    dv_actor_stats st0 = {0}, st1 = {0};
     uint64_t ops = 0;
     double secs = 0;
     char backend_name[64] = "";
@@ -736,8 +766,10 @@ int main(int argc, char **argv)
         }
         snprintf(backend_name, sizeof(backend_name), "%s", dv_actor_backend_name(actor));
         target = 0;
+        dv_actor_stats_get(actor, &st0);
         run(threads, nthreads, passes, &ops, &secs);
         dv_memory_stats_get(actor, &ms);
+        dv_actor_stats_get(actor, &st1);
         dv_actor_destroy(actor);
         actor = NULL;
     }
@@ -777,10 +809,15 @@ int main(int argc, char **argv)
     double reserved_vs = vs_reserved ? (double)ms.reserved.peak / (double)peer_reserved_peak : 0;
     double ops_vs = vs_ops ? rate / peer_rate : 0;
     uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
-    char b[9][32];
+    char b[12][32];
+    /* The actor's driver work per pass: mappings made and unmapped, and
+     * calls into the driver in all (the actor's start included). */
+    double maps = (double)(st1.memory_maps - st0.memory_maps) / passes;
+    double unmaps = (double)(st1.memory_unmaps - st0.memory_unmaps) / passes;
+    double calls = (double)(st1.driver_calls - st0.driver_calls) / passes;
     if (csv) {
         printf("rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,"
-               "ops_per_s%s\n",
+               "ops_per_s%s,maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n",
                theirs ? ",peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,"
                         "reserved_vs_peer,ops_vs_peer"
                       : "");
@@ -795,7 +832,9 @@ int main(int argc, char **argv)
                    u64_or_na(b[6], 32, peer_stats, peer_reserved_peak), peer_rate,
                    ratio_or_na(b[7], 32, vs_reserved, "%.3f", reserved_vs),
                    ratio_or_na(b[8], 32, vs_ops, "%.3f", ops_vs));
-        printf("\n");
+        printf(",%s,%s,%s\n", ratio_or_na(b[9], 32, ours, "%.1f", maps),
+               ratio_or_na(b[10], 32, ours, "%.1f", unmaps),
+               ratio_or_na(b[11], 32, ours, "%.1f", calls));
     } else {
         char in_passes[48] = "";
         if (passes > 1)
@@ -812,6 +851,8 @@ int main(int argc, char **argv)
                    ms.reserved.peak, ratio);
             printf("  allocation failures                %" PRIu64 "\n", nfail);
             printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
+            printf("  per pass: %.1f mappings made, %.1f unmapped, %.1f driver calls\n", maps,
+                   unmaps, calls);
         }
         if (theirs) {
             printf("peer: %s (%s), %u streams\n", peer_name, peer_path, peer.nstreams);
