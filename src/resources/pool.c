@@ -8,24 +8,33 @@
  * Regions.  Where the upstream is the driver's stream-ordered allocator
  * itself and the device has virtual memory, the pool holds its memory
  * from the driver directly: it reserves address space once (a region, as
- * large as the device's memory) and maps physical memory at the region's
- * end as requests need it.  A request that finds free space at the end
- * too small maps only the difference, and the two become one range: the
- * pool grows in place, so it never holds a large chunk it cannot use and
- * a small workload maps a granule or two.  A step maps at least 1/32 of
- * what is mapped (up to 64 MiB), so growth makes few driver calls, in
- * extents of at most 1/32 of it (up to 64 MiB), each unmapped whole.
- * Trim unmaps every extent that lies wholly free (after the device has
- * passed the frees in it: unmapping is immediate), leaving a hole in the
- * middle or giving the end back; a later request fills a hole before
- * mapping new space at the end.  A growth that finds enough free memory,
- * only not in one piece, and at least 1/8 of what is mapped free, first
- * unmaps free extents whose frees the device has passed, as much as it is
- * about to map: memory moves to where it is needed, and what the pool
- * holds stays near what it hands out (at the cost of the driver calls).  When the device refuses a
- * mapping, the pool trims and tries once more at the exact size.  A region is a chunk to the rest
- * of this file: its ranges cover it, the unmapped space as HOLE ranges
- * (the last range is always the reserved space past the end).
+ * large as the device's memory) and maps physical memory into it as
+ * requests need it, in extents of at most 1/32 of what is mapped (a
+ * granule at least, 64 MiB at most), each unmapped whole.  Unmapped space
+ * is a HOLE range; the last range of a region is always the reserved space
+ * past its end.  A region is a chunk to the rest of this file.
+ *
+ * Growth maps where it maps the least: a free range next to a hole grows
+ * into it (upwards, or downwards with the request placed at the top, so
+ * that what is left over stays beside the hole for the next growth), or
+ * two free ranges across a small hole join, or the request goes alone
+ * into a hole; the space past a region's end is one of the holes, and
+ * growth there maps at least a step of 1/32 of what is mapped (at most
+ * 64 MiB), so a pool that grows by small requests makes few driver calls.
+ * A small workload maps a granule or two.
+ *
+ * Moving.  Past the most it ever mapped, the pool first unmaps free
+ * extents elsewhere (those in the smallest free spaces first), at least
+ * as much as it is about to map: physical memory moves to where it is
+ * needed instead of being added, and the peak of what the pool holds
+ * stays near the peak of what it hands out.  An extent is unmapped only
+ * once the device has passed every free in it; a free marked a moment ago
+ * is waited for up to RECLAIM_WAIT_NS.  Each move costs driver calls
+ * (cuMemUnmap and cuMemRelease, cuMemCreate, cuMemMap and
+ * cuMemSetAccess: tens of microseconds each on a GPU), so below that
+ * peak the pool only grows.  Trim unmaps every extent that lies wholly
+ * free.  When the device refuses a mapping, the pool trims and tries once
+ * more at the least size.
  *
  * Chunks.  Elsewhere (a pool over another layer, chunk sizes set, or a
  * device without virtual memory) memory comes from the upstream in chunks
@@ -46,16 +55,18 @@
  * never touch it.  Once the slabs are warm the alloc and free paths call
  * no malloc.
  *
- * Small classes.  Requests up to 1 MiB are rounded to an exact class
- * (256-byte steps to 1 KiB, then four classes per power of two: 44
- * classes, all multiples of 256).  A freed small block goes on a LIFO stack
+ * Small classes.  Requests up to 256 KiB are rounded to an exact class
+ * (256-byte steps to 1 KiB, then four classes per power of two: 36
+ * classes, all multiples of 256; larger requests are only 256-rounded,
+ * so that their rounding wastes little).  A freed small block goes on a LIFO stack
  * for its class and stream and is not coalesced: the next request of that
  * class on that stream pops it.  A stack is an array of (address, position
  * of the free, range index), so neither the free nor the allocation that
  * pops it reads the block's range: with a hundred thousand blocks live,
  * that line would be a cache miss on each.  A stack that is empty carves a
  * new block from the large free space.  Stacks flow back into the bins
- * (and coalesce) on trim, and before the pool would grow.
+ * (and coalesce) on trim, before a large request, and before the pool
+ * would grow.
  *
  * Bins.  Free space is kept per stream in a segregated fit in the manner
  * of TLSF: sizes in 256-byte granules map to a first level (the power of
@@ -66,11 +77,12 @@
  * two find-first-set instructions, whatever the number of ranges.  Only
  * where that fails is the request's own bin scanned (before growing, and
  * so that largest_free in the statistics is really allocatable).  A large
- * request (over 1 MiB) looks at a few more: the best fit among the first
+ * request (over 256 KiB) looks at a few more: the best fit among the first
  * 16 of its own bin, else the smallest of the first 16 of the good-fit
- * bin, so that it does not split a large range where a small one fits.  A freed
- * range merges with its address neighbours when they are free and belong
- * to the same stream's bins.
+ * bin, so that it does not split a large range where a small one fits; of
+ * equal fits the lower address (best fit with address-ordered ties
+ * fragments least).  A freed range merges with its address neighbours when
+ * they are free and belong to the same stream's bins.
  *
  * Streams.  Every stream has its own stacks and bins.  A block freed goes
  * to its alloc stream's lists, stamped with the position of the free on
@@ -84,6 +96,9 @@
  * the streams (which have free ranges, which have a given class stacked)
  * keep that search short.  A fresh chunk's space is stamped with a
  * position just after its upstream allocation, so the same rule covers it.
+ * Before the pool grows, free ranges of several streams that lie side by
+ * side and together hold the request become the requesting stream's, one
+ * range: it waits on each of their frees (the same rule, no host query).
  *
  * Returning chunks.  A chunk with nothing live or stacked is empty; trim
  * makes the chunk's alloc stream wait on the free position of each of its
@@ -99,16 +114,18 @@
  * and nothing else.  There is nothing retired beyond what the stamp
  * covers, so a freed block reads FREED at once.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/futex.h"
 #include "resources/tracker.h"
 
 #define MIB (UINT64_C(1) << 20)
 
 #define GRANULE_SHIFT 8 /* log2(DV_BLOCK_ALIGN) */
-#define SMALL_MAX     MIB
-#define SMALL_CLASSES 44
+#define SMALL_MAX     (256 * 1024)
+#define SMALL_CLASSES 36
 #define NO_CLASS      0xFFu
 
 #define SL_SHIFT 4
@@ -119,11 +136,8 @@
 #define CHUNK_GRANULE (2 * MIB)
 /* Ranges a large request looks at in a bin for the best fit. */
 #define BEST_SCAN 16
-/* A region maps in extents of at most this (each unmapped whole), and a
- * growth first unmaps free extents elsewhere when at least 1/RECLAIM_SHARE
- * of what is mapped lies free. */
-#define RECLAIM_SHARE 8
-#define EXTENT_MAX    (64 * MIB)
+/* A region maps in extents of at most this (each unmapped whole). */
+#define EXTENT_MAX (64 * MIB)
 
 /* Range slabs: slab k holds RANGES_FIRST << k ranges, up to a huge page. */
 #define RANGES_FIRST      1024u
@@ -184,7 +198,7 @@ typedef struct pool_chunk {
     pool_range *first, *last;
     uint64_t va_bytes; /* a region: the address space reserved */
     pool_map *maps;    /* a region: in address order */
-    uint32_t nmaps, cap_maps, holes;
+    uint32_t nmaps, cap_maps;
 } pool_chunk;
 
 /* A small block on a stack: its address, the position of its free on the
@@ -224,8 +238,9 @@ typedef struct pool_res {
     /* Growth by mapping (the upstream is the driver's allocator and the
      * device has virtual memory): granule 0 means chunks. */
     uint64_t granule, va_step;
-    pool_chunk *region;     /* the one growing */
-    uint32_t holes;         /* HOLE ranges in every region */
+    pool_chunk *region;     /* the newest */
+    pool_range *hole_list;  /* HOLE ranges of every region */
+    uint64_t high;          /* the most ever mapped (chunk_bytes) */
     uint64_t live_bytes;    /* owner's view of bytes_outstanding */
     uint64_t stacked_bytes; /* on small-class stacks, all streams */
     pool_range *spare;
@@ -410,6 +425,13 @@ static void bin_remove(pool_res *p, pool_range *r)
     }
 }
 
+/* The better of two fits: the smaller, and of equal ones the lower (best
+ * fit with address-ordered ties fragments least). */
+static bool smaller(const pool_range *a, const pool_range *b)
+{
+    return a->bytes < b->bytes || (a->bytes == b->bytes && a->ptr < b->ptr);
+}
+
 /*
  * A free range of at least need bytes in l, or NULL.  Good fit first: the
  * request rounded up to its next sub-bin boundary makes every range of the
@@ -431,7 +453,7 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
         pool_range *best = NULL;
         unsigned n = 0;
         for (pool_range *r = l->bins[fl][sl]; r != NULL && n < BEST_SCAN; r = r->free_next, n++)
-            if (r->bytes >= need && (best == NULL || r->bytes < best->bytes))
+            if (r->bytes >= need && (best == NULL || smaller(r, best)))
                 best = r;
         if (best != NULL)
             return best;
@@ -452,7 +474,7 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
             /* Every range of this bin fits: the smallest of the first few. */
             unsigned n = 0;
             for (pool_range *r = best; r != NULL && n < BEST_SCAN; r = r->free_next, n++)
-                if (r->bytes < best->bytes)
+                if (smaller(r, best))
                     best = r;
         }
         return best;
@@ -711,6 +733,8 @@ static bool chunk_empty(const pool_chunk *ch)
     return true;
 }
 
+static void hole_unlink(pool_res *p, pool_range *h);
+
 /* Every range of a chunk that goes back to the spares, the free ones out
  * of their bins first. */
 static void chunk_ranges_put(pool_res *p, pool_chunk *ch)
@@ -719,6 +743,8 @@ static void chunk_ranges_put(pool_res *p, pool_chunk *ch)
         rn = r->phys_next;
         if (r->state == RANGE_FREE)
             bin_remove(p, r);
+        else if (r->state == RANGE_HOLE)
+            hole_unlink(p, r);
         spare_put(p, r);
     }
 }
@@ -761,8 +787,9 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
 }
 
 static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only,
-                       uint64_t want);
+                       const uint64_t *pick, uint32_t npick);
 static void region_drop(pool_res *p, pool_chunk *ch);
+
 
 static int trim(pool_res *p, uint64_t *released)
 {
@@ -773,7 +800,7 @@ static int trim(pool_res *p, uint64_t *released)
         next = ch->next;
         if (ch->va_bytes == 0)
             continue;
-        rc = region_trim(p, ch, released, false, 0);
+        rc = region_trim(p, ch, released, false, NULL, 0);
         if (rc == DV_OK && ch->bytes == 0)
             region_drop(p, ch);
     }
@@ -861,9 +888,54 @@ static void unlink_range(pool_chunk *ch, pool_range *r)
         r->phys_next->phys_prev = r->phys_prev;
 }
 
-/* Hole r joins the holes beside it: each merge leaves one interior hole
- * fewer (the hole after r survives a merge, so the region's last range,
- * the reserved space past the end, stays its last). */
+/* r goes into ch's address order just before (or after) at. */
+static void link_before(pool_chunk *ch, pool_range *at, pool_range *r)
+{
+    r->phys_prev = at->phys_prev;
+    r->phys_next = at;
+    if (at->phys_prev != NULL)
+        at->phys_prev->phys_next = r;
+    else
+        ch->first = r;
+    at->phys_prev = r;
+}
+
+static void link_after(pool_chunk *ch, pool_range *at, pool_range *r)
+{
+    r->phys_prev = at;
+    r->phys_next = at->phys_next;
+    if (at->phys_next != NULL)
+        at->phys_next->phys_prev = r;
+    else
+        ch->last = r;
+    at->phys_next = r;
+}
+
+/* Every HOLE range of every region is on one list (free_prev, free_next:
+ * a hole is in no bin), which growth walks. */
+static void hole_link(pool_res *p, pool_range *h)
+{
+    h->state = RANGE_HOLE;
+    h->free_prev = NULL;
+    h->free_next = p->hole_list;
+    if (p->hole_list != NULL)
+        p->hole_list->free_prev = h;
+    p->hole_list = h;
+}
+
+static void hole_unlink(pool_res *p, pool_range *h)
+{
+    if (h->free_prev != NULL)
+        h->free_prev->free_next = h->free_next;
+    else
+        p->hole_list = h->free_next;
+    if (h->free_next != NULL)
+        h->free_next->free_prev = h->free_prev;
+}
+
+/* Hole r (listed) joins the holes beside it.  The hole after r survives a
+ * merge, so the region's last range, the reserved space past the end,
+ * stays its last. */
 static void hole_merge(pool_res *p, pool_chunk *ch, pool_range *r)
 {
     pool_range *next = r->phys_next;
@@ -871,8 +943,8 @@ static void hole_merge(pool_res *p, pool_chunk *ch, pool_range *r)
         next->ptr = r->ptr;
         next->bytes += r->bytes;
         unlink_range(ch, r);
+        hole_unlink(p, r);
         spare_put(p, r);
-        ch->holes--, p->holes--;
         r = next;
     }
     pool_range *prev = r->phys_prev;
@@ -880,8 +952,8 @@ static void hole_merge(pool_res *p, pool_chunk *ch, pool_range *r)
         r->ptr = prev->ptr;
         r->bytes += prev->bytes;
         unlink_range(ch, prev);
+        hole_unlink(p, prev);
         spare_put(p, prev);
-        ch->holes--, p->holes--;
     }
 }
 
@@ -909,19 +981,19 @@ static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
 {
     ch->bytes += (uint64_t)bytes;
     p->chunk_bytes += (uint64_t)bytes;
+    if (p->chunk_bytes > p->high)
+        p->high = p->chunk_bytes;
     atomic_fetch_add_explicit(&p->base.env->mapped_bytes, (uint64_t)bytes, memory_order_relaxed);
 }
 
 /*
- * Map bytes at the front of hole h of region ch: that space becomes free,
- * on the stream of the free range before it when there is one (so the two
- * merge and a request bigger than either fits), else on s.
+ * Map [at, at + bytes) of region ch, in extents of up to 1/32 of what is
+ * mapped (a granule at least, EXTENT_MAX at most): a trim gives back what
+ * lies free at that grain, and a growth makes few driver calls.  Nothing
+ * stays mapped on failure.
  */
-static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes, dv_stream_id s)
+static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
 {
-    /* In extents of up to 1/32 of what is mapped (a granule at least,
-     * EXTENT_MAX at most): a trim gives back what lies free at that grain,
-     * and a growth makes few driver calls. */
     uint64_t extent = p->chunk_bytes / 32;
     extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
     extent &= ~(p->granule - 1);
@@ -931,21 +1003,20 @@ static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes,
     uint32_t made = 0;
     for (uint64_t done = 0; done < bytes; made++) {
         uint64_t n = bytes - done < extent ? bytes - done : extent, handle = 0;
-        dv_dptr va = h->ptr + done;
+        dv_dptr va = at + done;
         int rc = dv__drv_mem_map(p->base.env->ctx, va, n, &handle);
-        long at = rc == DV_OK ? map_record(ch, va - ch->block.ptr, n, handle) : -1;
-        if (rc == DV_OK && at < 0) {
+        long i = rc == DV_OK ? map_record(ch, va - ch->block.ptr, n, handle) : -1;
+        if (rc == DV_OK && i < 0) {
             (void)dv__drv_mem_unmap(p->base.env->ctx, va, n, handle);
             rc = dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a mapping");
         }
         if (rc != DV_OK) {
-            /* Nothing of this growth stays mapped. */
+            for (uint32_t k = 0; k < made; k++) {
+                const pool_map *m = &ch->maps[first + k];
+                (void)dv__drv_mem_unmap(p->base.env->ctx, ch->block.ptr + m->off, m->bytes,
+                                        m->handle);
+            }
             if (made > 0) {
-                for (uint32_t k = 0; k < made; k++) {
-                    const pool_map *m = &ch->maps[first + k];
-                    (void)dv__drv_mem_unmap(p->base.env->ctx, ch->block.ptr + m->off, m->bytes,
-                                            m->handle);
-                }
                 memmove(&ch->maps[first], &ch->maps[first + made],
                         (ch->nmaps - (uint32_t)first - made) * sizeof(*ch->maps));
                 ch->nmaps -= made;
@@ -953,36 +1024,46 @@ static int map_front(pool_res *p, pool_chunk *ch, pool_range *h, uint64_t bytes,
             return rc;
         }
         if (first < 0)
-            first = at;
+            first = i;
         done += n;
     }
+    atomic_fetch_add_explicit(&p->base.env->maps, made, memory_order_relaxed);
     mapped_add(p, ch, (int64_t)bytes);
-    pool_range *r = h, *prev = h->phys_prev;
-    if (h->bytes > bytes || h == ch->last) {
-        r = spare_take(p);
-        r->ptr = h->ptr;
-        r->phys_prev = prev;
-        r->phys_next = h;
-        if (prev != NULL)
-            prev->phys_next = r;
-        else
-            ch->first = r;
-        h->phys_prev = r;
-        h->ptr += bytes;
-        h->bytes -= bytes;
+    return DV_OK;
+}
+
+/*
+ * Map [at, at + bytes) of hole h in region ch, at its front or (an
+ * interior hole) its back: that space becomes free on stream s, merged
+ * with the free neighbours of s.  Two spares must be reserved.
+ */
+static int hole_map(pool_res *p, pool_chunk *ch, pool_range *h, dv_dptr at, uint64_t bytes,
+                    dv_stream_id s, pool_range **merged)
+{
+    int rc = extents_map(p, ch, at, bytes);
+    if (rc != DV_OK)
+        return rc;
+    pool_range *r;
+    if (bytes == h->bytes && h != ch->last) { /* an interior hole filled whole */
+        hole_unlink(p, h);
+        r = h;
     } else {
-        ch->holes--, p->holes--; /* an interior hole filled whole */
+        r = spare_take(p);
+        r->ptr = at;
+        if (at == h->ptr) {
+            link_before(ch, h, r);
+            h->ptr += bytes;
+        } else {
+            link_after(ch, h, r);
+        }
+        h->bytes -= bytes;
     }
     r->bytes = bytes;
-    if (prev != NULL && prev->state == RANGE_FREE) {
-        r->owner = prev->owner;
-        r->freed_epoch = prev->freed_epoch;
-    } else {
-        r->owner = (uint8_t)s;
-        r->freed_epoch = dv__tracker_mark(p->t, s);
-    }
+    r->owner = (uint8_t)s;
+    /* Fresh memory: another stream taking it waits for this point of s. */
+    r->freed_epoch = dv__tracker_mark(p->t, s);
     r->state = RANGE_FREE;
-    (void)bins_release(p, r);
+    *merged = bins_release(p, r);
     return DV_OK;
 }
 
@@ -1002,7 +1083,8 @@ static int region_new(pool_res *p, uint64_t bytes, pool_chunk **out)
     }
     pool_range *h = spare_take(p);
     uint32_t index = h->index;
-    *h = (pool_range){.ptr = va, .bytes = va_bytes, .index = index, .state = RANGE_HOLE};
+    *h = (pool_range){.ptr = va, .bytes = va_bytes, .index = index};
+    hole_link(p, h);
     ch->block = (dv_block){.ptr = va, .bytes = va_bytes, .device = p->base.device};
     ch->va_bytes = va_bytes;
     ch->first = ch->last = h;
@@ -1042,6 +1124,7 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
         return rc; /* still mapped, still free */
     memmove(&ch->maps[i], &ch->maps[i + 1], (ch->nmaps - i - 1) * sizeof(*ch->maps));
     ch->nmaps--;
+    atomic_fetch_add_explicit(&p->base.env->unmaps, 1, memory_order_relaxed);
     mapped_add(p, ch, -(int64_t)m.bytes);
 
     if (r->ptr < a)
@@ -1063,39 +1146,56 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
         spare_put(p, n);
     }
     r->bytes = m.bytes;
-    r->state = RANGE_HOLE;
-    ch->holes++, p->holes++;
+    hole_link(p, r);
     hole_merge(p, ch, r);
     return DV_OK;
 }
 
-/* Unmap every mapping of region ch that is wholly free; *released counts
- * the bytes. */
+/*
+ * Is every byte of [a, b) free (and with reached_only, its frees passed on
+ * the device)?  r is the range holding a; *last gets the range holding the
+ * last byte.
+ */
+static bool extent_free(pool_res *p, pool_range *r, dv_dptr b, bool reached_only,
+                        pool_range **last)
+{
+    for (;; r = r->phys_next) {
+        bool reached = true;
+        if (r->state != RANGE_FREE ||
+            (reached_only &&
+             (dv__tracker_reached(p->t, freed_pos(r), &reached) != DV_OK || !reached)))
+            return false;
+        if (r->ptr + r->bytes >= b) {
+            *last = r;
+            return true;
+        }
+    }
+}
+
+/*
+ * Unmap mappings of region ch that lie wholly free: every one (pick NULL),
+ * or those whose offsets are in pick[0 .. npick) (ascending); *released
+ * counts the bytes.
+ */
 static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool reached_only,
-                       uint64_t want)
+                       const uint64_t *pick, uint32_t npick)
 {
     pool_range *r = ch->first;
-    uint32_t i = 0;
-    uint64_t got = 0;
-    while (i < ch->nmaps && (want == 0 || got < want)) {
+    uint32_t i = 0, k = 0;
+    while (i < ch->nmaps && (pick == NULL || k < npick)) {
+        if (pick != NULL && ch->maps[i].off != pick[k]) {
+            if (ch->maps[i].off > pick[k])
+                k++;
+            else
+                i++;
+            continue;
+        }
         dv_dptr a = ch->block.ptr + ch->maps[i].off, b = a + ch->maps[i].bytes;
         while (r->ptr + r->bytes <= a)
             r = r->phys_next;
-        pool_range *x = r;
-        bool free_all = true;
-        for (;; x = x->phys_next) {
-            bool reached = true;
-            if (x->state != RANGE_FREE ||
-                (reached_only &&
-                 (dv__tracker_reached(p->t, freed_pos(x), &reached) != DV_OK || !reached))) {
-                free_all = false;
-                break;
-            }
-            if (x->ptr + x->bytes >= b)
-                break;
-        }
-        if (!free_all) {
-            i++;
+        pool_range *x = NULL;
+        if (!extent_free(p, r, b, reached_only, &x)) {
+            i++, k++;
             continue;
         }
         int rc = spare_reserve(p, 2);
@@ -1107,10 +1207,10 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
         pool_range *before = r->ptr < a ? r : r->phys_prev;
         bool before_hole = before != NULL && before->state == RANGE_HOLE;
         if ((rc = unmap_one(p, ch, i, r)) != DV_OK) {
-            i++; /* it stays mapped; a later trim tries again */
+            i++, k++; /* it stays mapped; a later trim tries again */
             continue;
         }
-        got += bytes;
+        k++;
         if (released != NULL)
             *released += bytes;
         /* On from the range before the new hole (a hole there may have
@@ -1131,11 +1231,11 @@ static void region_drop(pool_res *p, pool_chunk *ch)
         if (dv__drv_mem_unmap(p->base.env->ctx, va, ch->maps[i].bytes, ch->maps[i].handle) != DV_OK)
             (void)dv__drv_mem_unmap(p->base.env->ctx, va, ch->maps[i].bytes, ch->maps[i].handle);
     }
+    atomic_fetch_add_explicit(&p->base.env->unmaps, ch->nmaps, memory_order_relaxed);
     if (ch->bytes != 0)
         mapped_add(p, ch, -(int64_t)ch->bytes);
     (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
     chunk_ranges_put(p, ch);
-    p->holes -= ch->holes;
     chunk_unlink(p, ch);
     if (p->region == ch)
         p->region = NULL;
@@ -1143,30 +1243,251 @@ static void region_drop(pool_res *p, pool_chunk *ch)
     free(ch);
 }
 
-/* An interior hole of at least bytes, or NULL. */
-static pool_range *hole_find(pool_res *p, uint64_t bytes, pool_chunk **in)
+static pool_chunk *region_of(pool_res *p, dv_dptr ptr)
 {
-    if (p->holes == 0)
-        return NULL;
-    for (pool_chunk *ch = p->chunks; ch != NULL; ch = ch->next) {
-        if (ch->holes == 0)
-            continue;
-        for (pool_range *r = ch->first; r != ch->last; r = r->phys_next)
-            if (r->state == RANGE_HOLE && r->bytes >= bytes) {
-                *in = ch;
-                return r;
-            }
-    }
+    for (pool_chunk *ch = p->chunks; ch != NULL; ch = ch->next)
+        if (ch->va_bytes != 0 && ptr - ch->block.ptr < ch->va_bytes)
+            return ch;
     return NULL;
 }
 
 /*
- * Make room for need bytes on stream s by mapping: at the growing region's
- * end, where the free space there makes up part of it (growth in place),
- * else in a hole trim left, else in a new region.  A step maps at least
- * 1/32 of what is mapped (at most 64 MiB), so a pool that grows by many
- * small steps makes few driver calls, and what it maps beyond the request
- * stays a small share.
+ * A way to make room for a request by mapping: bytes at `at` in hole h
+ * of region ch, joining the free ranges before and after it (NULL: not
+ * needed).  waits counts those of other streams than the request's.
+ */
+typedef struct growth {
+    pool_chunk *ch;
+    pool_range *h, *before, *after;
+    dv_dptr at;
+    uint64_t bytes;
+    unsigned waits;
+} growth;
+
+static void growth_consider(growth *best, pool_range *h, dv_dptr at, uint64_t bytes,
+                            pool_range *before, pool_range *after, dv_stream_id s)
+{
+    unsigned waits = (before != NULL && before->owner != s) + (after != NULL && after->owner != s);
+    if (best->h == NULL || bytes < best->bytes || (bytes == best->bytes && waits < best->waits))
+        *best = (growth){NULL, h, before, after, at, bytes, waits};
+}
+
+/*
+ * The way to room for need bytes that maps the least: a free range next
+ * to a hole grown into it (from either side, or joined with the one
+ * across it when the hole is small), else the request alone in a hole.
+ * The reserved space past a region's end is a hole too, so growth in
+ * place at the end is one of the ways.
+ */
+static growth growth_best(pool_res *p, uint64_t need, dv_stream_id s)
+{
+    uint64_t g = p->granule, want = round_up(need, g);
+    growth best = {0};
+    for (pool_range *h = p->hole_list; h != NULL; h = h->free_next) {
+        pool_range *b = h->phys_prev, *a = h->phys_next;
+        bool tail = a == NULL;
+        uint64_t room = h->bytes;
+        uint64_t pf = b != NULL && b->state == RANGE_FREE ? b->bytes : 0;
+        uint64_t nf = a != NULL && a->state == RANGE_FREE ? a->bytes : 0;
+        if (pf != 0) {
+            uint64_t n = need > pf ? round_up(need - pf, g) : g;
+            if (n <= room)
+                growth_consider(&best, h, h->ptr, n, b, NULL, s);
+        }
+        if (nf != 0) {
+            uint64_t n = need > nf ? round_up(need - nf, g) : g;
+            if (n <= room)
+                growth_consider(&best, h, h->ptr + room - n, n, NULL, a, s);
+            if (pf != 0 && pf + room + nf >= need)
+                growth_consider(&best, h, h->ptr, room, b, a, s);
+        }
+        if (want <= room && (tail || want < room || pf + nf == 0))
+            growth_consider(&best, h, h->ptr, want, NULL, NULL, s);
+    }
+    if (best.h != NULL)
+        best.ch = region_of(p, best.h->ptr);
+    return best;
+}
+
+/*
+ * Has the device passed every free in [r, b)?  Where it has not yet, look
+ * again until deadline_ns (0: look once): a free marked a moment ago is
+ * past on an idle stream as soon as the device sees the event recorded
+ * for it, and an unmap that waits a few microseconds for that costs less
+ * than memory mapped for good.
+ */
+static bool frees_passed(pool_res *p, pool_range *r, dv_dptr b, uint64_t deadline_ns)
+{
+    for (; r != NULL && r->ptr < b; r = r->phys_next) {
+        for (;;) {
+            bool reached = false;
+            if (dv__tracker_reached(p->t, freed_pos(r), &reached) != DV_OK)
+                return false;
+            if (reached)
+                break;
+            if (deadline_ns == 0 || dv__now_ns() > deadline_ns)
+                return false;
+            sched_yield();
+        }
+    }
+    return true;
+}
+
+/*
+ * Before mapping more than the most ever mapped: unmap free mappings
+ * elsewhere, at least want bytes, those in the smallest free spaces first,
+ * so that what is mapped anew takes their place rather than adding to it.
+ * Mappings overlapping [keep_lo, keep_hi) stay.  Those whose frees the
+ * device has not passed yet are waited for, RECLAIM_WAIT_NS at most in
+ * all.  What is unmapped counts in *got.
+ */
+#define RECLAIM_SCAN    256
+#define RECLAIM_WAIT_NS (200 * 1000)
+static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi, uint64_t *got)
+{
+    struct cand {
+        pool_chunk *ch;
+        pool_range *first; /* holding its first byte, until something is unmapped */
+        uint64_t off, bytes, space;
+        bool passed;
+    } cand[RECLAIM_SCAN];
+    uint32_t n = 0;
+
+    for (pool_chunk *ch = p->chunks; ch != NULL && n < RECLAIM_SCAN; ch = ch->next) {
+        if (ch->va_bytes == 0)
+            continue;
+        pool_range *r = ch->first;
+        for (uint32_t i = 0; i < ch->nmaps && n < RECLAIM_SCAN; i++) {
+            dv_dptr a = ch->block.ptr + ch->maps[i].off, b = a + ch->maps[i].bytes;
+            while (r->ptr + r->bytes <= a)
+                r = r->phys_next;
+            pool_range *x = NULL;
+            if ((a < keep_hi && keep_lo < b) || !extent_free(p, r, b, false, &x))
+                continue;
+            /* The free space the mapping lies in: the free ranges around it. */
+            uint64_t space = 0;
+            for (pool_range *y = r; y != NULL && y->state == RANGE_FREE; y = y->phys_prev)
+                space += y->bytes;
+            for (pool_range *y = r->phys_next; y != NULL && y->state == RANGE_FREE; y = y->phys_next)
+                space += y->bytes;
+            cand[n++] = (struct cand){ch, r, ch->maps[i].off, ch->maps[i].bytes, space,
+                                      frees_passed(p, r, b, 0)};
+        }
+    }
+    /* Passed first, then the smallest free space (an insertion sort: n is
+     * small). */
+    for (uint32_t i = 1; i < n; i++) {
+        struct cand c = cand[i];
+        uint32_t j = i;
+        for (; j > 0 && (cand[j - 1].passed < c.passed ||
+                         (cand[j - 1].passed == c.passed && cand[j - 1].space > c.space));
+             j--)
+            cand[j] = cand[j - 1];
+        cand[j] = c;
+    }
+    uint64_t sum = 0, deadline = 0;
+    uint32_t take = 0;
+    for (uint32_t i = 0; i < n && sum < want; i++) {
+        if (!cand[i].passed) {
+            if (deadline == 0)
+                deadline = dv__now_ns() + RECLAIM_WAIT_NS;
+            dv_dptr b = cand[i].ch->block.ptr + cand[i].off + cand[i].bytes;
+            if (!frees_passed(p, cand[i].first, b, deadline))
+                break; /* the device is busy: not now */
+        }
+        sum += cand[i].bytes;
+        cand[take++] = cand[i];
+    }
+    /* Unmapped region by region, in address order. */
+    for (pool_chunk *ch = p->chunks; ch != NULL; ch = ch->next) {
+        uint64_t pick[RECLAIM_SCAN];
+        uint32_t npick = 0;
+        for (uint32_t i = 0; i < take; i++)
+            if (cand[i].ch == ch)
+                pick[npick++] = cand[i].off;
+        if (npick == 0)
+            continue;
+        for (uint32_t i = 1; i < npick; i++) {
+            uint64_t v = pick[i];
+            uint32_t j = i;
+            for (; j > 0 && pick[j - 1] > v; j--)
+                pick[j] = pick[j - 1];
+            pick[j] = v;
+        }
+        int rc = region_trim(p, ch, got, true, pick, npick);
+        if (rc != DV_OK)
+            return rc;
+    }
+    return DV_OK;
+}
+
+/* Free range r becomes stream s's, s ordered after its free. */
+static int reown(pool_res *p, pool_range *r, dv_stream_id s)
+{
+    if (r->owner == s)
+        return DV_OK;
+    int rc = dv__tracker_wait(p->t, s, freed_pos(r));
+    if (rc != DV_OK)
+        return rc;
+    bin_remove(p, r);
+    r->freed_epoch = dv__tracker_mark(p->t, s);
+    bin_insert(p, s, r);
+    return DV_OK;
+}
+
+/*
+ * Free space of several streams side by side, at least need bytes in all,
+ * becomes one range of stream s: s waits for each of their frees on the
+ * device (an event wait, no host query), and they merge.  The run that
+ * fits best (address-ordered ties); true when one was found.  Before
+ * growing: space freed side by side by streams that shared the work serves
+ * a request larger than any of its pieces.
+ */
+static int merge_across(pool_res *p, uint64_t need, dv_stream_id s, bool *merged)
+{
+    pool_range *best = NULL;
+    uint64_t best_bytes = 0;
+    *merged = false;
+    if ((p->streams_with_free & (p->streams_with_free - 1)) == 0)
+        return DV_OK; /* one stream's space merges by itself */
+    for (pool_chunk *ch = p->chunks; ch != NULL; ch = ch->next) {
+        for (pool_range *r = ch->first; r != NULL;) {
+            if (r->state != RANGE_FREE) {
+                r = r->phys_next;
+                continue;
+            }
+            pool_range *first = r;
+            uint64_t bytes = 0;
+            bool mixed = false;
+            for (; r != NULL && r->state == RANGE_FREE; r = r->phys_next) {
+                bytes += r->bytes;
+                mixed |= r->owner != first->owner;
+            }
+            if (mixed && bytes >= need && (best == NULL || bytes < best_bytes))
+                best = first, best_bytes = bytes;
+        }
+    }
+    if (best == NULL)
+        return DV_OK;
+    for (pool_range *r = best, *next; r != NULL && r->state == RANGE_FREE; r = next) {
+        next = r->phys_next;
+        int rc = reown(p, r, s);
+        if (rc != DV_OK)
+            return rc;
+        bin_remove(p, r); /* binned again, merged with the run so far */
+        r = bins_release(p, r);
+        next = r->phys_next;
+    }
+    *merged = true;
+    return DV_OK;
+}
+
+/*
+ * Make room for need bytes on stream s by mapping, where it maps the least
+ * (growth_best).  At the end of a region a step maps at least 1/32 of what
+ * is mapped (at most 64 MiB), so a pool that grows by many small steps
+ * makes few driver calls.  Past the most ever mapped, free mappings
+ * elsewhere are unmapped first (reclaim).
  */
 static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
 {
@@ -1176,75 +1497,68 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     if (step > 64 * MIB)
         step = 64 * MIB;
     step &= ~(g - 1);
-    if ((rc = spare_reserve(p, 2)) != DV_OK)
-        return rc;
-    uint64_t want = round_up(need, g); /* what a hole or a new region must hold */
-    uint64_t free_bytes = p->chunk_bytes - p->live_bytes;
-    if (free_bytes >= need && free_bytes >= p->chunk_bytes / RECLAIM_SHARE) {
-        /* Enough is free, but not in one piece: give back the mappings
-         * that lie wholly free (their frees passed), so that what is
-         * mapped anew takes their place rather than adding to them. */
-        uint64_t got = 0;
-        for (pool_chunk *c = p->chunks, *cn; c != NULL && got < want; c = cn) {
-            cn = c->next;
-            if (c->va_bytes != 0 && region_trim(p, c, &got, true, want - got) == DV_OK &&
-                c->bytes == 0)
-                region_drop(p, c);
-        }
-    }
     for (int attempt = 0;; attempt++) {
-        pool_chunk *ch = p->region;
-        pool_range *tail = ch != NULL ? ch->last->phys_prev : NULL;
-        bool end_free = tail != NULL && tail->state == RANGE_FREE;
-        /* What the end must gain: the request less the free space there. */
-        uint64_t least =
-            !end_free ? want : round_up(need > tail->bytes ? need - tail->bytes : g, g);
-        uint64_t bytes = least > step ? least : step;
-        if (ch != NULL && ch->last->bytes < bytes && ch->last->bytes >= least)
-            bytes = ch->last->bytes;
-        if (p->cfg.max_pool_bytes != 0 && p->chunk_bytes + bytes > p->cfg.max_pool_bytes) {
-            if (p->chunk_bytes + want > p->cfg.max_pool_bytes) {
-                rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
-                              "allocate: %llu bytes would take the pool past max_pool_bytes "
-                              "%llu (%llu mapped)",
-                              (unsigned long long)need, (unsigned long long)p->cfg.max_pool_bytes,
-                              (unsigned long long)p->chunk_bytes);
-                dv__detail()->requested = need;
-                dv__detail()->remaining = p->cfg.max_pool_bytes - p->chunk_bytes;
-                return rc;
-            }
-            bytes = want;
-        }
-        pool_chunk *in = NULL;
-        pool_range *h = NULL;
-        /* The end when free space there makes up part of the request; a
-         * hole before new space at the end; a new region last. */
-        if (end_free && ch->last->bytes >= bytes) {
-            h = ch->last, in = ch;
-        } else if ((h = hole_find(p, want, &in)) != NULL) {
-            bytes = want;
-        } else if (ch != NULL && ch->last->bytes >= bytes) {
-            h = ch->last, in = ch;
-        } else {
-            bytes = want > step ? want : step;
-            rc = region_new(p, bytes, &in);
+        if ((rc = spare_reserve(p, 4)) != DV_OK)
+            return rc;
+        growth gr = growth_best(p, need, s);
+        if (gr.h == NULL) {
+            /* No room in any region: a new one. */
+            pool_chunk *ch = NULL;
+            rc = region_new(p, need > step ? need : step, &ch);
             if (rc != DV_OK && p->nchunks == 0 && dv__short_of_memory(rc)) {
                 /* No address space at all (another pool holds it, say):
                  * this pool grows by chunks instead. */
                 p->granule = 0;
                 return grow(p, need, s);
             }
-            if (rc == DV_OK) {
-                p->region = in;
-                h = in->last;
-            }
+            if (rc != DV_OK)
+                return rc;
+            p->region = ch;
+            gr = growth_best(p, need, s);
         }
-        if (rc == DV_OK)
-            rc = map_front(p, in, h, bytes, s);
+        uint64_t least = gr.bytes, cap = p->cfg.max_pool_bytes;
+        /* A step at a region's end. */
+        if (gr.h->phys_next == NULL && gr.bytes < step && step <= gr.h->bytes)
+            gr.bytes = step;
+        uint64_t limit = cap != 0 && cap < p->high ? cap : p->high;
+        if (p->chunk_bytes + least > limit && p->chunk_bytes > p->live_bytes) {
+            /* Past the most ever mapped (or the cap): moved, not added.
+             * The hole's neighbours stay (the growth joins them). */
+            pool_range *b = gr.h->phys_prev, *a = gr.h->phys_next;
+            dv_dptr lo = b != NULL ? b->ptr : gr.h->ptr;
+            dv_dptr hi = a != NULL ? a->ptr + a->bytes : gr.h->ptr + gr.h->bytes;
+            uint64_t over = p->chunk_bytes + least - (limit > p->chunk_bytes ? limit : p->chunk_bytes);
+            uint64_t got = 0;
+            if ((rc = reclaim(p, over, lo, hi, &got)) != DV_OK)
+                return rc;
+            if (got != 0)
+                gr.bytes = least; /* no step while moving */
+        }
+        if (cap != 0 && p->chunk_bytes + gr.bytes > cap) {
+            if (p->chunk_bytes + least > cap) {
+                rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
+                              "allocate: %llu bytes would take the pool past max_pool_bytes "
+                              "%llu (%llu mapped)",
+                              (unsigned long long)need, (unsigned long long)cap,
+                              (unsigned long long)p->chunk_bytes);
+                dv__detail()->requested = need;
+                dv__detail()->remaining = cap > p->chunk_bytes ? cap - p->chunk_bytes : 0;
+                return rc;
+            }
+            gr.bytes = least;
+        }
+        pool_range *merged = NULL;
+        if ((gr.before == NULL || (rc = reown(p, gr.before, s)) == DV_OK) &&
+            (gr.after == NULL || (rc = reown(p, gr.after, s)) == DV_OK))
+            rc = hole_map(p, gr.ch, gr.h, gr.at, gr.bytes, s, &merged);
+        if (rc == DV_OK && gr.after != NULL && gr.before == NULL && merged->bytes > need)
+            /* Grown downwards: the request at the top, what is left over
+             * beside the hole, where a later growth extends it. */
+            (void)split_free(p, merged, merged->ptr + merged->bytes - need);
         if (rc == DV_OK || !dv__short_of_memory(rc) || attempt > 0)
             return rc;
         /* The device is short: give back what lies free, then once more at
-         * the exact size. */
+         * the least size. */
         step = 0;
         (void)trim(p, NULL);
     }
@@ -1324,6 +1638,10 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     /* A split needs one node, a new chunk one more. */
     if (p->nspare < 2 && (rc = spare_reserve(p, 2)) != DV_OK)
         return rc;
+    if (c == NO_CLASS && p->stacked_bytes != 0)
+        /* A large request sees the space small blocks freed around it
+         * merged (each stacked block is flushed once per push). */
+        flush_stacks(p);
     if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
         return rc;
     if (!found && p->stacked_bytes != 0) {
@@ -1337,6 +1655,11 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
         if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
             return rc;
     }
+    bool merged = false;
+    if (!found && (rc = merge_across(p, need, s, &merged)) != DV_OK)
+        return rc;
+    if (merged && (rc = take(p, need, c, s, &b, &found)) != DV_OK)
+        return rc;
     if (!found) {
         if ((rc = grow(p, need, s)) != DV_OK)
             return rc;

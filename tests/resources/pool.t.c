@@ -88,7 +88,7 @@ static dv_pool_stats stats_of(dv_resource *pool)
  * larger ones rounded to 256. */
 static uint64_t expected_bytes(uint64_t req)
 {
-    if (req <= KIB || req > MIB)
+    if (req <= KIB || req > 256 * KIB)
         return (req + 255) & ~UINT64_C(255);
     for (uint64_t base = KIB;; base *= 2)
         for (uint64_t k = 1; k <= 4; k++)
