@@ -427,6 +427,12 @@ typedef struct dv_actor_config {
     /* Out of memory (dv_oom_info, above); NULL: none. */
     dv_oom_fn oom;
     void *oom_user;
+    /* The pool growing in place never unmaps free memory to map it where a
+     * request needs it: past the most it ever mapped it maps more instead.
+     * Fewer driver calls (a move costs tens of microseconds of the actor's
+     * thread), more memory held; dv_resource_trim still gives free memory
+     * back.  Default false: memory moves. */
+    bool pool_keep_mapped;
 } dv_actor_config;
 
 /* Defaults, and size (ABI, above); the macro passes the caller's sizeof. */
@@ -439,7 +445,7 @@ DV_EXPORT void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size);
  *     "budget:8G,pool_initial:256M,streams:8,guard:1,log:/tmp/dv-%d.csv"
  *
  * Keys: backend (auto, cuda, sim), streams, queue, pool, pool_initial,
- * pool_max_chunk, pool_chunks, sim_memory, budget, guard, log,
+ * pool_max_chunk, pool_chunks, pool_keep_mapped, sim_memory, budget, guard, log,
  * synchronous, permissive, check_order, host_budget, staging,
  * staging_chunk, copy_threads (the fields of dv_actor_config).  Sizes and counts take K, M, G or T, either
  * case, powers of 1024 ("1M", "1MiB", "1MB" and "1m" read the same);

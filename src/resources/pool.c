@@ -1520,7 +1520,11 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
         /* A step at a region's end. */
         if (gr.h->phys_next == NULL && gr.bytes < step && step <= gr.h->bytes)
             gr.bytes = step;
-        uint64_t limit = cap != 0 && cap < p->high ? cap : p->high;
+        /* Past the most ever mapped (never, keeping what is mapped) and
+         * past the cap, memory moves rather than being added. */
+        uint64_t limit = p->cfg.keep_mapped ? UINT64_MAX : p->high;
+        if (cap != 0 && cap < limit)
+            limit = cap;
         if (p->chunk_bytes + least > limit && p->chunk_bytes > p->live_bytes) {
             /* Past the most ever mapped (or the cap): moved, not added.
              * The hole's neighbours stay (the growth joins them). */

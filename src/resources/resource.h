@@ -238,6 +238,7 @@ typedef struct dv_pool_config {
     uint64_t max_pool_bytes;      /* 0: no limit beyond upstream's */
     bool chunks;                  /* grow by chunks from upstream even where the
                                    * pool could map memory in place */
+    bool keep_mapped;             /* never move memory: map more instead */
 } dv_pool_config;
 void dv__pool_config_init(dv_pool_config *cfg);
 int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);

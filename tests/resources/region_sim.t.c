@@ -1,14 +1,15 @@
 /* The pool's growth by mapping on the sim (support/region_tests.h), and
  * what only the sim can show: a trim waits for a slow stream's use of the
  * memory it unmaps, a device too full for a new mapping has the pool give
- * back its free mappings and try again, and a failed map leaves nothing
- * behind. */
+ * back its free mappings and try again, a failed map leaves nothing
+ * behind, and space two streams freed side by side serves a third behind
+ * the slower one's write without the host waiting for it. */
 #include <time.h>
 
 #include "driver/sim.h"
 #include "support/region_tests.h"
 
-#define SIM_ONLY_TESTS 7
+#define SIM_ONLY_TESTS 12
 
 static double ms_since(const struct timespec *t0)
 {
@@ -86,6 +87,90 @@ static void sim_only(test_env *t)
        dv_err_name(rc2), (unsigned long long)rg_mapped(t));
     if (pool != NULL) {
         (void)dv__res_deallocate(pool, &a);
+        dv__res_destroy_stack(pool);
+    }
+    dv__res_env_sync(&t->env);
+
+    /* X (3 MiB, stream 0) and Y (3 MiB, stream 1) side by side; Y written
+     * on a slowed stream 1, both freed.  6 MiB on stream 2 takes both as
+     * one block without mapping and without the host waiting for the
+     * write: stream 2 waits for it on the device, so what stream 2 writes
+     * next stays. */
+    pool = rg_pool(t, 0);
+    dv_block x, y, z;
+    rc = pool != NULL ? dv__res_allocate(pool, 3 * RG_MIB, 0, rg_tag(9), &x) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 3 * RG_MIB, 1, rg_tag(10), &y) : DV_EINVAL;
+    uint64_t mapped = rg_mapped(t);
+    dv__sim_stream_set_delay(t->env.streams[1], 200 * 1000);
+    if (rc == DV_OK) {
+        rc |= dv__res_prepare_block_use(pool, dv__block_id_of(&y), 1, DV_ACCESS_WRITE);
+        rc |= dv__drv_memset_d8(t->env.streams[1], y.ptr, 0xAB, y.bytes);
+        rc |= dv__res_finish_block_use(pool, dv__block_id_of(&y), 1, DV_ACCESS_WRITE);
+        rc |= dv__res_deallocate(pool, &y) | dv__res_deallocate(pool, &x);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc2 = rc == DV_OK ? dv__res_allocate(pool, 6 * RG_MIB, 2, rg_tag(11), &z) : DV_EINVAL;
+    ms = ms_since(&t0);
+    ok(rc2 == DV_OK && z.ptr == x.ptr && rg_mapped(t) == mapped && y.ptr == x.ptr + 3 * RG_MIB,
+       "sim: 3 + 3 MiB freed side by side on streams 0 and 1 serve 6 MiB on stream 2 in place "
+       "(%s, %llu MiB mapped before, %llu after)",
+       dv_err_name(rc2), (unsigned long long)(mapped / RG_MIB),
+       (unsigned long long)(rg_mapped(t) / RG_MIB));
+    ok(rc2 == DV_OK && ms < 100.0,
+       "sim: the host did not wait for stream 1's slow write to take it (%.0f ms)", ms);
+    rc = rc2 == DV_OK ? rg_fill(t, &z, 51, 2) : rc2;
+    dv__res_env_sync(&t->env); /* stream 1's write done too */
+    ok(rc == DV_OK && rg_holds(t, &z, 51, 2),
+       "sim: stream 2's write after it stays (stream 2 waited for stream 1 on the device)");
+    dv__sim_stream_set_delay(t->env.streams[1], 0);
+    if (pool != NULL) {
+        if (rc2 == DV_OK)
+            (void)dv__res_deallocate(pool, &z);
+        dv__res_destroy_stack(pool);
+    }
+
+    /* Moving memory never takes what the device still uses: A and C (8 MiB
+     * each, small blocks after each) freed, C just written on a slowed
+     * stream; 12 MiB at the most the pool ever mapped unmaps A's extents
+     * but not C's (it waits for the write a moment, then maps more), and
+     * the slow write lands in mapped memory. */
+    pool = rg_pool(t, 0);
+    dv_block s1, s2;
+    rc = pool != NULL ? DV_OK : DV_EINVAL;
+    if (pool != NULL) {
+        rc |= dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(12), &a);
+        rc |= dv__res_allocate(pool, 64 * 1024, 0, rg_tag(13), &s1);
+        rc |= dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(14), &c);
+        rc |= dv__res_allocate(pool, 64 * 1024, 0, rg_tag(15), &s2);
+        rc |= dv__res_deallocate(pool, &a);
+        dv__res_env_sync(&t->env);
+        dv__sim_stream_set_delay(t->env.streams[1], 200 * 1000);
+        rc |= dv__res_prepare_block_use(pool, dv__block_id_of(&c), 1, DV_ACCESS_WRITE);
+        rc |= dv__drv_memset_d8(t->env.streams[1], c.ptr, 0xCD, c.bytes);
+        rc |= dv__res_finish_block_use(pool, dv__block_id_of(&c), 1, DV_ACCESS_WRITE);
+        rc |= dv__res_deallocate(pool, &c);
+    }
+    mapped = rg_mapped(t);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc2 = rc == DV_OK ? dv__res_allocate(pool, 12 * RG_MIB, 0, rg_tag(16), &z) : DV_EINVAL;
+    ms = ms_since(&t0);
+    ok(rc2 == DV_OK && rg_mapped(t) > mapped && rg_mapped(t) <= mapped + 12 * RG_MIB &&
+           ms < 100.0,
+       "sim: 12 MiB moves the passed free memory only, then maps more (%s; %llu MiB before, "
+       "%llu after; %.1f ms)",
+       dv_err_name(rc2), (unsigned long long)(mapped / RG_MIB),
+       (unsigned long long)(rg_mapped(t) / RG_MIB), ms);
+    dv__res_env_sync(&t->env);
+    dv__sim_stream_set_delay(t->env.streams[1], 0);
+    rc = rc2 == DV_OK ? rg_fill(t, &z, 61, 0) : rc2;
+    ok(rc == DV_OK && rg_holds(t, &z, 61, 1) && rg_fill(t, &s1, 62, 1) == DV_OK &&
+           rg_holds(t, &s1, 62, 0),
+       "sim: the slow write landed in memory still mapped; the device is sound after it");
+    if (pool != NULL) {
+        if (rc2 == DV_OK)
+            (void)dv__res_deallocate(pool, &z);
+        (void)dv__res_deallocate(pool, &s1);
+        (void)dv__res_deallocate(pool, &s2);
         dv__res_destroy_stack(pool);
     }
     dv__res_env_sync(&t->env);

@@ -18,12 +18,13 @@
 
 #define RG_MIB (UINT64_C(1) << 20)
 
-static dv_resource *rg_pool(test_env *t, uint64_t max_pool)
+static dv_resource *rg_pool_kept(test_env *t, uint64_t max_pool, bool keep_mapped)
 {
     dv_resource *async = NULL, *pool = NULL;
     dv_pool_config cfg;
     dv__pool_config_init(&cfg);
     cfg.max_pool_bytes = max_pool;
+    cfg.keep_mapped = keep_mapped;
     if (dv__async_resource_create(&t->env, &async) != DV_OK)
         return NULL;
     if (dv__pool_resource_create(async, &cfg, &pool) != DV_OK) {
@@ -31,6 +32,11 @@ static dv_resource *rg_pool(test_env *t, uint64_t max_pool)
         return NULL;
     }
     return pool;
+}
+
+static dv_resource *rg_pool(test_env *t, uint64_t max_pool)
+{
+    return rg_pool_kept(t, max_pool, false);
 }
 
 static dv_pool_stats rg_stats(dv_resource *pool)
@@ -83,7 +89,7 @@ static dv_tag rg_tag(uint64_t id)
     return (dv_tag){"region", id};
 }
 
-#define REGION_TESTS 26
+#define REGION_TESTS 27
 
 /* granule: the device's (2 MiB on the sim and the H100). */
 static void region_tests(test_env *t)
@@ -252,16 +258,43 @@ static void region_tests(test_env *t)
     }
     dv__res_env_sync(&t->env);
     uint64_t pieces = rg_mapped(t);
+    uint64_t unmaps_before = atomic_load(&t->env.unmaps);
     if (fresh != NULL)
         rc |= dv__res_allocate(fresh, 12 * RG_MIB, 0, rg_tag(21), &a);
-    ok(rc == DV_OK && rg_mapped(t) <= pieces,
+    uint64_t unmapped = atomic_load(&t->env.unmaps) - unmaps_before;
+    ok(rc == DV_OK && rg_mapped(t) <= pieces && unmapped > 0,
        "region: 12 MiB with 16 MiB free in two pieces: %llu MiB mapped before, %llu after "
-       "(not %llu)",
+       "(not %llu), %llu extents moved",
        (unsigned long long)(pieces / RG_MIB), (unsigned long long)(rg_mapped(t) / RG_MIB),
-       (unsigned long long)((pieces + 12 * RG_MIB) / RG_MIB));
+       (unsigned long long)((pieces + 12 * RG_MIB) / RG_MIB), (unsigned long long)unmapped);
     ok(rc == DV_OK && rg_fill(t, &a, 41, 0) == DV_OK && rg_holds(t, &a, 41, 1) &&
            rg_fill(t, &s1, 42, 0) == DV_OK && rg_holds(t, &s1, 42, 1),
        "region: the 12 MiB block is usable, the small ones beside it too");
+    if (fresh != NULL) {
+        rc = dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &s1) |
+             dv__res_deallocate(fresh, &s2);
+        dv__res_destroy_stack(fresh);
+    }
+    /* The same with keep_mapped: nothing moves, the pool maps more. */
+    fresh = rg_pool_kept(t, 0, true);
+    rc = fresh != NULL ? DV_OK : DV_ENOMEM;
+    if (fresh != NULL) {
+        rc |= dv__res_allocate(fresh, 8 * RG_MIB, 0, rg_tag(17), &a);
+        rc |= dv__res_allocate(fresh, 64 * 1024, 0, rg_tag(18), &s1);
+        rc |= dv__res_allocate(fresh, 8 * RG_MIB, 0, rg_tag(19), &c);
+        rc |= dv__res_allocate(fresh, 64 * 1024, 0, rg_tag(20), &s2);
+        rc |= dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &c);
+        dv__res_env_sync(&t->env);
+        pieces = rg_mapped(t);
+        unmaps_before = atomic_load(&t->env.unmaps);
+        rc |= dv__res_allocate(fresh, 12 * RG_MIB, 0, rg_tag(21), &a);
+        unmapped = atomic_load(&t->env.unmaps) - unmaps_before;
+    }
+    ok(rc == DV_OK && rg_mapped(t) >= pieces + 10 * RG_MIB && unmapped == 0,
+       "region: keeping what is mapped, the same 12 MiB maps more (%llu MiB before, %llu after, "
+       "%llu unmapped)",
+       (unsigned long long)(pieces / RG_MIB), (unsigned long long)(rg_mapped(t) / RG_MIB),
+       (unsigned long long)unmapped);
     if (fresh != NULL) {
         rc = dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &s1) |
              dv__res_deallocate(fresh, &s2);
