@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Replay the PyTorch traces of tools/traces/data on a GPU through devactor
-# (the pool growing in place, each allocation awaited and post-only
-# (--post), and post-only REPEAT times in a row (default 20: the steady
-# state, both allocators warm); and the older chunks for comparison) and
-# through PyTorch's caching allocator in the same run (dv-replay --peer),
-# RUNS times each, and print one CSV line per replay.
+# and through PyTorch's caching allocator in the same run (dv-replay
+# --peer), RUNS times each, and print one CSV line per replay.  Configs:
+#   post-xN    the default pool, allocations post-only, REPEAT passes
+#              (default 20: the steady state, both allocators warm)
+#   kept-xN    the same with pool_keep_mapped:1 (memory never moves)
+#   awaited    one pass, each allocation awaited (dv_ref_access)
 #
 #   tools/gpu-replay.sh [BUILD_DIR] [OUT_DIR]
 #
@@ -12,8 +13,8 @@
 # $OUT, else /tmp) receives replay.csv.  The PyTorch peer is built with
 # tools/peers/build-torch-peer.sh where python3 has PyTorch; without it the
 # devactor rows alone are written.  RUNS (default 3), TRACES (default: all
-# four), EXTRA (more dv-replay options) and BACKEND (cuda; sim to try it
-# here) come from the environment.
+# four), CONFIGS, EXTRA (more dv-replay options) and BACKEND (cuda; sim to
+# try it here) come from the environment.
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
@@ -25,18 +26,18 @@ traces=${TRACES:-cnn transformer inference multistream}
 mkdir -p "$out"
 csv=$out/replay.csv
 peer=$(bash "$here/peers/build-torch-peer.sh" "$out/peer/libdv_torch_peer.so" 2>"$out/peer-build.txt") || peer=
-echo "trace,config,run,rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,ops_per_s,peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,reserved_vs_peer,ops_vs_peer" >"$csv"
+echo "trace,config,run,rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,ops_per_s,peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,reserved_vs_peer,ops_vs_peer,maps_per_pass,unmaps_per_pass,driver_calls_per_pass" >"$csv"
 status=0
 for t in $traces; do
     for run in $(seq 1 "$runs"); do
-        for conf in default post "post-x$repeat" pool_chunks:1; do
-            [ "$conf" = post-x1 ] && continue
+        for conf in ${CONFIGS:-"post-x$repeat" "kept-x$repeat" awaited}; do
             args=(--backend "${BACKEND:-cuda}" --csv --quiet ${EXTRA:-})
-            [ "$conf" = post ] && args+=(--post)
-            [ "$conf" = "post-x$repeat" ] && args+=(--post --repeat "$repeat")
-            [ "$conf" = pool_chunks:1 ] && args+=(--conf "$conf")
+            case $conf in
+            post-x*) args+=(--post --repeat "$repeat") ;;
+            kept-x*) args+=(--post --repeat "$repeat" --conf pool_keep_mapped:1) ;;
+            esac
             # The peer in the same run (after the actor).
-            [ -n "$peer" ] && [ "$conf" != pool_chunks:1 ] && args+=(--peer "$peer")
+            [ -n "$peer" ] && args+=(--peer "$peer")
             "$build/tools/dv-replay" "${args[@]}" "$data/$t.csv.gz" >"$out/replay-one.txt" \
                 2>>"$out/replay-err.txt"
             rc=$?
