@@ -138,10 +138,7 @@ static void sim_only(test_env *t)
     dv_block s1, s2;
     rc = pool != NULL ? DV_OK : DV_EINVAL;
     if (pool != NULL) {
-        rc |= dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(12), &a);
-        rc |= dv__res_allocate(pool, 64 * 1024, 0, rg_tag(13), &s1);
-        rc |= dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(14), &c);
-        rc |= dv__res_allocate(pool, 64 * 1024, 0, rg_tag(15), &s2);
+        rc |= rg_pieces(pool, &a, &s1, &c, &s2);
         rc |= dv__res_deallocate(pool, &a);
         dv__res_env_sync(&t->env);
         dv__sim_stream_set_delay(t->env.streams[1], 200 * 1000);

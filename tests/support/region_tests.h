@@ -89,6 +89,48 @@ static dv_tag rg_tag(uint64_t id)
     return (dv_tag){"region", id};
 }
 
+/* A, S1, C, S2 side by side on stream 0: 8 MiB, 64 KiB, 8 MiB, 64 KiB. */
+static int rg_pieces(dv_resource *pool, dv_block *a, dv_block *s1, dv_block *c, dv_block *s2)
+{
+    return dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(17), a) |
+           dv__res_allocate(pool, 64 * 1024, 0, rg_tag(18), s1) |
+           dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(19), c) |
+           dv__res_allocate(pool, 64 * 1024, 0, rg_tag(20), s2);
+}
+
+/* In a fresh pool (the most it mapped is what it holds): the pieces, A and
+ * C freed, then 12 MiB: what was mapped before and after, the extents
+ * unmapped, and whether the new block and S1 hold what is written. */
+typedef struct rg_move {
+    int rc;
+    uint64_t before, after, unmapped;
+    bool usable;
+} rg_move;
+
+static rg_move rg_twelve_over_pieces(test_env *t, bool keep_mapped)
+{
+    rg_move m = {.rc = DV_ENOMEM};
+    dv_resource *pool = rg_pool_kept(t, 0, keep_mapped);
+    dv_block a, s1, c, s2;
+    if (pool == NULL)
+        return m;
+    m.rc = rg_pieces(pool, &a, &s1, &c, &s2);
+    m.rc |= dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &c);
+    dv__res_env_sync(&t->env);
+    m.before = rg_mapped(t);
+    uint64_t unmaps = atomic_load(&t->env.unmaps);
+    m.rc |= dv__res_allocate(pool, 12 * RG_MIB, 0, rg_tag(21), &a);
+    m.after = rg_mapped(t);
+    m.unmapped = atomic_load(&t->env.unmaps) - unmaps;
+    m.usable = m.rc == DV_OK && rg_fill(t, &a, 41, 0) == DV_OK && rg_holds(t, &a, 41, 1) &&
+               rg_fill(t, &s1, 42, 0) == DV_OK && rg_holds(t, &s1, 42, 1);
+    if (m.rc == DV_OK)
+        m.rc = dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &s1) |
+               dv__res_deallocate(pool, &s2);
+    dv__res_destroy_stack(pool);
+    return m;
+}
+
 #define REGION_TESTS 27
 
 /* granule: the device's (2 MiB on the sim and the H100). */
@@ -242,64 +284,24 @@ static void region_tests(test_env *t)
 
     /* Enough free, but in pieces too small, with the pool at the most it
      * ever mapped: it unmaps the pieces' whole mappings before it maps the
-     * request, so what it holds does not grow (a fresh pool, so that the
-     * most it mapped is what it holds now). */
+     * request, so what it holds does not grow.  Keeping what is mapped, it
+     * maps more instead. */
     rc = dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &b) | dv__pool_trim(pool, NULL);
-    dv_resource *fresh = rg_pool(t, 0);
-    dv_block s1, s2;
-    if (fresh == NULL)
-        rc = DV_ENOMEM;
-    else {
-        rc |= dv__res_allocate(fresh, 8 * RG_MIB, 0, rg_tag(17), &a);
-        rc |= dv__res_allocate(fresh, 64 * 1024, 0, rg_tag(18), &s1);
-        rc |= dv__res_allocate(fresh, 8 * RG_MIB, 0, rg_tag(19), &c);
-        rc |= dv__res_allocate(fresh, 64 * 1024, 0, rg_tag(20), &s2);
-        rc |= dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &c);
-    }
-    dv__res_env_sync(&t->env);
-    uint64_t pieces = rg_mapped(t);
-    uint64_t unmaps_before = atomic_load(&t->env.unmaps);
-    if (fresh != NULL)
-        rc |= dv__res_allocate(fresh, 12 * RG_MIB, 0, rg_tag(21), &a);
-    uint64_t unmapped = atomic_load(&t->env.unmaps) - unmaps_before;
-    ok(rc == DV_OK && rg_mapped(t) <= pieces && unmapped > 0,
+    rg_move moved = rg_twelve_over_pieces(t, false);
+    ok(moved.rc == DV_OK && moved.after <= moved.before && moved.unmapped > 0,
        "region: 12 MiB with 16 MiB free in two pieces: %llu MiB mapped before, %llu after "
        "(not %llu), %llu extents moved",
-       (unsigned long long)(pieces / RG_MIB), (unsigned long long)(rg_mapped(t) / RG_MIB),
-       (unsigned long long)((pieces + 12 * RG_MIB) / RG_MIB), (unsigned long long)unmapped);
-    ok(rc == DV_OK && rg_fill(t, &a, 41, 0) == DV_OK && rg_holds(t, &a, 41, 1) &&
-           rg_fill(t, &s1, 42, 0) == DV_OK && rg_holds(t, &s1, 42, 1),
-       "region: the 12 MiB block is usable, the small ones beside it too");
-    if (fresh != NULL) {
-        rc = dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &s1) |
-             dv__res_deallocate(fresh, &s2);
-        dv__res_destroy_stack(fresh);
-    }
-    /* The same with keep_mapped: nothing moves, the pool maps more. */
-    fresh = rg_pool_kept(t, 0, true);
-    rc = fresh != NULL ? DV_OK : DV_ENOMEM;
-    if (fresh != NULL) {
-        rc |= dv__res_allocate(fresh, 8 * RG_MIB, 0, rg_tag(17), &a);
-        rc |= dv__res_allocate(fresh, 64 * 1024, 0, rg_tag(18), &s1);
-        rc |= dv__res_allocate(fresh, 8 * RG_MIB, 0, rg_tag(19), &c);
-        rc |= dv__res_allocate(fresh, 64 * 1024, 0, rg_tag(20), &s2);
-        rc |= dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &c);
-        dv__res_env_sync(&t->env);
-        pieces = rg_mapped(t);
-        unmaps_before = atomic_load(&t->env.unmaps);
-        rc |= dv__res_allocate(fresh, 12 * RG_MIB, 0, rg_tag(21), &a);
-        unmapped = atomic_load(&t->env.unmaps) - unmaps_before;
-    }
-    ok(rc == DV_OK && rg_mapped(t) >= pieces + 10 * RG_MIB && unmapped == 0,
+       (unsigned long long)(moved.before / RG_MIB), (unsigned long long)(moved.after / RG_MIB),
+       (unsigned long long)((moved.before + 12 * RG_MIB) / RG_MIB),
+       (unsigned long long)moved.unmapped);
+    ok(moved.rc == DV_OK && moved.usable,
+       "region: the 12 MiB block is usable, the small one before it too");
+    moved = rg_twelve_over_pieces(t, true);
+    ok(moved.rc == DV_OK && moved.after >= moved.before + 10 * RG_MIB && moved.unmapped == 0,
        "region: keeping what is mapped, the same 12 MiB maps more (%llu MiB before, %llu after, "
        "%llu unmapped)",
-       (unsigned long long)(pieces / RG_MIB), (unsigned long long)(rg_mapped(t) / RG_MIB),
-       (unsigned long long)unmapped);
-    if (fresh != NULL) {
-        rc = dv__res_deallocate(fresh, &a) | dv__res_deallocate(fresh, &s1) |
-             dv__res_deallocate(fresh, &s2);
-        dv__res_destroy_stack(fresh);
-    }
+       (unsigned long long)(moved.before / RG_MIB), (unsigned long long)(moved.after / RG_MIB),
+       (unsigned long long)moved.unmapped);
     rc |= dv__res_allocate(pool, 6 * RG_MIB, 2, rg_tag(22), &a);
     rc |= dv__res_allocate(pool, 64 * 1024, 1, rg_tag(23), &b);
 
