@@ -1335,8 +1335,9 @@ static bool frees_passed(pool_res *p, pool_range *r, dv_dptr b, uint64_t deadlin
 
 /*
  * Before mapping more than the most ever mapped: unmap free mappings
- * elsewhere, at least want bytes, those in the smallest free spaces first,
- * so that what is mapped anew takes their place rather than adding to it.
+ * elsewhere, at least want bytes, those in the smallest free spaces first
+ * (the last one the smallest that covers what is left), so that what is
+ * mapped anew takes their place rather than adding to it.
  * Mappings overlapping [keep_lo, keep_hi) stay.  Those whose frees the
  * device has not passed yet are waited for, RECLAIM_WAIT_NS at most in
  * all.  What is unmapped counts in *got.
@@ -1388,6 +1389,19 @@ static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi,
     uint64_t sum = 0, deadline = 0;
     uint32_t take = 0;
     for (uint32_t i = 0; i < n && sum < want; i++) {
+        /* The last piece: the smallest mapping (of those passed) that
+         * covers what is still wanted, rather than a larger one moved in
+         * vain. */
+        uint32_t fit = i;
+        for (uint32_t j = i; j < n && cand[j].passed; j++)
+            if (cand[j].bytes >= want - sum &&
+                (cand[fit].bytes < want - sum || cand[j].bytes < cand[fit].bytes))
+                fit = j;
+        if (fit != i && cand[fit].bytes >= want - sum && cand[fit].bytes < cand[i].bytes) {
+            struct cand tmp = cand[i];
+            cand[i] = cand[fit];
+            cand[fit] = tmp;
+        }
         if (!cand[i].passed) {
             if (deadline == 0)
                 deadline = dv__now_ns() + RECLAIM_WAIT_NS;
