@@ -10,8 +10,10 @@
  *
  *   pool      suballocates memory: over the bottom, memory it maps in place
  *             (virtual memory, where the device has it: address space
- *             reserved once, physical memory mapped at its end as needed,
- *             free mappings unmapped by a trim), elsewhere chunks from its
+ *             reserved once, physical memory mapped where a request needs
+ *             least, moved there from free mappings elsewhere once the
+ *             pool holds the most it ever did, free mappings unmapped by
+ *             a trim), elsewhere chunks from its
  *             upstream; exact size classes, good-fit bins with coalescing,
  *             per-stream free lists, reuse on another stream only behind
  *             the free; trimmed on request
