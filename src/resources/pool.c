@@ -58,9 +58,9 @@
  * Small classes.  Requests up to 256 KiB are rounded to an exact class
  * (256-byte steps to 1 KiB, then four classes per power of two: 36
  * classes, all multiples of 256; larger requests are only 256-rounded,
- * so that their rounding wastes little).  A freed small block goes on a LIFO stack
- * for its class and stream and is not coalesced: the next request of that
- * class on that stream pops it.  A stack is an array of (address, position
+ * so that their rounding wastes little).  A freed small block goes on a
+ * LIFO stack for its class and stream and is not coalesced: the next
+ * request of that class on that stream pops it.  A stack is an array of (address, position
  * of the free, range index), so neither the free nor the allocation that
  * pops it reads the block's range: with a hundred thousand blocks live,
  * that line would be a cache miss on each.  A stack that is empty carves a
@@ -238,7 +238,6 @@ typedef struct pool_res {
     /* Growth by mapping (the upstream is the driver's allocator and the
      * device has virtual memory): granule 0 means chunks. */
     uint64_t granule, va_step;
-    pool_chunk *region;     /* the newest */
     pool_range *hole_list;  /* HOLE ranges of every region */
     uint64_t high;          /* the most ever mapped (chunk_bytes) */
     uint64_t live_bytes;    /* owner's view of bytes_outstanding */
@@ -1237,8 +1236,6 @@ static void region_drop(pool_res *p, pool_chunk *ch)
     (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
     chunk_ranges_put(p, ch);
     chunk_unlink(p, ch);
-    if (p->region == ch)
-        p->region = NULL;
     free(ch->maps);
     free(ch);
 }
@@ -1527,8 +1524,9 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
             }
             if (rc != DV_OK)
                 return rc;
-            p->region = ch;
             gr = growth_best(p, need, s);
+            if (gr.h == NULL) /* the new region holds need: cannot happen */
+                return dv__fail(DV_EINVAL, "allocate", "allocate: pool lost its new region");
         }
         uint64_t least = gr.bytes, cap = p->cfg.max_pool_bytes;
         /* A step at a region's end. */
