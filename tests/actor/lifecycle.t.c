@@ -5,6 +5,7 @@
  * hangs; handles go stale).
  */
 #include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -28,6 +29,7 @@ static void *get_actor(void *arg)
 typedef struct poster {
     dv_actor *a;
     atomic_int *stop_seen;
+    atomic_int *posted; /* posts that succeeded, all posters */
     int ok, shutdown, other;
 } poster;
 
@@ -39,6 +41,7 @@ static void *post_until_shutdown(void *arg)
         int rc = dv_alloc(p->a, 4096, 0, "churn", &r);
         if (rc == DV_OK) {
             p->ok++;
+            atomic_fetch_add(p->posted, 1);
             rc = dv_ref_release(r);
             if (rc != DV_OK && rc != DV_ESTALE)
                 p->other++;
@@ -86,17 +89,21 @@ int main(void)
     dv_actor_create(&cfg, &a);
     dv_ref keep;
     dv_alloc(a, 64, 0, "kept", &keep);
-    atomic_int stop_seen = 0;
+    atomic_int stop_seen = 0, posted = 0;
     poster ps[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        ps[i] = (poster){.a = a, .stop_seen = &stop_seen};
+        ps[i] = (poster){.a = a, .stop_seen = &stop_seen, .posted = &posted};
         pthread_create(&th[i], NULL, post_until_shutdown, &ps[i]);
     }
-    /* Let them churn a little, then shut down under them. */
-    for (int i = 0; i < 200; i++) {
+    /* Let them churn a little (until some post went through, on a loaded
+     * machine the threads may start late; 10 s at most), then shut down
+     * under them. */
+    for (int i = 0; i < 200 || (atomic_load(&posted) < THREADS && i < 1000000); i++) {
         dv_ref r;
         if (dv_alloc(a, 128, 1, "main", &r) == DV_OK)
             dv_ref_release(r);
+        if (i >= 200)
+            usleep(10);
     }
     dv_actor_shutdown(a);
     int total_ok = 0, others = 0;
