@@ -5,9 +5,9 @@
  * hangs; handles go stale).
  */
 #include <pthread.h>
-#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "devactor.h"
 #include "tap.h"
