@@ -789,7 +789,6 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
                        const uint64_t *pick, uint32_t npick);
 static void region_drop(pool_res *p, pool_chunk *ch);
 
-
 static int trim(pool_res *p, uint64_t *released)
 {
     flush_stacks(p);
@@ -1034,7 +1033,7 @@ static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
 /*
  * Map [at, at + bytes) of hole h in region ch, at its front or (an
  * interior hole) its back: that space becomes free on stream s, merged
- * with the free neighbours of s.  Two spares must be reserved.
+ * with the free neighbours of s.  A spare must be reserved.
  */
 static int hole_map(pool_res *p, pool_chunk *ch, pool_range *h, dv_dptr at, uint64_t bytes,
                     dv_stream_id s, pool_range **merged)
@@ -1151,24 +1150,43 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
 }
 
 /*
- * Is every byte of [a, b) free (and with reached_only, its frees passed on
- * the device)?  r is the range holding a; *last gets the range holding the
- * last byte.
+ * Is every byte of [a, b) free?  r is the range holding a; *last gets the
+ * range holding the last byte.
  */
-static bool extent_free(pool_res *p, pool_range *r, dv_dptr b, bool reached_only,
-                        pool_range **last)
+static bool extent_free(pool_range *r, dv_dptr b, pool_range **last)
 {
     for (;; r = r->phys_next) {
-        bool reached = true;
-        if (r->state != RANGE_FREE ||
-            (reached_only &&
-             (dv__tracker_reached(p->t, freed_pos(r), &reached) != DV_OK || !reached)))
+        if (r->state != RANGE_FREE)
             return false;
         if (r->ptr + r->bytes >= b) {
             *last = r;
             return true;
         }
     }
+}
+
+/*
+ * Has the device passed every free in [r, b)?  Where it has not yet, look
+ * again until deadline_ns (0: look once): a free marked a moment ago is
+ * past on an idle stream as soon as the device sees the event recorded
+ * for it, and an unmap that waits a few microseconds for that costs less
+ * than memory mapped for good.
+ */
+static bool frees_passed(pool_res *p, pool_range *r, dv_dptr b, uint64_t deadline_ns)
+{
+    for (; r != NULL && r->ptr < b; r = r->phys_next) {
+        for (;;) {
+            bool reached = false;
+            if (dv__tracker_reached(p->t, freed_pos(r), &reached) != DV_OK)
+                return false;
+            if (reached)
+                break;
+            if (deadline_ns == 0 || dv__now_ns() > deadline_ns)
+                return false;
+            sched_yield();
+        }
+    }
+    return true;
 }
 
 /*
@@ -1193,7 +1211,7 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
         while (r->ptr + r->bytes <= a)
             r = r->phys_next;
         pool_range *x = NULL;
-        if (!extent_free(p, r, b, reached_only, &x)) {
+        if (!extent_free(r, b, &x) || (reached_only && !frees_passed(p, r, b, 0))) {
             i++, k++;
             continue;
         }
@@ -1307,30 +1325,6 @@ static growth growth_best(pool_res *p, uint64_t need, dv_stream_id s)
 }
 
 /*
- * Has the device passed every free in [r, b)?  Where it has not yet, look
- * again until deadline_ns (0: look once): a free marked a moment ago is
- * past on an idle stream as soon as the device sees the event recorded
- * for it, and an unmap that waits a few microseconds for that costs less
- * than memory mapped for good.
- */
-static bool frees_passed(pool_res *p, pool_range *r, dv_dptr b, uint64_t deadline_ns)
-{
-    for (; r != NULL && r->ptr < b; r = r->phys_next) {
-        for (;;) {
-            bool reached = false;
-            if (dv__tracker_reached(p->t, freed_pos(r), &reached) != DV_OK)
-                return false;
-            if (reached)
-                break;
-            if (deadline_ns == 0 || dv__now_ns() > deadline_ns)
-                return false;
-            sched_yield();
-        }
-    }
-    return true;
-}
-
-/*
  * Before mapping more than the most ever mapped: unmap free mappings
  * elsewhere, at least want bytes, those in the smallest free spaces first
  * (the last one the smallest that covers what is left), so that what is
@@ -1360,7 +1354,7 @@ static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi,
             while (r->ptr + r->bytes <= a)
                 r = r->phys_next;
             pool_range *x = NULL;
-            if ((a < keep_hi && keep_lo < b) || !extent_free(p, r, b, false, &x))
+            if ((a < keep_hi && keep_lo < b) || !extent_free(r, b, &x))
                 continue;
             /* The free space the mapping lies in: the free ranges around it. */
             uint64_t space = 0;
@@ -1480,14 +1474,12 @@ static int merge_across(pool_res *p, uint64_t need, dv_stream_id s, bool *merged
     }
     if (best == NULL)
         return DV_OK;
-    for (pool_range *r = best, *next; r != NULL && r->state == RANGE_FREE; r = next) {
-        next = r->phys_next;
+    for (pool_range *r = best; r != NULL && r->state == RANGE_FREE; r = r->phys_next) {
         int rc = reown(p, r, s);
         if (rc != DV_OK)
             return rc;
         bin_remove(p, r); /* binned again, merged with the run so far */
         r = bins_release(p, r);
-        next = r->phys_next;
     }
     *merged = true;
     return DV_OK;
@@ -1538,8 +1530,7 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
         if (cap != 0 && cap < limit)
             limit = cap;
         if (p->chunk_bytes + least > limit && p->chunk_bytes > p->live_bytes) {
-            /* Past the most ever mapped (or the cap): moved, not added.
-             * The hole's neighbours stay (the growth joins them). */
+            /* The hole's neighbours stay: the growth joins them. */
             pool_range *b = gr.h->phys_prev, *a = gr.h->phys_next;
             dv_dptr lo = b != NULL ? b->ptr : gr.h->ptr;
             dv_dptr hi = a != NULL ? a->ptr + a->bytes : gr.h->ptr + gr.h->bytes;
