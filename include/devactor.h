@@ -445,8 +445,8 @@ DV_EXPORT void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size);
  *     "budget:8G,pool_initial:256M,streams:8,guard:1,log:/tmp/dv-%d.csv"
  *
  * Keys: backend (auto, cuda, sim), streams, queue, pool, pool_initial,
- * pool_max_chunk, pool_chunks, pool_keep_mapped, sim_memory, budget, guard, log,
- * synchronous, permissive, check_order, host_budget, staging,
+ * pool_max_chunk, pool_chunks, pool_keep_mapped, sim_memory, budget,
+ * guard, log, synchronous, permissive, check_order, host_budget, staging,
  * staging_chunk, copy_threads (the fields of dv_actor_config).  Sizes and counts take K, M, G or T, either
  * case, powers of 1024 ("1M", "1MiB", "1MB" and "1m" read the same);
  * switches 1/0, true/false, on/off, yes/no.  "%d" in a log path is the device's ordinal.  An unknown key or

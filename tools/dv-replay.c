@@ -22,14 +22,14 @@
  * device memory reserved (dv_memory_stats), reserved / live, allocation
  * failures (each naming its row, and the exit status 1), ops/s, and the
  * actor's driver work per pass (dv_actor_stats: mappings made and
- * unmapped, calls into the driver).  --csv prints one line of the same.  The actor's configuration is the default
- * one with --conf's text over it (dv_actor_config_parse: budget, pool
- * sizes, streams, ...).
+ * unmapped, calls into the driver).  --csv prints one line of the same.
+ * The actor's configuration is the default one with --conf's text over it
+ * (dv_actor_config_parse: budget, pool sizes, streams, ...).
  *
- * The replay threads start before the first pass and meet the timing thread
- * at the start and the end of each pass; the timed region is a pass, from
- * the start to the last thread's end; an operation is an allocation (refused or not) or the free of an
- * allocation that succeeded.  Per row, the actor's side does what a client
+ * The replay threads start before the first pass and meet the timing
+ * thread at the start and the end of each pass; the timed region is a
+ * pass, from the start to the last thread's end; an operation is an
+ * allocation (refused or not) or the free of an allocation that succeeded.  Per row, the actor's side does what a client
  * needing the memory does: dv_alloc and dv_ref_access (the device address:
  * a round trip), dv_ref_release; each replay thread ends with dv_flush, so
  * that its releases are handled inside the timed region, as the peer's
