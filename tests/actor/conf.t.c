@@ -37,14 +37,15 @@ static void refused(const char *text, const char *names)
 
 int main(void)
 {
-    plan(31);
+    plan(32);
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     is_status(dv_actor_config_parse(&cfg,
                                     "backend:sim, streams:8,queue:4096 ,pool:0,pool_initial:2M,"
                                     "pool_max_chunk:1GiB,budget:3G,guard:on,log:/tmp/x-%d.csv,"
                                     "synchronous:false,permissive:yes,check_order:TRUE,"
-                                    "host_budget:512m,staging:64MB,staging_chunk:1k,copy_threads:2,"),
+                                    "host_budget:512m,staging:64MB,staging_chunk:1k,copy_threads:2,"
+                                    "pool_chunks:1,pool_keep_mapped:yes"),
               DV_OK, "every key at once");
     ok(cfg.backend == DV_BACKEND_SIM && cfg.streams == 8 && cfg.queue_capacity == 4096 && !cfg.pool,
        "backend, streams, queue, pool");
@@ -56,6 +57,7 @@ int main(void)
     ok(cfg.host_budget_bytes == 512u << 20 && cfg.staging_bytes == 64u << 20 &&
            cfg.staging_chunk_bytes == 1024 && cfg.copy_threads == 2,
        "host_budget 512m, staging 64MB, staging_chunk 1k, copy_threads 2");
+    ok(cfg.pool_chunks && cfg.pool_keep_mapped, "pool_chunks 1, pool_keep_mapped yes");
     ok(cfg.log_path != NULL && strcmp(cfg.log_path, "/tmp/x-%d.csv") == 0, "log kept: %s",
        cfg.log_path ? cfg.log_path : "(null)");
     const char *kept = cfg.log_path;
