@@ -123,6 +123,7 @@ typedef struct dv_pool_stats {
     uint64_t largest_free;  /* the largest block it can give without growing */
     uint32_t chunks;
     double fragmentation; /* 1 - largest_free / free_bytes (0 when empty) */
+    uint64_t peak_chunk_bytes; /* the most chunk_bytes has been (a trim keeps it) */
 } dv_pool_stats;
 /* A pool's statistics (size: the ABI rule of devactor.h).  DV_EINVAL for a
  * resource that is not a pool. */

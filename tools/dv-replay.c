@@ -38,6 +38,14 @@
  * after it, outside the timed region; allocations, frees and ops/s count
  * every pass.
  *
+ * --stack replays on the actor's thread instead, inside dv_actor_resources:
+ * every row, of whichever Thread, in the log's order, straight into the top
+ * of the actor's resource stack (dv_resource_allocate and _deallocate), so
+ * that the allocator is timed without the messages that carry clients'
+ * calls to it (the peer too is called directly).  No handles are made;
+ * peak held is counted by the replay, peak reserved is the most the
+ * stack's pools held (dv_pool_stats.peak_chunk_bytes).
+ *
  * --peer LIB.so replays the same rows the same way (the same threads, the
  * same waits for another thread's allocation, one peer stream per actor
  * stream used) through a peer allocator after the actor's replay (the
@@ -79,6 +87,7 @@
 #include <unistd.h>
 
 #include "devactor.h"
+#include "devactor_resource.h"
 #include "peers/dv_peer.h"
 
 typedef struct row {
@@ -91,6 +100,7 @@ typedef struct row {
     uint32_t seq;      /* order in the file, for a stable sort */
     _Atomic int state; /* 0: not yet, 1: replayed, 2: refused, 3: freed */
     dv_ref ref;        /* the actor's handle */
+    dv_block block;    /* --stack: the block the stack gave */
     void *p;           /* the peer's block */
 } row;
 
@@ -113,13 +123,17 @@ static int target;
 /* The actor's allocations post-only (--post): the outcome is read at the
  * block's free, or after the pass. */
 static bool post_only;
+/* --stack: the actor's replay runs on its own thread, through the top of
+ * its resource stack (dv_actor_resources): the allocator without the
+ * messages that carry clients' calls to it. */
+static bool stack_mode;
 static _Atomic uint64_t failures[2];
 
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: dv-replay [--backend sim|cuda] [--conf TEXT] [--peer LIB.so [--peer-only]]\n"
-            "                 [--repeat N] [--post] [--csv] [--quiet] LOG.csv[.gz]\n"
+            "                 [--repeat N] [--post | --stack] [--csv] [--quiet] LOG.csv[.gz]\n"
             "\n"
             "Replays an allocation log (devactor's CSV or RMM's; .gz read through gzip -dc)\n"
             "through an actor: one replay thread per Thread of the log, rows in time order,\n"
@@ -135,6 +149,10 @@ static void usage(FILE *to)
             "  --post       allocate as devactor's clients do: post the allocation and go\n"
             "               on (the handle is usable at once); its outcome is read at its\n"
             "               free (default: wait for the address, as the peer returns it)\n"
+            "  --stack      replay on the actor's thread through its resource stack\n"
+            "               (dv_actor_resources, dv_resource_allocate): the allocator alone,\n"
+            "               no messages; every thread's rows in the log's order, on that one\n"
+            "               thread; peak reserved is the pools' most held\n"
             "  --csv        one CSV line: rows,allocs,frees,failures,peak_live,peak_held,\n"
             "               peak_reserved,reserved_over_live,ops_per_s; with --peer, then\n"
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
@@ -520,6 +538,106 @@ static void replay_pass(replayer *rp)
         dv_flush(actor); /* its releases handled, like the peer's frees */
 }
 
+/*
+ * --stack: one pass on the actor's thread (dv_actor_resources runs it):
+ * every row in the log's order, straight into the stack's top; timed from
+ * its first row to its last.  The bytes it holds are counted here (the
+ * actor's statistics see only allocations it was sent).
+ */
+typedef struct stack_pass {
+    uint64_t ops;
+    double secs;
+    uint64_t held, held_peak; /* bytes of the blocks handed out */
+} stack_pass;
+
+static int stack_replay(dv_resource *top, void *arg)
+{
+    stack_pass *sp = arg;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (size_t i = 0; i < nrows; i++) {
+        row *r = &rows[i];
+        if (r->alloc) {
+            dv_tag tag = {.name = "replay", .query_id = 0};
+            int rc = dv_resource_allocate(top, r->size, stream_of(r->stream), tag, &r->block);
+            if (rc != DV_OK) {
+                note_failure(r, rc);
+            } else if ((sp->held += r->block.requested) > sp->held_peak) {
+                sp->held_peak = sp->held;
+            }
+            atomic_store_explicit(&r->state, rc == DV_OK ? 1 : 2, memory_order_relaxed);
+            sp->ops++;
+        } else if (r->match >= 0) {
+            row *a = &rows[r->match];
+            if (atomic_load_explicit(&a->state, memory_order_relaxed) != 1)
+                continue; /* refused: nothing to free */
+            sp->held -= a->block.requested;
+            int rc = dv_resource_deallocate(top, &a->block);
+            if (rc != DV_OK) /* a block the stack gave, given back once: cannot happen */
+                fprintf(stderr, "dv-replay: line %u: free: %s: %s\n", r->line, dv_err_name(rc),
+                        dv_last_error()->message);
+            atomic_store_explicit(&a->state, 3, memory_order_relaxed);
+            sp->ops++;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sp->secs += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return DV_OK;
+}
+
+/* --stack: what a pass left allocated, freed (outside the timed region). */
+static int stack_free_live(dv_resource *top, void *arg)
+{
+    stack_pass *sp = arg;
+    for (size_t i = 0; i < nrows; i++) {
+        row *r = &rows[i];
+        if (!r->alloc || atomic_load_explicit(&r->state, memory_order_relaxed) != 1)
+            continue;
+        sp->held -= r->block.requested;
+        (void)dv_resource_deallocate(top, &r->block);
+        atomic_store_explicit(&r->state, 3, memory_order_relaxed);
+    }
+    return DV_OK;
+}
+
+/* --stack: the most the stack's pools have held, summed (its bottom's
+ * blocks are theirs; a stack without a pool: what the bottom holds now). */
+static int stack_reserved_peak(dv_resource *top, void *arg)
+{
+    uint64_t *peak = arg, sum = 0;
+    bool pools = false;
+    dv_resource *bottom = top;
+    for (dv_resource *r = top; r != NULL; r = dv_resource_upstream(r)) {
+        dv_pool_stats ps;
+        if (dv_resource_pool_stats(r, &ps) == DV_OK) {
+            sum += ps.peak_chunk_bytes;
+            pools = true;
+        }
+        bottom = r;
+    }
+    *peak = pools ? sum : dv_resource_bytes_outstanding(bottom);
+    return DV_OK;
+}
+
+static void stack_run(unsigned passes, uint64_t *ops, double *secs, uint64_t *held_peak)
+{
+    stack_pass sp = {0};
+    for (unsigned pass = 0; pass < passes; pass++) {
+        for (size_t i = 0; i < nrows; i++)
+            atomic_store_explicit(&rows[i].state, 0, memory_order_relaxed);
+        int rc = dv_actor_resources(actor, stack_replay, &sp);
+        if (rc == DV_OK)
+            rc = dv_actor_resources(actor, stack_free_live, &sp);
+        if (rc != DV_OK) {
+            fprintf(stderr, "dv-replay: --stack: %s\n", dv_last_error()->message);
+            exit(1);
+        }
+    }
+    *ops = sp.ops;
+    *secs = sp.secs;
+    *held_peak = sp.held_peak;
+}
+
 /* The replay threads live for every pass of a run: a pass starts when all
  * of them and the timing thread meet at pass_start, and ends when they
  * meet again at pass_end (thread start-up is not the allocator's cost). */
@@ -687,6 +805,8 @@ int main(int argc, char **argv)
             peer_only = true;
         } else if (strcmp(argv[i], "--post") == 0) {
             post_only = true;
+        } else if (strcmp(argv[i], "--stack") == 0) {
+            stack_mode = true;
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             uint64_t n;
             if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000) {
@@ -708,7 +828,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (path == NULL || (peer_only && peer_path == NULL)) {
+    if (path == NULL || (peer_only && peer_path == NULL) || (stack_mode && post_only)) {
         usage(stderr);
         return 2;
     }
@@ -767,8 +887,16 @@ int main(int argc, char **argv)
         snprintf(backend_name, sizeof(backend_name), "%s", dv_actor_backend_name(actor));
         target = 0;
         dv_actor_stats_get(actor, &st0);
-        run(threads, nthreads, passes, &ops, &secs);
-        dv_memory_stats_get(actor, &ms);
+        if (stack_mode) {
+            stack_run(passes, &ops, &secs, &ms.bytes.peak);
+            if (dv_actor_resources(actor, stack_reserved_peak, &ms.reserved.peak) != DV_OK) {
+                fprintf(stderr, "dv-replay: --stack: %s\n", dv_last_error()->message);
+                goto out;
+            }
+        } else {
+            run(threads, nthreads, passes, &ops, &secs);
+            dv_memory_stats_get(actor, &ms);
+        }
         dv_actor_stats_get(actor, &st1);
         dv_actor_destroy(actor);
         actor = NULL;

@@ -239,7 +239,7 @@ typedef struct pool_res {
      * device has virtual memory): granule 0 means chunks. */
     uint64_t granule, va_step;
     pool_range *hole_list;  /* HOLE ranges of every region */
-    uint64_t high;          /* the most ever mapped (chunk_bytes) */
+    uint64_t high;          /* the most chunk_bytes ever was (mapped or chunks) */
     uint64_t live_bytes;    /* owner's view of bytes_outstanding */
     uint64_t stacked_bytes; /* on small-class stacks, all streams */
     pool_range *spare;
@@ -707,6 +707,8 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
     p->chunks = ch;
     p->nchunks++;
     p->chunk_bytes += size;
+    if (p->chunk_bytes > p->high)
+        p->high = p->chunk_bytes;
     bin_insert(p, s, r);
     return DV_OK;
 }
@@ -1968,6 +1970,7 @@ int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out)
         .largest_free = largest,
         .chunks = p->nchunks,
         .fragmentation = free_bytes != 0 ? 1.0 - (double)largest / (double)free_bytes : 0.0,
+        .peak_chunk_bytes = p->high,
     };
     return DV_OK;
 }

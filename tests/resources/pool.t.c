@@ -711,7 +711,7 @@ static void test_trim(void)
 
 /* ------------------------------------------------------------------------ */
 
-#define STATS_TESTS 5
+#define STATS_TESTS 6
 
 static void test_stats(void)
 {
@@ -757,6 +757,15 @@ static void test_stats(void)
     st = stats_of(pool);
     ok(rc == DV_OK && st.free_bytes == st.chunk_bytes && dv__res_bytes_outstanding(pool) == 0,
        "stats: all freed: free bytes = chunk bytes, nothing outstanding");
+    /* The peak is the most ever held, and a trim keeps it. */
+    uint64_t held = st.chunk_bytes, released = 0;
+    rc = dv__pool_trim(pool, &released);
+    after = stats_of(pool);
+    ok(rc == DV_OK && st.peak_chunk_bytes >= held && held > 0 && released > 0 &&
+           after.chunk_bytes == held - released && after.peak_chunk_bytes == st.peak_chunk_bytes,
+       "stats: peak chunk bytes %llu >= the %llu held, kept by a trim giving back %llu",
+       (unsigned long long)st.peak_chunk_bytes, (unsigned long long)held,
+       (unsigned long long)released);
     dv__res_destroy_stack(pool);
 }
 

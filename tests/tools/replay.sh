@@ -41,7 +41,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..31"
+echo "1..35"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -138,6 +138,25 @@ rc=$?
 # (a refusal still pending at its free is counted, not named)
 check "--post under a 2 MiB budget: exit 1, the refused row named or counted" \
     "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep -e 'line 4: 4194304 bytes: DV_EOUT_OF_BUDGET' -e 'refusals not named')")"
+# --stack: on the actor's thread through its resource stack, every row in
+# the log's order (one thread): held peaks at the trace's 7 MiB exactly.
+out=$(DV_BACKEND=sim "$replay" --stack --csv "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "--stack: exit $rc, 4 allocations and 4 frees, trace and held peaks 7340032" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5),$(field "$out" 6)" = \
+        4,4,7340032,7340032)"
+err=$(DV_BACKEND=sim "$replay" --stack --conf budget:2M "$data/replay-ours.csv" 2>&1 >/dev/null)
+rc=$?
+check "--stack under a 2 MiB budget: exit 1, the refused row named" \
+    "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'line 4: 4194304 bytes: DV_EOUT_OF_BUDGET')")"
+"$replay" --stack --post "$data/replay-ours.csv" >/dev/null 2>&1
+check "--stack with --post: exit 2" "$(yes_if test $? = 2)"
+out=$(DV_BACKEND=sim "$replay" --stack --csv --repeat 2 "$data/trace-cnn-s16.csv.gz" 2>&1)
+rc=$?
+ratio=$(field "$out" 8)
+check "--stack, trace cnn (1/16) twice: exit $rc, no failure, reserved $ratio x live in [1, 1.15]" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 4)" = 0 \
+        -a "$(awk -v r="$ratio" 'BEGIN { print (r >= 1 && r <= 1.15) }')" = 1)"
 # PyTorch traces captured on an H100 (tools/traces), at 1/16 of their
 # sizes: each replays without a failure, with the peak the converter
 # computed, and the pool, growing in place, reserves within a bound of the
