@@ -280,7 +280,7 @@ typedef struct dv_ref_info {
 /* Validate a handle and describe it.  A pending handle is waited for
  * (the allocation's own error when it failed).  DV_ESTALE once it was
  * released for good, its actor shut down or is gone, or its context was
- * rebuilt. */
+ * rebuilt.  info may be NULL: the answer alone. */
 DV_EXPORT int dv_ref_access(dv_ref ref, dv_ref_info *info);
 /* The same, never waiting: DV_EAGAIN while the handle is pending. */
 DV_EXPORT int dv_ref_try_access(dv_ref ref, dv_ref_info *info);

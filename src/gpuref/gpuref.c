@@ -353,7 +353,9 @@ static int access_impl(dv_ref ref, dv_ref_info *info, bool wait, bool expose, co
                             (unsigned long long)got.context_generation,
                             (unsigned long long)current);
         got.refcount = WORD_COUNT(again);
-        if (expose)
+        /* Without info the address is not handed out: nothing to note
+         * (nor a store into the line the actor writes). */
+        if (expose && info != NULL)
             dv__ref_expose((dv_ref_pub *)p, gen);
         if (info != NULL)
             *info = got;
