@@ -5,6 +5,8 @@
 #   post-xN    the default pool, allocations post-only, REPEAT passes
 #              (default 20: the steady state, both allocators warm)
 #   kept-xN    the same with pool_keep_mapped:1 (memory never moves)
+#   stack-xN   REPEAT passes on the actor's thread through its resource
+#              stack (dv-replay --stack: the allocator without messages)
 #   awaited    one pass, each allocation awaited (dv_ref_access)
 #
 #   tools/gpu-replay.sh [BUILD_DIR] [OUT_DIR]
@@ -35,6 +37,7 @@ for t in $traces; do
             case $conf in
             post-x*) args+=(--post --repeat "$repeat") ;;
             kept-x*) args+=(--post --repeat "$repeat" --conf pool_keep_mapped:1) ;;
+            stack-x*) args+=(--stack --repeat "$repeat") ;;
             esac
             # The peer in the same run (after the actor).
             [ -n "$peer" ] && args+=(--peer "$peer")
