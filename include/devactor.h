@@ -550,6 +550,10 @@ typedef struct dv_actor_stats {
     /* Calls into the driver so far, by every actor of the process on this
      * backend (one driver serves them all). */
     uint64_t driver_calls;
+    /* Of memory_maps, the mappings of memory a move unmapped, mapped again
+     * where the request needed it (cuMemMap + cuMemSetAccess; its unmap
+     * was cuMemUnmap alone). */
+    uint64_t memory_remaps;
 } dv_actor_stats;
 /* A snapshot, taken by the actor in its order (a message): it waits for
  * the device to reach frees queued before it, so bytes_outstanding counts

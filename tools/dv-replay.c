@@ -943,6 +943,7 @@ int main(int argc, char **argv)
     double maps = (double)(st1.memory_maps - st0.memory_maps) / passes;
     double unmaps = (double)(st1.memory_unmaps - st0.memory_unmaps) / passes;
     double calls = (double)(st1.driver_calls - st0.driver_calls) / passes;
+    double remaps = (double)(st1.memory_remaps - st0.memory_remaps) / passes;
     if (csv) {
         printf("rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,"
                "ops_per_s%s,maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n",
@@ -979,8 +980,9 @@ int main(int argc, char **argv)
                    ms.reserved.peak, ratio);
             printf("  allocation failures                %" PRIu64 "\n", nfail);
             printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
-            printf("  per pass: %.1f mappings made, %.1f unmapped, %.1f driver calls\n", maps,
-                   unmaps, calls);
+            printf("  per pass: %.1f mappings made (%.1f of moved memory), %.1f unmapped, %.1f "
+                   "driver calls\n",
+                   maps, remaps, unmaps, calls);
         }
         if (theirs) {
             printf("peer: %s (%s), %u streams\n", peer_name, peer_path, peer.nstreams);

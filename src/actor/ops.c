@@ -683,6 +683,7 @@ static void handle_stats(dv_actor *a, const dv_envelope *e)
     out->direct_copies = atomic_load(&a->st_direct);
     out->memory_maps = atomic_load(&a->env.maps);
     out->memory_unmaps = atomic_load(&a->env.unmaps);
+    out->memory_remaps = atomic_load(&a->env.remaps);
     uint64_t calls[DV_CALL__COUNT];
     dv__driver_call_counts(a->drv, calls);
     out->driver_calls = 0;

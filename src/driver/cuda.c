@@ -901,6 +901,43 @@ static int cu_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t ha
     return (int)(rc != CUDA_SUCCESS ? rc : rc2);
 }
 
+static int cu_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    (void)handle; /* kept: its memory stays the device's until cu_mem_release */
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
+}
+
+/* Kept physical memory mapped at va, readable and writable there; on
+ * failure it is kept still, unmapped. */
+static int cu_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    const struct cu_ctx *c = cu_ctx_of(ctx);
+    const struct cu_api *api = cu_api_of(ctx);
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUresult rc;
+
+    CU_TRY(cu_enter(ctx));
+    cu_vmm_prop(c, &prop);
+    CU_TRY(api->cuMemMap((CUdeviceptr)va, (size_t)bytes, 0, (CUmemGenericAllocationHandle)handle,
+                         0));
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((rc = api->cuMemSetAccess((CUdeviceptr)va, (size_t)bytes, &access, 1)) != CUDA_SUCCESS) {
+        (void)api->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
+        return (int)rc;
+    }
+    return 0;
+}
+
+static int cu_mem_release(dv_drv_obj *ctx, uint64_t handle)
+{
+    CU_TRY(cu_enter(ctx));
+    return (int)cu_api_of(ctx)->cuMemRelease((CUmemGenericAllocationHandle)handle);
+}
+
 /* ------------------------------------------------------------------------
  * Copies and sets
  * ------------------------------------------------------------------------ */
@@ -1390,6 +1427,9 @@ const dv_driver_ops dv__cuda_ops = {
     .va_release = cu_va_release,
     .mem_map = cu_mem_map,
     .mem_unmap = cu_mem_unmap,
+    .mem_unmap_keep = cu_mem_unmap_keep,
+    .mem_remap = cu_mem_remap,
+    .mem_release = cu_mem_release,
 
     .memcpy_htod = cu_memcpy_htod,
     .memcpy_dtoh = cu_memcpy_dtoh,

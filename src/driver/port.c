@@ -743,6 +743,33 @@ int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t hand
                       OPS(ctx)->mem_unmap(OBJ(ctx), va, bytes, handle));
 }
 
+int dv__drv_mem_unmap_keep(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "mem_unmap_keep");
+    CHECK_PTR(va, "va", "mem_unmap_keep");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_MEM_UNMAP_KEEP,
+                      OPS(ctx)->mem_unmap_keep(OBJ(ctx), va, bytes, handle));
+}
+
+int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "mem_remap");
+    CHECK_PTR(va, "va", "mem_remap");
+    CHECK_BYTES(bytes, "mem_remap");
+    int rc = drv_result(OBJ(ctx)->drv, DV_CALL_MEM_REMAP,
+                        OPS(ctx)->mem_remap(OBJ(ctx), va, bytes, handle));
+    if (rc != DV_OK)
+        dv__detail()->requested = bytes;
+    return rc;
+}
+
+int dv__drv_mem_release(dv_drv_ctx *ctx, uint64_t handle)
+{
+    CHECK_OBJ(ctx, DV_DRV_CTX, "mem_release");
+    return drv_result(OBJ(ctx)->drv, DV_CALL_MEM_RELEASE,
+                      OPS(ctx)->mem_release(OBJ(ctx), handle));
+}
+
 int dv__drv_pool_get_release_threshold(dv_drv_ctx *ctx, uint64_t *bytes)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "pool_get_release_threshold");

@@ -154,6 +154,9 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(VA_RELEASE, "va_release")                                                                    \
     X(MEM_MAP, "mem_map")                                                                          \
     X(MEM_UNMAP, "mem_unmap")                                                                      \
+    X(MEM_UNMAP_KEEP, "mem_unmap_keep")                                                            \
+    X(MEM_REMAP, "mem_remap")                                                                      \
+    X(MEM_RELEASE, "mem_release")                                                                  \
     X(MEMCPY_HTOD, "memcpy_htod_async")                                                            \
     X(MEMCPY_DTOH, "memcpy_dtoh_async")                                                            \
     X(MEMCPY_DTOD, "memcpy_dtod_async")                                                            \
@@ -267,6 +270,14 @@ int dv__drv_va_reserve(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *va);
 int dv__drv_va_release(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes);
 int dv__drv_mem_map(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle);
 int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
+/* A mapping moved rather than made anew: mem_unmap_keep unmaps it and
+ * keeps its physical memory (still the device's, still counted), and
+ * mem_remap maps that memory at va (bytes as when it was made, va a
+ * multiple of the granularity) readable and writable, after which it is
+ * a mapping like any other; mem_release gives kept memory back. */
+int dv__drv_mem_unmap_keep(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
+int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
+int dv__drv_mem_release(dv_drv_ctx *ctx, uint64_t handle);
 
 /* Asynchronous copies and sets, ordered on stream.  Host buffers are read
  * or written when the stream reaches the op, not at the call. */
@@ -548,6 +559,9 @@ typedef struct dv_driver_ops {
     int (*va_release)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes);
     int (*mem_map)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle);
     int (*mem_unmap)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
+    int (*mem_unmap_keep)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
+    int (*mem_remap)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
+    int (*mem_release)(dv_drv_obj *ctx, uint64_t handle);
 
     int (*memcpy_htod)(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes);
     int (*memcpy_dtoh)(dv_drv_obj *stream, void *dst, dv_dptr src, uint64_t bytes);

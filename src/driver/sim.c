@@ -175,6 +175,13 @@ struct sim_device {
      * past its first size bytes: mem_alloc never hands it out. */
     struct sim_range *va;
     size_t nva, cap_va;
+    /* Physical memory unmapped and kept (mem_unmap_keep): its bytes stay
+     * in allocated until mem_release; mem_remap maps it again. */
+    struct sim_kept {
+        uint64_t handle, bytes;
+    } *kept;
+    size_t nkept, cap_kept;
+    uint64_t next_handle; /* mem_map's tokens: never reused */
     uint64_t release_threshold;
     struct sim_stream *streams; /* list, for synchronous free */
     int stream_serial;
@@ -479,6 +486,7 @@ static void free_list_reset(struct sim_device *dev)
     dev->nlive = 0;
     dev->allocated = 0;
     dev->nva = 0; /* mappings went with the live list */
+    dev->nkept = 0;
 }
 
 /* Take a range and register it live.  Caller holds dev->mu. */
@@ -795,6 +803,7 @@ static void device_fini(struct sim_device *dev)
     if (dev->arena != NULL)
         munmap(dev->arena, SIM_SPAN(dev->size));
     free(dev->va);
+    free(dev->kept);
     dev->va = NULL;
     dev->arena = NULL;
     while (dev->free_list != NULL) {
@@ -1430,21 +1439,12 @@ static int sim_va_release(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes)
     return rc;
 }
 
-static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
+/* Map [va, va + bytes) of reserved address space, joined with mappings
+ * beside it.  Caller holds dev->mu; the bytes are counted by the caller. */
+static int map_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
 {
-    struct sim_device *dev = CTX(ctx)->dev;
-    SIM_ENTER(dev, DV_CALL_MEM_MAP);
-    if (va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
-        return DV_CU_INVALID_VALUE;
-    if (alloc_should_fail(dev->sd))
-        return DV_CU_OUT_OF_MEMORY;
-    int rc = DV_CU_INVALID_VALUE;
-    pthread_mutex_lock(&dev->mu);
     if (va_containing(dev, va, bytes) < 0 || mapped_within(dev, va, bytes))
-        goto out;
-    rc = DV_CU_OUT_OF_MEMORY;
-    if (bytes > dev->size - dev->allocated)
-        goto out;
+        return DV_CU_INVALID_VALUE;
     size_t i = live_lower_bound(dev, va);
     struct sim_range *prev = i > 0 ? &dev->live[i - 1] : NULL;
     struct sim_range *next = i < dev->nlive ? &dev->live[i] : NULL;
@@ -1460,33 +1460,25 @@ static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *ha
         next->bytes += bytes;
     } else {
         if (live_insert(dev, va, bytes) != 0)
-            goto out;
+            return DV_CU_OUT_OF_MEMORY;
         dev->live[i].mapped = true;
     }
-    dev->allocated += bytes;
-    *handle = va;
-    rc = DV_CU_SUCCESS;
-out:
-    pthread_mutex_unlock(&dev->mu);
-    return rc;
+    return DV_CU_SUCCESS;
 }
 
-static int sim_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+/* Unmap [va, va + bytes), which lies in one mapping.  Caller holds
+ * dev->mu; the bytes are uncounted by the caller. */
+static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
 {
-    struct sim_device *dev = CTX(ctx)->dev;
-    SIM_ENTER(dev, DV_CALL_MEM_UNMAP);
-    (void)handle;
-    int rc = DV_CU_INVALID_VALUE;
-    pthread_mutex_lock(&dev->mu);
     long k = live_containing(dev, va, bytes);
     if (k < 0 || !dev->live[k].mapped || va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
-        goto out;
+        return DV_CU_INVALID_VALUE;
     struct sim_range whole = dev->live[k];
     dv_dptr end = va + bytes, whole_end = whole.start + whole.bytes;
     if (whole.start < va && end < whole_end) {
         /* A hole in the middle: the tail becomes a mapping of its own. */
         if (live_insert(dev, end, whole_end - end) != 0)
-            goto out;
+            return DV_CU_OUT_OF_MEMORY;
         dev->live[k + 1].mapped = true;
         dev->live[k].bytes = va - whole.start;
     } else if (whole.start < va) {
@@ -1497,11 +1489,107 @@ static int sim_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t h
     } else {
         live_remove_at(dev, (size_t)k);
     }
-    dev->allocated -= bytes;
     /* Its pages go back to the host; mapped again, it reads zeros. */
     (void)madvise(dev->arena + (va - dev->base), bytes, MADV_DONTNEED);
-    rc = DV_CU_SUCCESS;
-out:
+    return DV_CU_SUCCESS;
+}
+
+static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_MAP);
+    if (va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
+        return DV_CU_INVALID_VALUE;
+    if (alloc_should_fail(dev->sd))
+        return DV_CU_OUT_OF_MEMORY;
+    pthread_mutex_lock(&dev->mu);
+    int rc = bytes > dev->size - dev->allocated ? DV_CU_OUT_OF_MEMORY : map_locked(dev, va, bytes);
+    if (rc == DV_CU_SUCCESS) {
+        dev->allocated += bytes;
+        *handle = ++dev->next_handle;
+    }
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+static int sim_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_UNMAP);
+    (void)handle;
+    pthread_mutex_lock(&dev->mu);
+    int rc = unmap_locked(dev, va, bytes);
+    if (rc == DV_CU_SUCCESS)
+        dev->allocated -= bytes;
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+/* The kept handle's index, or -1. */
+static long kept_find(const struct sim_device *dev, uint64_t handle)
+{
+    for (size_t i = 0; i < dev->nkept; i++)
+        if (dev->kept[i].handle == handle)
+            return (long)i;
+    return -1;
+}
+
+static bool kept_room(struct sim_device *dev)
+{
+    if (dev->nkept < dev->cap_kept)
+        return true;
+    size_t cap = dev->cap_kept ? 2 * dev->cap_kept : 16;
+    struct sim_kept *k = realloc(dev->kept, cap * sizeof(*k));
+    if (k == NULL)
+        return false;
+    dev->kept = k;
+    dev->cap_kept = cap;
+    return true;
+}
+
+static int sim_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_UNMAP_KEEP);
+    int rc = DV_CU_OUT_OF_MEMORY;
+    pthread_mutex_lock(&dev->mu);
+    if (handle == 0 || kept_find(dev, handle) >= 0) {
+        rc = DV_CU_INVALID_VALUE;
+    } else if (kept_room(dev)) {
+        rc = unmap_locked(dev, va, bytes);
+        if (rc == DV_CU_SUCCESS)
+            dev->kept[dev->nkept++] = (struct sim_kept){handle, bytes};
+    }
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_REMAP);
+    if (va % SIM_GRANULE != 0)
+        return DV_CU_INVALID_VALUE;
+    pthread_mutex_lock(&dev->mu);
+    long i = kept_find(dev, handle);
+    int rc = i < 0 || dev->kept[i].bytes != bytes ? DV_CU_INVALID_VALUE : map_locked(dev, va, bytes);
+    if (rc == DV_CU_SUCCESS)
+        dev->kept[i] = dev->kept[--dev->nkept];
+    pthread_mutex_unlock(&dev->mu);
+    return rc;
+}
+
+static int sim_mem_release(dv_drv_obj *ctx, uint64_t handle)
+{
+    struct sim_device *dev = CTX(ctx)->dev;
+    SIM_ENTER(dev, DV_CALL_MEM_RELEASE);
+    pthread_mutex_lock(&dev->mu);
+    long i = kept_find(dev, handle);
+    int rc = i < 0 ? DV_CU_INVALID_VALUE : DV_CU_SUCCESS;
+    if (i >= 0) {
+        dev->allocated -= dev->kept[i].bytes;
+        dev->kept[i] = dev->kept[--dev->nkept];
+    }
     pthread_mutex_unlock(&dev->mu);
     return rc;
 }
@@ -2035,6 +2123,9 @@ const dv_driver_ops dv__sim_ops = {
     .va_release = sim_va_release,
     .mem_map = sim_mem_map,
     .mem_unmap = sim_mem_unmap,
+    .mem_unmap_keep = sim_mem_unmap_keep,
+    .mem_remap = sim_mem_remap,
+    .mem_release = sim_mem_release,
     .memcpy_htod = sim_memcpy_htod,
     .memcpy_dtoh = sim_memcpy_dtoh,
     .memcpy_dtod = sim_memcpy_dtod,

@@ -138,6 +138,8 @@
 #define BEST_SCAN 16
 /* A region maps in extents of at most this (each unmapped whole). */
 #define EXTENT_MAX (64 * MIB)
+/* A move looks at this many mappings at most (and keeps as many). */
+#define RECLAIM_SCAN 256
 
 /* Range slabs: slab k holds RANGES_FIRST << k ranges, up to a huge page. */
 #define RANGES_FIRST      1024u
@@ -242,6 +244,11 @@ typedef struct pool_res {
     uint64_t high;          /* the most chunk_bytes ever was (mapped or chunks) */
     uint64_t live_bytes;    /* owner's view of bytes_outstanding */
     uint64_t stacked_bytes; /* on small-class stacks, all streams */
+    /* A move's donors: unmapped with their physical memory kept (keeping
+     * on), mapped again where the growth needs it, the rest released. */
+    bool keeping;
+    uint32_t nkept;
+    pool_map kept[RECLAIM_SCAN];
     pool_range *spare;
     uint32_t nspare;
     pool_range **range_dir; /* range slabs: RANGES_FIRST << k ranges each */
@@ -986,25 +993,84 @@ static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
     atomic_fetch_add_explicit(&p->base.env->mapped_bytes, (uint64_t)bytes, memory_order_relaxed);
 }
 
+/* Kept memory (a move's donors) given back to the device. */
+static void kept_release(pool_res *p)
+{
+    while (p->nkept > 0) {
+        pool_map k = p->kept[--p->nkept];
+        (void)dv__drv_mem_release(p->base.env->ctx, k.handle);
+    }
+}
+
+/* Of the kept memory, what a growth of bytes in extents of extent bytes
+ * maps again: pieces of exactly an extent's size (the last extent may be
+ * shorter), so that the growth's extents are those it would have made
+ * anew.  The others are released at once, before anything new is made, so
+ * that the device never holds more than before the move. */
+static void kept_choose(pool_res *p, uint64_t bytes, uint64_t extent)
+{
+    uint64_t full = bytes / extent, rest = bytes % extent;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->nkept; i++) {
+        pool_map k = p->kept[i];
+        if (k.bytes == extent && full > 0) {
+            full--;
+            p->kept[n++] = k;
+        } else if (rest != 0 && k.bytes == rest) {
+            rest = 0;
+            p->kept[n++] = k;
+        } else {
+            (void)dv__drv_mem_release(p->base.env->ctx, k.handle);
+        }
+    }
+    p->nkept = n;
+}
+
+/* A kept piece of exactly bytes into *handle, taken out of p->kept:
+ * false if there is none. */
+static bool kept_take(pool_res *p, uint64_t bytes, uint64_t *handle)
+{
+    for (uint32_t i = 0; i < p->nkept; i++) {
+        if (p->kept[i].bytes == bytes) {
+            *handle = p->kept[i].handle;
+            p->kept[i] = p->kept[--p->nkept];
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
- * Map [at, at + bytes) of region ch, in extents of up to 1/32 of what is
+ * Map [at, at + bytes) of region ch in extents of up to 1/32 of what is
  * mapped (a granule at least, EXTENT_MAX at most): a trim gives back what
- * lies free at that grain, and a growth makes few driver calls.  Nothing
- * stays mapped on failure.
+ * lies free at that grain, and a growth makes few driver calls.  An extent
+ * of the size of a kept piece (a move's donor) maps that memory again
+ * rather than new memory.  Nothing stays mapped on failure, and nothing
+ * kept stays kept.
  */
 static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
 {
     uint64_t extent = p->chunk_bytes / 32;
     extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
     extent &= ~(p->granule - 1);
+    if (p->nkept > 0)
+        kept_choose(p, bytes, extent);
     /* The extents of one growth lie side by side, so their records do too,
      * from first on. */
     long first = -1;
-    uint32_t made = 0;
-    for (uint64_t done = 0; done < bytes; made++) {
+    uint32_t made = 0, again = 0;
+    for (uint64_t done = 0; done < bytes;) {
         uint64_t n = bytes - done < extent ? bytes - done : extent, handle = 0;
         dv_dptr va = at + done;
-        int rc = dv__drv_mem_map(p->base.env->ctx, va, n, &handle);
+        int rc = DV_EINVAL;
+        bool kept = p->nkept > 0 && kept_take(p, n, &handle);
+        if (kept && (rc = dv__drv_mem_remap(p->base.env->ctx, va, n, handle)) != DV_OK) {
+            /* Not mapped again: given back, and new memory made instead. */
+            (void)dv__drv_mem_release(p->base.env->ctx, handle);
+            kept = false;
+        }
+        if (!kept)
+            rc = dv__drv_mem_map(p->base.env->ctx, va, n, &handle);
         long i = rc == DV_OK ? map_record(ch, va - ch->block.ptr, n, handle) : -1;
         if (rc == DV_OK && i < 0) {
             (void)dv__drv_mem_unmap(p->base.env->ctx, va, n, handle);
@@ -1021,13 +1087,17 @@ static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
                         (ch->nmaps - (uint32_t)first - made) * sizeof(*ch->maps));
                 ch->nmaps -= made;
             }
+            kept_release(p);
             return rc;
         }
         if (first < 0)
             first = i;
+        made++;
+        again += kept;
         done += n;
     }
     atomic_fetch_add_explicit(&p->base.env->maps, made, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->base.env->remaps, again, memory_order_relaxed);
     mapped_add(p, ch, (int64_t)bytes);
     return DV_OK;
 }
@@ -1119,9 +1189,13 @@ static int unmap_one(pool_res *p, pool_chunk *ch, uint32_t i, pool_range *first)
     dv_dptr a = ch->block.ptr + m.off, b = a + m.bytes;
     pool_range *r = first, *x;
 
-    int rc = dv__drv_mem_unmap(p->base.env->ctx, a, m.bytes, m.handle);
+    bool keep = p->keeping && p->nkept < RECLAIM_SCAN;
+    int rc = keep ? dv__drv_mem_unmap_keep(p->base.env->ctx, a, m.bytes, m.handle)
+                  : dv__drv_mem_unmap(p->base.env->ctx, a, m.bytes, m.handle);
     if (rc != DV_OK)
         return rc; /* still mapped, still free */
+    if (keep)
+        p->kept[p->nkept++] = (pool_map){0, m.bytes, m.handle};
     memmove(&ch->maps[i], &ch->maps[i + 1], (ch->nmaps - i - 1) * sizeof(*ch->maps));
     ch->nmaps--;
     atomic_fetch_add_explicit(&p->base.env->unmaps, 1, memory_order_relaxed);
@@ -1335,7 +1409,6 @@ static growth growth_best(pool_res *p, uint64_t need, dv_stream_id s)
  * device has not passed yet are waited for, RECLAIM_WAIT_NS at most in
  * all.  What is unmapped counts in *got.
  */
-#define RECLAIM_SCAN    256
 #define RECLAIM_WAIT_NS (200 * 1000)
 static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi, uint64_t *got)
 {
@@ -1538,13 +1611,20 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
             dv_dptr hi = a != NULL ? a->ptr + a->bytes : gr.h->ptr + gr.h->bytes;
             uint64_t over = p->chunk_bytes + least - (limit > p->chunk_bytes ? limit : p->chunk_bytes);
             uint64_t got = 0;
-            if ((rc = reclaim(p, over, lo, hi, &got)) != DV_OK)
+            /* The donors' memory kept, for the growth to map again. */
+            p->keeping = true;
+            rc = reclaim(p, over, lo, hi, &got);
+            p->keeping = false;
+            if (rc != DV_OK) {
+                kept_release(p);
                 return rc;
+            }
             if (got != 0)
                 gr.bytes = least; /* no step while moving */
         }
         if (cap != 0 && p->chunk_bytes + gr.bytes > cap) {
             if (p->chunk_bytes + least > cap) {
+                kept_release(p);
                 rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
                               "allocate: %llu bytes would take the pool past max_pool_bytes "
                               "%llu (%llu mapped)",
@@ -1560,6 +1640,7 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
         if ((gr.before == NULL || (rc = reown(p, gr.before, s)) == DV_OK) &&
             (gr.after == NULL || (rc = reown(p, gr.after, s)) == DV_OK))
             rc = hole_map(p, gr.ch, gr.h, gr.at, gr.bytes, s, &merged);
+        kept_release(p); /* a reown failed: nothing was mapped again */
         if (rc == DV_OK && gr.after != NULL && gr.before == NULL && merged->bytes > need)
             /* Grown downwards: the request at the top, what is left over
              * beside the hole, where a later growth extends it. */

@@ -106,7 +106,7 @@ typedef struct dv_res_env {
      * what the bottom resource holds: both are reserved from the device. */
     _Atomic uint64_t mapped_bytes;
     /* Mappings made and unmapped by them (dv_actor_stats). */
-    _Atomic uint64_t maps, unmaps;
+    _Atomic uint64_t maps, unmaps, remaps;
 } dv_res_env;
 
 /*

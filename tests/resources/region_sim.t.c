@@ -9,7 +9,7 @@
 #include "driver/sim.h"
 #include "support/region_tests.h"
 
-#define SIM_ONLY_TESTS 12
+#define SIM_ONLY_TESTS 15
 
 static double ms_since(const struct timespec *t0)
 {
@@ -166,6 +166,57 @@ static void sim_only(test_env *t)
     if (pool != NULL) {
         if (rc2 == DV_OK)
             (void)dv__res_deallocate(pool, &z);
+        (void)dv__res_deallocate(pool, &s1);
+        (void)dv__res_deallocate(pool, &s2);
+        dv__res_destroy_stack(pool);
+    }
+    /* A move keeps its donors' memory for the request and gives back at
+     * once what it does not map again: the device holds what is mapped,
+     * no more, even with pieces of another size than the new extents. */
+    uint64_t remaps = dv__sim_calls(t->drv, DV_CALL_MEM_REMAP);
+    uint64_t kept = dv__sim_calls(t->drv, DV_CALL_MEM_UNMAP_KEEP);
+    rg_move moved = rg_twelve_over_pieces(t, false);
+    ok(moved.rc == DV_OK && dv__sim_calls(t->drv, DV_CALL_MEM_REMAP) - remaps == moved.remapped &&
+           dv__sim_calls(t->drv, DV_CALL_MEM_UNMAP_KEEP) - kept == moved.unmapped,
+       "sim: the move unmapped %llu extents keeping their memory, mapped %llu of them again",
+       (unsigned long long)(dv__sim_calls(t->drv, DV_CALL_MEM_UNMAP_KEEP) - kept),
+       (unsigned long long)(dv__sim_calls(t->drv, DV_CALL_MEM_REMAP) - remaps));
+    /* With 256 MiB held, extents are 8 MiB: A (10 MiB: 8 and 2) and C
+     * (40 MiB: five of 8) freed, 48 MiB at the most ever mapped moves
+     * them; the pieces of 8 MiB are mapped again, A's 2 MiB is not of a
+     * new extent's size and is released. */
+    dv_block big;
+    pool = rg_pool(t, 0);
+    rc = pool != NULL ? dv__res_allocate(pool, 256 * RG_MIB, 0, rg_tag(35), &big) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 10 * RG_MIB, 0, rg_tag(30), &a) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 64 * 1024, 0, rg_tag(31), &s1) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 40 * RG_MIB, 0, rg_tag(32), &c) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 64 * 1024, 0, rg_tag(33), &s2) : DV_EINVAL;
+    if (rc == DV_OK)
+        rc = dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &c);
+    dv__res_env_sync(&t->env);
+    mapped = rg_mapped(t);
+    remaps = dv__sim_calls(t->drv, DV_CALL_MEM_REMAP);
+    uint64_t releases = dv__sim_calls(t->drv, DV_CALL_MEM_RELEASE);
+    rc2 = rc == DV_OK ? dv__res_allocate(pool, 48 * RG_MIB, 0, rg_tag(34), &z) : DV_EINVAL;
+    remaps = dv__sim_calls(t->drv, DV_CALL_MEM_REMAP) - remaps;
+    releases = dv__sim_calls(t->drv, DV_CALL_MEM_RELEASE) - releases;
+    ok(rc2 == DV_OK && remaps > 0 && releases > 0,
+       "sim: 48 MiB over 10 and 40 MiB freed: %llu MiB mapped before, %llu after; %llu extents "
+       "mapped again, %llu released",
+       (unsigned long long)(mapped / RG_MIB), (unsigned long long)(rg_mapped(t) / RG_MIB),
+       (unsigned long long)remaps, (unsigned long long)releases);
+    ok(rc2 == DV_OK && dv__sim_allocated_bytes(t->drv, 0) == rg_mapped(t) &&
+           rg_fill(t, &z, 71, 0) == DV_OK && rg_holds(t, &z, 71, 1),
+       "sim: after it the device holds what is mapped (%llu MiB, %llu mapped), and the block is "
+       "usable",
+       (unsigned long long)(dv__sim_allocated_bytes(t->drv, 0) / RG_MIB),
+       (unsigned long long)(rg_mapped(t) / RG_MIB));
+    if (pool != NULL) {
+        if (rc2 == DV_OK)
+            (void)dv__res_deallocate(pool, &z);
+        if (rc == DV_OK)
+            (void)dv__res_deallocate(pool, &big);
         (void)dv__res_deallocate(pool, &s1);
         (void)dv__res_deallocate(pool, &s2);
         dv__res_destroy_stack(pool);

@@ -103,7 +103,7 @@ static int rg_pieces(dv_resource *pool, dv_block *a, dv_block *s1, dv_block *c, 
  * unmapped, and whether the new block and S1 hold what is written. */
 typedef struct rg_move {
     int rc;
-    uint64_t before, after, unmapped;
+    uint64_t before, after, unmapped, remapped;
     bool usable;
 } rg_move;
 
@@ -118,10 +118,11 @@ static rg_move rg_twelve_over_pieces(test_env *t, bool keep_mapped)
     m.rc |= dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &c);
     dv__res_env_sync(&t->env);
     m.before = rg_mapped(t);
-    uint64_t unmaps = atomic_load(&t->env.unmaps);
+    uint64_t unmaps = atomic_load(&t->env.unmaps), remaps = atomic_load(&t->env.remaps);
     m.rc |= dv__res_allocate(pool, 12 * RG_MIB, 0, rg_tag(21), &a);
     m.after = rg_mapped(t);
     m.unmapped = atomic_load(&t->env.unmaps) - unmaps;
+    m.remapped = atomic_load(&t->env.remaps) - remaps;
     m.usable = m.rc == DV_OK && rg_fill(t, &a, 41, 0) == DV_OK && rg_holds(t, &a, 41, 1) &&
                rg_fill(t, &s1, 42, 0) == DV_OK && rg_holds(t, &s1, 42, 1);
     if (m.rc == DV_OK)
@@ -131,7 +132,7 @@ static rg_move rg_twelve_over_pieces(test_env *t, bool keep_mapped)
     return m;
 }
 
-#define REGION_TESTS 27
+#define REGION_TESTS 28
 
 /* granule: the device's (2 MiB on the sim and the H100). */
 static void region_tests(test_env *t)
@@ -296,6 +297,11 @@ static void region_tests(test_env *t)
        (unsigned long long)moved.unmapped);
     ok(moved.rc == DV_OK && moved.usable,
        "region: the 12 MiB block is usable, the small one before it too");
+    /* The extents moved are a granule each, as the new ones are: their
+     * memory is mapped again rather than released and made anew. */
+    ok(moved.rc == DV_OK && moved.remapped > 0 && moved.remapped <= moved.unmapped,
+       "region: the move mapped %llu of the %llu extents it unmapped again",
+       (unsigned long long)moved.remapped, (unsigned long long)moved.unmapped);
     moved = rg_twelve_over_pieces(t, true);
     ok(moved.rc == DV_OK && moved.after >= moved.before + 10 * RG_MIB && moved.unmapped == 0,
        "region: keeping what is mapped, the same 12 MiB maps more (%llu MiB before, %llu after, "
