@@ -154,9 +154,6 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(VA_RELEASE, "va_release")                                                                    \
     X(MEM_MAP, "mem_map")                                                                          \
     X(MEM_UNMAP, "mem_unmap")                                                                      \
-    X(MEM_UNMAP_KEEP, "mem_unmap_keep")                                                            \
-    X(MEM_REMAP, "mem_remap")                                                                      \
-    X(MEM_RELEASE, "mem_release")                                                                  \
     X(MEMCPY_HTOD, "memcpy_htod_async")                                                            \
     X(MEMCPY_DTOH, "memcpy_dtoh_async")                                                            \
     X(MEMCPY_DTOD, "memcpy_dtod_async")                                                            \
@@ -171,7 +168,10 @@ dv_backend dv__driver_backend(const dv_driver *drv);
     X(HOST_REGISTER, "host_register")                                                              \
     X(HOST_UNREGISTER, "host_unregister")                                                          \
     X(HOST_DPTR, "host_device_pointer")                                                            \
-    X(VALUE_OPS, "batch_mem_op")
+    X(VALUE_OPS, "batch_mem_op")                                                                   \
+    X(MEM_UNMAP_KEEP, "mem_unmap_keep")                                                            \
+    X(MEM_REMAP, "mem_remap")                                                                      \
+    X(MEM_RELEASE, "mem_release")
 
 typedef enum dv_drv_call {
 #define DV__DRV_CALL_ENUM(id, name) DV_CALL_##id,

@@ -9,7 +9,7 @@
 #include "driver/sim.h"
 #include "support/region_tests.h"
 
-#define SIM_ONLY_TESTS 15
+#define SIM_ONLY_TESTS 16
 
 static double ms_since(const struct timespec *t0)
 {
@@ -181,6 +181,17 @@ static void sim_only(test_env *t)
        "sim: the move unmapped %llu extents keeping their memory, mapped %llu of them again",
        (unsigned long long)(dv__sim_calls(t->drv, DV_CALL_MEM_UNMAP_KEEP) - kept),
        (unsigned long long)(dv__sim_calls(t->drv, DV_CALL_MEM_REMAP) - remaps));
+    /* A piece that cannot be mapped again is released, and new memory
+     * made in its place: the move still serves the request. */
+    dv__sim_inject(t->drv, DV_CALL_MEM_REMAP, 1, DV_CU_OUT_OF_MEMORY);
+    moved = rg_twelve_over_pieces(t, false);
+    dv__sim_inject(t->drv, DV_CALL_MEM_REMAP, 0, 0);
+    ok(moved.rc == DV_OK && moved.usable && moved.remapped + 1 == moved.unmapped &&
+           dv__sim_allocated_bytes(t->drv, 0) == 0,
+       "sim: a failed map of kept memory: released, made anew (%llu of %llu mapped again, %s)",
+       (unsigned long long)moved.remapped, (unsigned long long)moved.unmapped,
+       dv_err_name(moved.rc));
+
     /* With 256 MiB held, extents are 8 MiB: A (10 MiB: 8 and 2) and C
      * (40 MiB: five of 8) freed, 48 MiB at the most ever mapped moves
      * them; the pieces of 8 MiB are mapped again, A's 2 MiB is not of a
