@@ -36,7 +36,8 @@
  * synchronous frees are.  --repeat N replays the log N times in a row
  * through the same actor (and peer): what a pass leaves allocated is freed
  * after it, outside the timed region; allocations, frees and ops/s count
- * every pass.
+ * every pass, and the report gives the first pass's rate apart from the
+ * later passes' (the first grows from nothing, the later run warm).
  *
  * --stack replays on the actor's thread instead, inside dv_actor_resources:
  * every row, of whichever Thread, in the log's order, straight into the top
@@ -128,6 +129,10 @@ static bool post_only;
  * messages that carry clients' calls to it. */
 static bool stack_mode;
 static _Atomic uint64_t failures[2];
+/* The first pass's part of a replay's operations and time, apart from the
+ * later passes' (the first grows from nothing; the later run warm). */
+static uint64_t first_ops[2];
+static double first_secs[2];
 
 static void usage(FILE *to)
 {
@@ -145,7 +150,8 @@ static void usage(FILE *to)
             "               actor; compare peak reserved and ops/s\n"
             "  --peer-only  through the peer alone (the actor's columns read n/a)\n"
             "  --repeat N   replay the log N times in a row (default 1), freeing what a pass\n"
-            "               leaves live; allocations, frees and ops/s count every pass\n"
+            "               leaves live; allocations, frees and ops/s count every pass (the\n"
+            "               report also gives the first pass's rate and the later passes')\n"
             "  --post       allocate as devactor's clients do: post the allocation and go\n"
             "               on (the handle is usable at once); its outcome is read at its\n"
             "               free (default: wait for the address, as the peer returns it)\n"
@@ -628,6 +634,10 @@ static void stack_run(unsigned passes, uint64_t *ops, double *secs, uint64_t *he
         int rc = dv_actor_resources(actor, stack_replay, &sp);
         if (rc == DV_OK)
             rc = dv_actor_resources(actor, stack_free_live, &sp);
+        if (pass == 0) {
+            first_ops[0] = sp.ops;
+            first_secs[0] = sp.secs;
+        }
         if (rc != DV_OK) {
             fprintf(stderr, "dv-replay: --stack: %s\n", dv_last_error()->message);
             exit(1);
@@ -714,6 +724,10 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         for (size_t t = 0; t < nthreads; t++)
             *ops += threads[t].ops;
         *secs += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (pass == 0) {
+            first_ops[target] = *ops;
+            first_secs[target] = *secs;
+        }
         free_live();
         if (target == 0 && post_only)
             count_unnamed(before.failures);
@@ -724,6 +738,17 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         pthread_join(threads[t].id, NULL);
     pthread_barrier_destroy(&pass_start);
     pthread_barrier_destroy(&pass_end);
+}
+
+/* With several passes: the first pass's rate and the later passes'. */
+static void passes_split(int who, unsigned passes, uint64_t ops, double secs)
+{
+    double later = secs - first_secs[who];
+    if (passes < 2 || first_secs[who] <= 0 || later <= 0)
+        return;
+    printf("  first pass %.0f ops/s, passes 2-%u %.0f ops/s\n",
+           (double)first_ops[who] / first_secs[who], passes,
+           (double)(ops - first_ops[who]) / later);
 }
 
 /* Load the peer library: 0, or -1 having said why. */
@@ -980,6 +1005,7 @@ int main(int argc, char **argv)
                    ms.reserved.peak, ratio);
             printf("  allocation failures                %" PRIu64 "\n", nfail);
             printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
+            passes_split(0, passes, ops, secs);
             printf("  per pass: %.1f mappings made (%.1f of moved memory), %.1f unmapped, %.1f "
                    "driver calls\n",
                    maps, remaps, unmaps, calls);
@@ -997,6 +1023,7 @@ int main(int argc, char **argv)
             printf("\n");
             printf("  allocation failures                %" PRIu64 "\n", peer_nfail);
             printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", peer_rate, peer_ops, peer_secs);
+            passes_split(1, passes, peer_ops, peer_secs);
             if (ours)
                 printf("devactor / peer: peak reserved %s, ops/s %s\n",
                        ratio_or_na(b[7], 32, vs_reserved, "%.3f", reserved_vs),

@@ -41,7 +41,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..35"
+echo "1..37"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -105,6 +105,11 @@ out=$(DV_BACKEND=sim "$replay" --csv --repeat 3 --peer "$peer" "$data/replay-our
 rc=$?
 check "--repeat 3: exit $rc, 12 allocations and 12 frees ($(field "$out" 2), $(field "$out" 3))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3)" = 12,12)"
+out=$(DV_BACKEND=sim "$replay" --repeat 3 --peer "$peer" "$data/replay-ours.csv" 2>&1)
+check "--repeat 3: the first pass's rate and the later passes', for both" \
+    "$(yes_if test "$(echo "$out" | grep -c '^  first pass [0-9]* ops/s, passes 2-3 [0-9]* ops/s$')" = 2)"
+out=$(DV_BACKEND=sim "$replay" "$data/replay-ours.csv" 2>&1)
+check "one pass: no split" "$(yes_if test "$(echo "$out" | grep -c 'first pass')" = 0)"
 gzip -c "$data/replay-ours.csv" >"$tmp/replay ours.csv.gz"
 out=$(DV_BACKEND=sim "$replay" --csv "$tmp/replay ours.csv.gz" 2>&1)
 rc=$?
