@@ -1478,7 +1478,7 @@ static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
     if (whole.start < va && end < whole_end) {
         /* A hole in the middle: the tail becomes a mapping of its own. */
         if (live_insert(dev, end, whole_end - end) != 0)
-            return DV_CU_OUT_OF_MEMORY;
+            return DV_CU_INVALID_VALUE;
         dev->live[k + 1].mapped = true;
         dev->live[k].bytes = va - whole.start;
     } else if (whole.start < va) {
@@ -1503,7 +1503,10 @@ static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *ha
     if (alloc_should_fail(dev->sd))
         return DV_CU_OUT_OF_MEMORY;
     pthread_mutex_lock(&dev->mu);
-    int rc = bytes > dev->size - dev->allocated ? DV_CU_OUT_OF_MEMORY : map_locked(dev, va, bytes);
+    int rc = va_containing(dev, va, bytes) < 0 || mapped_within(dev, va, bytes)
+                 ? DV_CU_INVALID_VALUE
+             : bytes > dev->size - dev->allocated ? DV_CU_OUT_OF_MEMORY
+                                                  : map_locked(dev, va, bytes);
     if (rc == DV_CU_SUCCESS) {
         dev->allocated += bytes;
         *handle = ++dev->next_handle;

@@ -993,13 +993,20 @@ static void mapped_add(pool_res *p, pool_chunk *ch, int64_t bytes)
     atomic_fetch_add_explicit(&p->base.env->mapped_bytes, (uint64_t)bytes, memory_order_relaxed);
 }
 
+/* Kept memory given back to the device: once more after a failure (the
+ * driver may have been short of something for a moment; after that the
+ * memory is lost to us, as with a failed unmap). */
+static void handle_release(pool_res *p, uint64_t handle)
+{
+    if (dv__drv_mem_release(p->base.env->ctx, handle) != DV_OK)
+        (void)dv__drv_mem_release(p->base.env->ctx, handle);
+}
+
 /* Kept memory (a move's donors) given back to the device. */
 static void kept_release(pool_res *p)
 {
-    while (p->nkept > 0) {
-        pool_map k = p->kept[--p->nkept];
-        (void)dv__drv_mem_release(p->base.env->ctx, k.handle);
-    }
+    while (p->nkept > 0)
+        handle_release(p, p->kept[--p->nkept].handle);
 }
 
 /* Of the kept memory, what a growth of bytes in extents of extent bytes
@@ -1020,7 +1027,7 @@ static void kept_choose(pool_res *p, uint64_t bytes, uint64_t extent)
             rest = 0;
             p->kept[n++] = k;
         } else {
-            (void)dv__drv_mem_release(p->base.env->ctx, k.handle);
+            handle_release(p, k.handle);
         }
     }
     p->nkept = n;
@@ -1066,7 +1073,7 @@ static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
         bool kept = p->nkept > 0 && kept_take(p, n, &handle);
         if (kept && (rc = dv__drv_mem_remap(p->base.env->ctx, va, n, handle)) != DV_OK) {
             /* Not mapped again: given back, and new memory made instead. */
-            (void)dv__drv_mem_release(p->base.env->ctx, handle);
+            handle_release(p, handle);
             kept = false;
         }
         if (!kept)
