@@ -29,10 +29,12 @@
  * needed instead of being added, and the peak of what the pool holds
  * stays near the peak of what it hands out.  An extent is unmapped only
  * once the device has passed every free in it; a free marked a moment ago
- * is waited for up to RECLAIM_WAIT_NS.  Each move costs driver calls
- * (cuMemUnmap and cuMemRelease, cuMemCreate, cuMemMap and
- * cuMemSetAccess: tens of microseconds each on a GPU), so below that
- * peak the pool only grows.  Trim unmaps every extent that lies wholly
+ * is waited for up to RECLAIM_WAIT_NS.  The donors' physical memory is
+ * kept and mapped again where the growth needs an extent of the same size
+ * (cuMemUnmap, then cuMemMap and cuMemSetAccess); the others are released
+ * before anything new is made (cuMemRelease, cuMemCreate).  Each call
+ * costs tens of microseconds on a GPU, so below that peak the pool only
+ * grows.  Trim unmaps every extent that lies wholly
  * free.  When the device refuses a mapping, the pool trims and tries once
  * more at the least size.
  *
@@ -60,11 +62,11 @@
  * classes, all multiples of 256; larger requests are only 256-rounded,
  * so that their rounding wastes little).  A freed small block goes on a
  * LIFO stack for its class and stream and is not coalesced: the next
- * request of that class on that stream pops it.  A stack is an array of (address, position
- * of the free, range index), so neither the free nor the allocation that
- * pops it reads the block's range: with a hundred thousand blocks live,
- * that line would be a cache miss on each.  A stack that is empty carves a
- * new block from the large free space.  Stacks flow back into the bins
+ * request of that class on that stream pops it.  A stack is an array of
+ * (address, position of the free, range index), so neither the free nor
+ * the allocation that pops it reads the block's range: with a hundred
+ * thousand blocks live, that line would be a cache miss on each.  A stack
+ * that is empty carves a new block from the large free space.  Stacks flow back into the bins
  * (and coalesce) on trim, before a large request, and before the pool
  * would grow.
  *
@@ -393,6 +395,27 @@ static void bin_of(uint64_t granules, unsigned *fl, unsigned *sl)
     *sl = (unsigned)(granules >> (p - SL_SHIFT)) & (SL_COUNT - 1);
 }
 
+/* A bin and the pool's list of holes are lists of ranges through free_prev
+ * and free_next (a range is on one of them at most). */
+static void list_push(pool_range **head, pool_range *r)
+{
+    r->free_prev = NULL;
+    r->free_next = *head;
+    if (r->free_next != NULL)
+        r->free_next->free_prev = r;
+    *head = r;
+}
+
+static void list_unlink(pool_range **head, pool_range *r)
+{
+    if (r->free_prev != NULL)
+        r->free_prev->free_next = r->free_next;
+    else
+        *head = r->free_next;
+    if (r->free_next != NULL)
+        r->free_next->free_prev = r->free_prev;
+}
+
 static void bin_insert(pool_res *p, dv_stream_id s, pool_range *r)
 {
     pool_lists *l = &p->lists[s];
@@ -400,11 +423,7 @@ static void bin_insert(pool_res *p, dv_stream_id s, pool_range *r)
     bin_of(r->bytes >> GRANULE_SHIFT, &fl, &sl);
     r->state = RANGE_FREE;
     r->owner = (uint8_t)s;
-    r->free_prev = NULL;
-    r->free_next = l->bins[fl][sl];
-    if (r->free_next != NULL)
-        r->free_next->free_prev = r;
-    l->bins[fl][sl] = r;
+    list_push(&l->bins[fl][sl], r);
     l->sl_map[fl] |= 1u << sl;
     l->fl_map |= UINT64_C(1) << fl;
     p->streams_with_free |= UINT64_C(1) << s;
@@ -415,12 +434,7 @@ static void bin_remove(pool_res *p, pool_range *r)
     pool_lists *l = &p->lists[r->owner];
     unsigned fl, sl;
     bin_of(r->bytes >> GRANULE_SHIFT, &fl, &sl);
-    if (r->free_prev != NULL)
-        r->free_prev->free_next = r->free_next;
-    else
-        l->bins[fl][sl] = r->free_next;
-    if (r->free_next != NULL)
-        r->free_next->free_prev = r->free_prev;
+    list_unlink(&l->bins[fl][sl], r);
     if (l->bins[fl][sl] == NULL) {
         l->sl_map[fl] &= ~(1u << sl);
         if (l->sl_map[fl] == 0) {
@@ -918,26 +932,17 @@ static void link_after(pool_chunk *ch, pool_range *at, pool_range *r)
     at->phys_next = r;
 }
 
-/* Every HOLE range of every region is on one list (free_prev, free_next:
- * a hole is in no bin), which growth walks. */
+/* Every HOLE range of every region is on one list (a hole is in no bin),
+ * which growth walks. */
 static void hole_link(pool_res *p, pool_range *h)
 {
     h->state = RANGE_HOLE;
-    h->free_prev = NULL;
-    h->free_next = p->hole_list;
-    if (p->hole_list != NULL)
-        p->hole_list->free_prev = h;
-    p->hole_list = h;
+    list_push(&p->hole_list, h);
 }
 
 static void hole_unlink(pool_res *p, pool_range *h)
 {
-    if (h->free_prev != NULL)
-        h->free_prev->free_next = h->free_next;
-    else
-        p->hole_list = h->free_next;
-    if (h->free_next != NULL)
-        h->free_next->free_prev = h->free_prev;
+    list_unlink(&p->hole_list, h);
 }
 
 /* Hole r (listed) joins the holes beside it.  The hole after r survives a
