@@ -41,6 +41,7 @@
 
 #include "driver/sim.h"
 
+#include "base/array.h"
 #include "base/tsan.h"
 
 #define DATA_PLANE_BEGIN() dv__tsan_ignore_begin()
@@ -180,7 +181,7 @@ struct sim_device {
     struct sim_kept {
         uint64_t handle, bytes;
     } *kept;
-    size_t nkept, cap_kept;
+    uint32_t nkept, cap_kept;
     uint64_t next_handle; /* mem_map's tokens: never reused */
     uint64_t release_threshold;
     struct sim_stream *streams; /* list, for synchronous free */
@@ -1531,23 +1532,10 @@ static int sim_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t h
 /* The kept handle's index, or -1. */
 static long kept_find(const struct sim_device *dev, uint64_t handle)
 {
-    for (size_t i = 0; i < dev->nkept; i++)
+    for (uint32_t i = 0; i < dev->nkept; i++)
         if (dev->kept[i].handle == handle)
             return (long)i;
     return -1;
-}
-
-static bool kept_room(struct sim_device *dev)
-{
-    if (dev->nkept < dev->cap_kept)
-        return true;
-    size_t cap = dev->cap_kept ? 2 * dev->cap_kept : 16;
-    struct sim_kept *k = realloc(dev->kept, cap * sizeof(*k));
-    if (k == NULL)
-        return false;
-    dev->kept = k;
-    dev->cap_kept = cap;
-    return true;
 }
 
 static int sim_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
@@ -1558,7 +1546,8 @@ static int sim_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint6
     pthread_mutex_lock(&dev->mu);
     if (handle == 0 || kept_find(dev, handle) >= 0) {
         rc = DV_CU_INVALID_VALUE;
-    } else if (kept_room(dev)) {
+    } else if (dv__array_reserve((void **)&dev->kept, &dev->cap_kept, (uint64_t)dev->nkept + 1,
+                                 sizeof(*dev->kept)) == 0) {
         rc = unmap_locked(dev, va, bytes);
         if (rc == DV_CU_SUCCESS)
             dev->kept[dev->nkept++] = (struct sim_kept){handle, bytes};
