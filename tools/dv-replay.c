@@ -29,7 +29,8 @@
  * The replay threads start before the first pass and meet the timing
  * thread at the start and the end of each pass; the timed region is a
  * pass, from the start to the last thread's end; an operation is an
- * allocation (refused or not) or the free of an allocation that succeeded.  Per row, the actor's side does what a client
+ * allocation (refused or not) or the free of an allocation that
+ * succeeded.  Per row, the actor's side does what a client
  * needing the memory does: dv_alloc and dv_ref_access (the device address:
  * a round trip), dv_ref_release; each replay thread ends with dv_flush, so
  * that its releases are handled inside the timed region, as the peer's
@@ -544,6 +545,11 @@ static void replay_pass(replayer *rp)
         dv_flush(actor); /* its releases handled, like the peer's frees */
 }
 
+static double seconds_between(const struct timespec *t0, const struct timespec *t1)
+{
+    return (double)(t1->tv_sec - t0->tv_sec) + (double)(t1->tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
 /*
  * --stack: one pass on the actor's thread (dv_actor_resources runs it):
  * every row in the log's order, straight into the stack's top; timed from
@@ -555,6 +561,15 @@ typedef struct stack_pass {
     double secs;
     uint64_t held, held_peak; /* bytes of the blocks handed out */
 } stack_pass;
+
+/* --stack: the block of allocation row a back to the stack. */
+static int stack_free(dv_resource *top, stack_pass *sp, row *a)
+{
+    sp->held -= a->block.requested;
+    int rc = dv_resource_deallocate(top, &a->block);
+    atomic_store_explicit(&a->state, 3, memory_order_relaxed);
+    return rc;
+}
 
 static int stack_replay(dv_resource *top, void *arg)
 {
@@ -577,17 +592,15 @@ static int stack_replay(dv_resource *top, void *arg)
             row *a = &rows[r->match];
             if (atomic_load_explicit(&a->state, memory_order_relaxed) != 1)
                 continue; /* refused: nothing to free */
-            sp->held -= a->block.requested;
-            int rc = dv_resource_deallocate(top, &a->block);
+            int rc = stack_free(top, sp, a);
             if (rc != DV_OK) /* a block the stack gave, given back once: cannot happen */
                 fprintf(stderr, "dv-replay: line %u: free: %s: %s\n", r->line, dv_err_name(rc),
                         dv_last_error()->message);
-            atomic_store_explicit(&a->state, 3, memory_order_relaxed);
             sp->ops++;
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    sp->secs += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    sp->secs += seconds_between(&t0, &t1);
     return DV_OK;
 }
 
@@ -597,11 +610,8 @@ static int stack_free_live(dv_resource *top, void *arg)
     stack_pass *sp = arg;
     for (size_t i = 0; i < nrows; i++) {
         row *r = &rows[i];
-        if (!r->alloc || atomic_load_explicit(&r->state, memory_order_relaxed) != 1)
-            continue;
-        sp->held -= r->block.requested;
-        (void)dv_resource_deallocate(top, &r->block);
-        atomic_store_explicit(&r->state, 3, memory_order_relaxed);
+        if (r->alloc && atomic_load_explicit(&r->state, memory_order_relaxed) == 1)
+            (void)stack_free(top, sp, r);
     }
     return DV_OK;
 }
@@ -723,7 +733,7 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         clock_gettime(CLOCK_MONOTONIC, &t1);
         for (size_t t = 0; t < nthreads; t++)
             *ops += threads[t].ops;
-        *secs += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        *secs += seconds_between(&t0, &t1);
         if (pass == 0) {
             first_ops[target] = *ops;
             first_secs[target] = *secs;
