@@ -862,6 +862,27 @@ static int cu_va_release(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes)
     return (int)cu_api_of(ctx)->cuMemAddressFree((CUdeviceptr)va, (size_t)bytes);
 }
 
+/* Physical memory h mapped at va, readable and writable there by the
+ * context's device; on failure it is left unmapped (h is the caller's). */
+static int cu_map_access(const struct cu_ctx *c, const struct cu_api *api, dv_dptr va,
+                         uint64_t bytes, CUmemGenericAllocationHandle h)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUresult rc;
+
+    cu_vmm_prop(c, &prop);
+    CU_TRY(api->cuMemMap((CUdeviceptr)va, (size_t)bytes, 0, h, 0));
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((rc = api->cuMemSetAccess((CUdeviceptr)va, (size_t)bytes, &access, 1)) != CUDA_SUCCESS) {
+        (void)api->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
+        return (int)rc;
+    }
+    return 0;
+}
+
 /* Physical memory of the context's device, mapped at va and readable and
  * writable there; nothing is left behind on failure. */
 static int cu_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
@@ -870,23 +891,14 @@ static int cu_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *han
     const struct cu_api *api = cu_api_of(ctx);
     CUmemAllocationProp prop;
     CUmemGenericAllocationHandle h = 0;
-    CUmemAccessDesc access;
-    CUresult rc;
+    int rc;
 
     CU_TRY(cu_enter(ctx));
     cu_vmm_prop(c, &prop);
     CU_TRY(api->cuMemCreate(&h, (size_t)bytes, &prop, 0));
-    if ((rc = api->cuMemMap((CUdeviceptr)va, (size_t)bytes, 0, h, 0)) != CUDA_SUCCESS) {
+    if ((rc = cu_map_access(c, api, va, bytes, h)) != 0) {
         (void)api->cuMemRelease(h);
-        return (int)rc;
-    }
-    memset(&access, 0, sizeof(access));
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((rc = api->cuMemSetAccess((CUdeviceptr)va, (size_t)bytes, &access, 1)) != CUDA_SUCCESS) {
-        (void)api->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
-        (void)api->cuMemRelease(h);
-        return (int)rc;
+        return rc;
     }
     *handle = h;
     return 0;
@@ -912,24 +924,9 @@ static int cu_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64
  * failure it is kept still, unmapped. */
 static int cu_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
-    const struct cu_ctx *c = cu_ctx_of(ctx);
-    const struct cu_api *api = cu_api_of(ctx);
-    CUmemAllocationProp prop;
-    CUmemAccessDesc access;
-    CUresult rc;
-
     CU_TRY(cu_enter(ctx));
-    cu_vmm_prop(c, &prop);
-    CU_TRY(api->cuMemMap((CUdeviceptr)va, (size_t)bytes, 0, (CUmemGenericAllocationHandle)handle,
-                         0));
-    memset(&access, 0, sizeof(access));
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((rc = api->cuMemSetAccess((CUdeviceptr)va, (size_t)bytes, &access, 1)) != CUDA_SUCCESS) {
-        (void)api->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
-        return (int)rc;
-    }
-    return 0;
+    return cu_map_access(cu_ctx_of(ctx), cu_api_of(ctx), va, bytes,
+                         (CUmemGenericAllocationHandle)handle);
 }
 
 static int cu_mem_release(dv_drv_obj *ctx, uint64_t handle)
