@@ -13,9 +13,10 @@
  * frees its rows in that order; a free made by another thread than its
  * allocation waits until the allocation was replayed.  Streams are mapped
  * to the actor's streams in order of first appearance (modulo their count).
- * Failure rows of the log are skipped; a free of a block the log never
- * allocated (a log begun late) is counted and skipped.  A row is one line:
- * a tag holding a line break is not taken (the log is refused).
+ * An action is allocate, free (or deallocate), or a failure of either,
+ * which is skipped; any other refuses the log.  A free of a block the log
+ * never allocated (a log begun late) is counted and skipped.  A row is one
+ * line: a tag holding a line break is not taken (the log is refused).
  *
  * The report: rows, allocations and frees replayed, the peak of live bytes
  * (the trace's own, from its sizes), devactor's peak of bytes held and of
@@ -143,7 +144,8 @@ static void usage(FILE *to)
             "\n"
             "Replays an allocation log (devactor's CSV or RMM's; .gz read through gzip -dc)\n"
             "through an actor: one replay thread per Thread of the log, rows in time order,\n"
-            "streams mapped.\n"
+            "streams mapped.  Actions: allocate, free (or deallocate); failure rows are\n"
+            "skipped, any other action refuses the log.\n"
             "  --backend B  sim or cuda (default: DV_BACKEND, else cuda if present, else sim)\n"
             "  --conf TEXT  actor configuration, as DEVACTOR_CONF (e.g. budget:8G,streams:8)\n"
             "  --peer LIB   replay the same rows the same way through a peer allocator too\n"
@@ -342,7 +344,18 @@ static int load(const char *path)
         char *thread = field(&p), *time = field(&p), *action = field(&p), *ptr = field(&p),
              *size = field(&p), *stream = field(&p);
         char *device = ours ? field(&p) : "0";
-        row r = {.line = lineno, .match = -1};
+        /* Failure rows first: their pointer may be "(nil)". */
+        bool alloc = strcmp(action, "allocate") == 0;
+        if (!alloc && strcmp(action, "free") != 0 && strcmp(action, "deallocate") != 0) {
+            if (strcmp(action, "allocate failure") == 0 || strcmp(action, "free failure") == 0 ||
+                strcmp(action, "deallocate failure") == 0)
+                continue; /* nothing happened */
+            fprintf(stderr, "dv-replay: %s: line %u: unknown action \"%.40s\"\n", path, lineno,
+                    action);
+            rc = -1;
+            break;
+        }
+        row r = {.line = lineno, .match = -1, .alloc = alloc};
         uint64_t dev = 0;
         bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us) &&
                     number(ptr, 16, &r.ptr) && number(size, 10, &r.size) &&
@@ -353,10 +366,6 @@ static int load(const char *path)
             break;
         }
         r.device = (int)dev;
-        if (strcmp(action, "allocate") == 0)
-            r.alloc = true;
-        else if (strcmp(action, "free") != 0)
-            continue; /* "allocate failure", "free failure": nothing happened */
         if (r.alloc && r.size == 0)
             continue;
         if (nrows == caprows) {

@@ -6,6 +6,9 @@
 # a failure row and a free of a block never allocated, both skipped):
 #   live after each row: 1 MiB, 3 MiB, 7 MiB (peak), -, 6, 4, -, 4.5, 0.5, 0
 #   peak 7 MiB = 7340032; 4 allocations, 4 frees, 10 rows read (9 kept)
+# replay-rmm-nil.csv (RMM's): 4096 and 8192 live at once (peak 12288);
+#   an "allocate failure" row with a (nil) pointer between them, and the
+#   first freed as "deallocate"
 # replay-rmm.csv (RMM's; times of day, stream handles):
 #   256, 8448, 73984 (peak), 73728, 8192, 139264 (peak!), 131072, 0
 #   peak 139264; 4 allocations, 4 frees
@@ -41,7 +44,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..37"
+echo "1..39"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -55,6 +58,14 @@ rc=$?
 check "RMM's log replays (exit $rc), peak 139264 ($(field "$out" 5))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 5)" = 139264)"
 check "4 allocations and 4 frees" "$(yes_if test "$(field "$out" 2),$(field "$out" 3)" = 4,4)"
+out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-rmm-nil.csv" 2>&1)
+rc=$?
+check "RMM's failure row with a (nil) pointer is skipped, deallocate is a free (exit $rc)" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 2,2,12288)"
+err=$(DV_BACKEND=sim "$replay" "$data/replay-bad-action.csv" 2>&1 >/dev/null)
+rc=$?
+check "an unknown action: exit 1, its line named" \
+    "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'line 3: unknown action "realloc"')")"
 err=$(DV_BACKEND=sim "$replay" --conf budget:2M "$data/replay-ours.csv" 2>&1 >/dev/null)
 rc=$?
 check "under a 2 MiB budget: exit 1, the refused row named" \
