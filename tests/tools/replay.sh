@@ -9,6 +9,10 @@
 # replay-rmm-nil.csv (RMM's): 4096 and 8192 live at once (peak 12288);
 #   an "allocate failure" row with a (nil) pointer between them, and the
 #   first freed as "deallocate"
+# replay-turns.csv (RMM's): two threads take turns, each allocating 1 MiB
+#   and freeing it before the other's next allocation: peak live 1 MiB.
+#   Each thread on its own runs ahead of the other's frees; --ordered
+#   keeps the log's order, and nothing holds more than 1 MiB.
 # replay-rmm.csv (RMM's; times of day, stream handles):
 #   256, 8448, 73984 (peak), 73728, 8192, 139264 (peak!), 131072, 0
 #   peak 139264; 4 allocations, 4 frees
@@ -44,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..39"
+echo "1..42"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -66,6 +70,18 @@ err=$(DV_BACKEND=sim "$replay" "$data/replay-bad-action.csv" 2>&1 >/dev/null)
 rc=$?
 check "an unknown action: exit 1, its line named" \
     "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'line 3: unknown action "realloc"')")"
+out=$(DV_BACKEND=sim "$replay" --csv --ordered "$data/replay-turns.csv" 2>&1)
+rc=$?
+check "--ordered: two threads in the log's order hold at most the trace's 1 MiB (exit $rc, $(field "$out" 6))" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 5),$(field "$out" 6)" = 1048576,1048576)"
+out=$(DV_BACKEND=sim "$replay" --csv --ordered --post "$data/replay-turns.csv" 2>&1)
+rc=$?
+check "--ordered --post: the same (exit $rc, $(field "$out" 6))" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 6)" = 1048576)"
+out=$(DV_BACKEND=sim "$replay" --csv --ordered --peer-only --peer "$peer" "$data/replay-turns.csv" 2>&1)
+rc=$?
+check "--ordered through the peer: its peak allocated 1 MiB (exit $rc, $(field "$out" 11))" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 11)" = 1048576)"
 err=$(DV_BACKEND=sim "$replay" --conf budget:2M "$data/replay-ours.csv" 2>&1 >/dev/null)
 rc=$?
 check "under a 2 MiB budget: exit 1, the refused row named" \
