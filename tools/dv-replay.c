@@ -8,10 +8,12 @@
  * Device,Tag,QueryId, as cfg.log_path writes it) or RMM's
  * (Thread,Time,Action,Pointer,Size,Stream, as its logging_resource_adaptor
  * writes it), told apart by the header; a name ending in .gz is read
- * through gzip -dc.  Rows are put in time order (stable);
- * each distinct Thread gets a replay thread of its own that allocates and
- * frees its rows in that order; a free made by another thread than its
- * allocation waits until the allocation was replayed.  Streams are mapped
+ * through gzip -dc.  Rows are put in time order (stable); each distinct
+ * Thread gets a replay thread of its own that allocates and frees its rows
+ * in that order, the threads taking turns so that every row goes out in
+ * the log's order (--concurrent: they run at once, and a free made by
+ * another thread than its allocation waits until the allocation was
+ * replayed).  Streams are mapped
  * to the actor's streams in order of first appearance (modulo their count).
  * An action is allocate, free (or deallocate), or a failure of either,
  * which is skipped; any other refuses the log.  A free of a block the log
@@ -131,9 +133,9 @@ static bool post_only;
  * its resource stack (dv_actor_resources): the allocator without the
  * messages that carry clients' calls to it. */
 static bool stack_mode;
-/* --ordered: the rows go out in the log's order across threads too; turn
- * is the row whose turn it is (in time order). */
-static bool ordered;
+/* The rows go out in the log's order across threads too (unless
+ * --concurrent); turn is the row whose turn it is (in time order). */
+static bool ordered = true;
 static _Atomic size_t turn;
 static _Atomic uint64_t failures[2];
 /* The first pass's part of a replay's operations and time, apart from the
@@ -145,7 +147,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: dv-replay [--backend sim|cuda] [--conf TEXT] [--peer LIB.so [--peer-only]]\n"
-            "                 [--repeat N] [--post | --stack] [--ordered] [--csv] [--quiet]\n"
+            "                 [--repeat N] [--post | --stack] [--concurrent] [--csv] [--quiet]\n"
             "                 LOG.csv[.gz]\n"
             "\n"
             "Replays an allocation log (devactor's CSV or RMM's; .gz read through gzip -dc)\n"
@@ -168,11 +170,12 @@ static void usage(FILE *to)
             "               (dv_actor_resources, dv_resource_allocate): the allocator alone,\n"
             "               no messages; every thread's rows in the log's order, on that one\n"
             "               thread; peak reserved is the pools' most held\n"
-            "  --ordered    the replay threads take turns in the log's order, so the\n"
-            "               allocator sees the rows in the order they were logged (by\n"
-            "               default each thread keeps its own order only, and threads\n"
-            "               interleave as they run: with several threads the bytes held\n"
-            "               may peak above the trace's live peak)\n"
+            "  --concurrent the replay threads run at once, each in its own rows' order\n"
+            "               (a free by another thread still waits for its allocation);\n"
+            "               by default they take turns in the log's order, so that the\n"
+            "               allocator sees the rows as they were logged.  Concurrent, with\n"
+            "               several threads, the bytes held may peak above the trace's\n"
+            "               live peak\n"
             "  --csv        one CSV line: rows,allocs,frees,failures,peak_live,peak_held,\n"
             "               peak_reserved,reserved_over_live,ops_per_s; with --peer, then\n"
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
@@ -908,7 +911,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--stack") == 0) {
             stack_mode = true;
         } else if (strcmp(argv[i], "--ordered") == 0) {
-            ordered = true;
+            ordered = true; /* the default */
+        } else if (strcmp(argv[i], "--concurrent") == 0) {
+            ordered = false;
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             uint64_t n;
             if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000) {
@@ -1081,7 +1086,7 @@ int main(int argc, char **argv)
         if (ours) {
             printf("  peak bytes held (devactor)         %" PRIu64 "%s\n", ms.bytes.peak,
                    ms.bytes.peak > peak_live && nthreads > 1 && !ordered && !stack_mode
-                       ? "  (threads interleaved unlike the log: --ordered keeps its order)"
+                       ? "  (threads interleaved unlike the log, --concurrent)"
                        : "");
             printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak live)\n",
                    ms.reserved.peak, ratio);

@@ -11,8 +11,8 @@
 #   first freed as "deallocate"
 # replay-turns.csv (RMM's): two threads take turns, each allocating 1 MiB
 #   and freeing it before the other's next allocation: peak live 1 MiB.
-#   Each thread on its own runs ahead of the other's frees; --ordered
-#   keeps the log's order, and nothing holds more than 1 MiB.
+#   Taking turns in the log's order (the default), nothing holds more
+#   than 1 MiB; with --concurrent each runs ahead of the other's frees.
 # replay-rmm.csv (RMM's; times of day, stream handles):
 #   256, 8448, 73984 (peak), 73728, 8192, 139264 (peak!), 131072, 0
 #   peak 139264; 4 allocations, 4 frees
@@ -20,9 +20,9 @@
 # The fake peer (tests/support/replay_peer.c) rounds each size up to 512
 # and reserves whole 2 MiB segments as what is allocated outgrows them.
 # replay-ours.csv's sizes (1 MiB a, 2 MiB b, 4 MiB c, 512 KiB f) are
-# multiples of 512: rounded, they stay.  Its two threads run at once, only
-# a free waiting for its allocation, so the peer's own peak depends on how
-# they interleave:
+# multiples of 512: rounded, they stay.  With --concurrent its two threads
+# run at once, only a free waiting for its allocation, so the peer's own
+# peak depends on how they interleave:
 #   thread 101: +a, +b, -a, +f, -f      thread 202: +c, -b, -c
 #   b and c are always live together (b is freed by 202 after +c);
 #   c before -a:           a+b+c = 7 MiB = 7340032
@@ -70,17 +70,17 @@ err=$(DV_BACKEND=sim "$replay" "$data/replay-bad-action.csv" 2>&1 >/dev/null)
 rc=$?
 check "an unknown action: exit 1, its line named" \
     "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'line 3: unknown action "realloc"')")"
-out=$(DV_BACKEND=sim "$replay" --csv --ordered "$data/replay-turns.csv" 2>&1)
+out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-turns.csv" 2>&1)
 rc=$?
-check "--ordered: two threads in the log's order hold at most the trace's 1 MiB (exit $rc, $(field "$out" 6))" \
+check "two threads in the log's order hold at most the trace's 1 MiB (exit $rc, $(field "$out" 6))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 5),$(field "$out" 6)" = 1048576,1048576)"
-out=$(DV_BACKEND=sim "$replay" --csv --ordered --post "$data/replay-turns.csv" 2>&1)
+out=$(DV_BACKEND=sim "$replay" --csv --post "$data/replay-turns.csv" 2>&1)
 rc=$?
-check "--ordered --post: the same (exit $rc, $(field "$out" 6))" \
+check "--post: the same (exit $rc, $(field "$out" 6))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 6)" = 1048576)"
-out=$(DV_BACKEND=sim "$replay" --csv --ordered --peer-only --peer "$peer" "$data/replay-turns.csv" 2>&1)
+out=$(DV_BACKEND=sim "$replay" --csv --peer-only --peer "$peer" "$data/replay-turns.csv" 2>&1)
 rc=$?
-check "--ordered through the peer: its peak allocated 1 MiB (exit $rc, $(field "$out" 11))" \
+check "through the peer in the log's order: its peak allocated 1 MiB (exit $rc, $(field "$out" 11))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 11)" = 1048576)"
 err=$(DV_BACKEND=sim "$replay" --conf budget:2M "$data/replay-ours.csv" 2>&1 >/dev/null)
 rc=$?
@@ -98,7 +98,7 @@ check "an unknown option: exit 2" "$(yes_if test $? = 2)"
 # peer_peak_reserved, peer_ops_per_s, reserved_vs_peer, ops_vs_peer; the
 # last three (16-18 with a peer, 10-12 without) the actor's mappings made,
 # unmapped and driver calls per pass.
-out=$(DV_BACKEND=sim "$replay" --csv --peer "$peer" "$data/replay-ours.csv" 2>&1)
+out=$(DV_BACKEND=sim "$replay" --csv --concurrent --peer "$peer" "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "through the peer too: exit $rc, $(columns "$out") columns, $(field "$out" 10) peer failures" \
     "$(yes_if test $rc = 0 -a "$(columns "$out")" = 18 -a "$(field "$out" 10)" = 0)"
