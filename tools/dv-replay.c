@@ -23,7 +23,8 @@
  * The report: rows, allocations and frees replayed, the peak of live bytes
  * (the trace's own, from its sizes), devactor's peak of bytes held and of
  * device memory reserved (dv_memory_stats), reserved / live, allocation
- * failures (each naming its row, and the exit status 1), ops/s, and the
+ * failures (each naming its row, but with --post one still pending at its
+ * free only counted; the exit status 1), ops/s, and the
  * actor's driver work per pass (dv_actor_stats: mappings made and
  * unmapped, calls into the driver).  --csv prints one line of the same.
  * The actor's configuration is the default one with --conf's text over it
@@ -77,6 +78,7 @@
  * the five functions: exit status 1.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -165,7 +167,8 @@ static void usage(FILE *to)
             "               report also gives the first pass's rate and the later passes')\n"
             "  --post       allocate as devactor's clients do: post the allocation and go\n"
             "               on (the handle is usable at once); its outcome is read at its\n"
-            "               free (default: wait for the address, as the peer returns it)\n"
+            "               free, and a refusal still pending then is counted, not named\n"
+            "               (default: wait for the address, as the peer returns it)\n"
             "  --stack      replay on the actor's thread through its resource stack\n"
             "               (dv_actor_resources, dv_resource_allocate): the allocator alone,\n"
             "               no messages; every thread's rows in the log's order, on that one\n"
@@ -224,6 +227,8 @@ static char *field(char **p)
 static bool number(const char *s, int base, uint64_t *out)
 {
     char *end;
+    if (!isxdigit((unsigned char)*s)) /* strtoull would take a sign (and wrap -5) or spaces */
+        return false;
     errno = 0;
     unsigned long long v = strtoull(s, &end, base);
     if (errno != 0 || end == s || *end != '\0')
@@ -232,15 +237,19 @@ static bool number(const char *s, int base, uint64_t *out)
     return true;
 }
 
-static bool parse_time(const char *s, uint64_t *us)
+/* A time in seconds, or RMM's time of day (*of_day set), in µs. */
+static bool parse_time(const char *s, uint64_t *us, bool *of_day)
 {
     char *end;
+    if (*s < '0' || *s > '9')
+        return false;
     errno = 0;
     double t = strtod(s, &end);
-    if (errno != 0 || end == s)
+    if (errno != 0 || end == s || !(t < 1e12))
         return false;
     /* RMM writes a time of day (HH:MM:SS.ffffff): take it as seconds. */
-    if (*end == ':') {
+    *of_day = *end == ':';
+    if (*of_day) {
         unsigned h, m;
         double sec;
         if (sscanf(s, "%u:%u:%lf", &h, &m, &sec) != 3)
@@ -336,11 +345,16 @@ static int load(const char *path)
         fprintf(stderr, "dv-replay: %s: %s\n", path, strerror(errno));
         return -1;
     }
-    char line[4096];
+    char *line = NULL;
+    size_t line_cap = 0;
     uint32_t lineno = 0;
     bool ours = false;
     int rc = 0;
-    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+    /* RMM's times of day: a time more than 12 hours before the last is
+     * on the next day (the log ran past midnight). */
+    uint64_t day_us = 0, last_us = 0;
+    const uint64_t half_day_us = UINT64_C(12) * 3600 * 1000000;
+    while (rc == 0 && getline(&line, &line_cap, f) != -1) {
         lineno++;
         if (lineno == 1) {
             if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId", 57) == 0)
@@ -371,7 +385,8 @@ static int load(const char *path)
         }
         row r = {.line = lineno, .match = -1, .alloc = alloc};
         uint64_t dev = 0;
-        bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us) &&
+        bool of_day = false;
+        bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us, &of_day) &&
                     number(ptr, 16, &r.ptr) && number(size, 10, &r.size) &&
                     number(stream, 0, &r.stream) && number(device, 10, &dev);
         if (!okay) {
@@ -380,6 +395,14 @@ static int load(const char *path)
             break;
         }
         r.device = (int)dev;
+        if (of_day) {
+            r.time_us += day_us;
+            if (r.time_us + half_day_us < last_us) {
+                day_us += 2 * half_day_us;
+                r.time_us += 2 * half_day_us;
+            }
+            last_us = r.time_us;
+        }
         if (r.alloc && r.size == 0)
             continue;
         if (nrows == caprows) {
@@ -396,6 +419,7 @@ static int load(const char *path)
         r.seq = (uint32_t)nrows;
         rows[nrows++] = r;
     }
+    free(line);
     if (close_log(f, child) != 0 && rc == 0) {
         fprintf(stderr, "dv-replay: %s: gzip -dc failed\n", path);
         rc = -1;

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..42"
+echo "1..45"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -82,6 +82,29 @@ out=$(DV_BACKEND=sim "$replay" --csv --peer-only --peer "$peer" "$data/replay-tu
 rc=$?
 check "through the peer in the log's order: its peak allocated 1 MiB (exit $rc, $(field "$out" 11))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 11)" = 1048576)"
+# A tag of 6,000 characters holding commas and numbers: one row still.
+tag=$(awk 'BEGIN { for (i = 0; i < 600; i++) printf "x,777777,y," }')
+{
+    echo "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"
+    echo "1,1.000001,allocate,0x1000,100,0,0,\"$tag\",1"
+    echo "1,1.000002,free,0x1000,100,0,0,t,1"
+} >"$tmp/long.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/long.csv" 2>&1)
+rc=$?
+check "a 6,000-character tag is one row: 1 allocation, 1 free, peak 100 (exit $rc)" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 1,1,100)"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,-5,0\n' >"$tmp/neg.csv"
+err=$(DV_BACKEND=sim "$replay" "$tmp/neg.csv" 2>&1 >/dev/null)
+rc=$?
+check "a negative size does not parse: exit 1, line 2 named" \
+    "$(yes_if test $rc = 1 -a -n "$(echo "$err" | grep 'line 2: a field does not parse')")"
+printf '%s\n' Thread,Time,Action,Pointer,Size,Stream \
+    1,23:59:59.999990,allocate,0x1000,100,0x0 1,00:00:00.000010,free,0x1000,100,0x0 \
+    >"$tmp/midnight.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/midnight.csv" 2>&1)
+rc=$?
+check "an RMM log past midnight keeps its order: the free frees (exit $rc)" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3)" = 1,1)"
 err=$(DV_BACKEND=sim "$replay" --conf budget:2M "$data/replay-ours.csv" 2>&1 >/dev/null)
 rc=$?
 check "under a 2 MiB budget: exit 1, the refused row named" \
