@@ -1763,8 +1763,11 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     if (merged && (rc = take(p, need, c, s, &b, &found)) != DV_OK)
         return rc;
     if (!found) {
-        if ((rc = grow(p, need, s)) != DV_OK)
+        if ((rc = grow(p, need, s)) != DV_OK) {
+            if (dv__short_of_memory(rc)) /* the detail names the request, not the growth */
+                dv__detail()->requested = bytes;
             return rc;
+        }
         if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
             return rc;
         if (!found) /* the new chunk is in s's bins: cannot happen */

@@ -62,8 +62,8 @@ static void sim_only(test_env *t)
        (unsigned long long)dv__sim_allocated_bytes(t->drv, 0));
     dv_block d;
     int rc3 = dv__res_allocate(pool, 400 * RG_MIB, 0, rg_tag(6), &d);
-    ok(rc3 == DV_EDEVICE_OOM && dv_last_error()->requested != 0,
-       "sim: 400 MiB more does not fit: DV_EDEVICE_OOM, the detail says how much (%s, %llu)",
+    ok(rc3 == DV_EDEVICE_OOM && dv_last_error()->requested == 400 * RG_MIB,
+       "sim: 400 MiB more does not fit: DV_EDEVICE_OOM, the detail names the request (%s, %llu)",
        dv_err_name(rc3), (unsigned long long)dv_last_error()->requested);
     if (rc2 == DV_OK)
         rc |= dv__res_deallocate(pool, &c);
@@ -82,7 +82,8 @@ static void sim_only(test_env *t)
     uint64_t before = rg_mapped(t);
     rc2 = dv__res_allocate(pool, 1536 * RG_MIB, 0, rg_tag(8), &b);
     ok(rc2 == DV_EDEVICE_OOM && rg_mapped(t) == before &&
-           dv__sim_allocated_bytes(t->drv, 0) == before,
+           dv__sim_allocated_bytes(t->drv, 0) == before &&
+           dv_last_error()->requested == 1536 * RG_MIB,
        "sim: 1.5 GiB on a 1 GiB device answers DV_EDEVICE_OOM and maps nothing (%s, %llu)",
        dv_err_name(rc2), (unsigned long long)rg_mapped(t));
     if (pool != NULL) {
