@@ -162,6 +162,8 @@ static const char *kind_name(int kind)
 
 #define OBJ(h)   ((dv_drv_obj *)(h))
 #define OPS(obj) (OBJ(obj)->drv->ops)
+/* Something is about to be enqueued on stream (dv__drv_stream_work). */
+#define ENQUEUES(stream) (OBJ(stream)->work++)
 
 /* Map a backend's raw code: 0 stays 0, else detail and status. */
 static int drv_result(dv_driver *drv, dv_drv_call call, int code)
@@ -623,6 +625,7 @@ int dv__drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
     if (OBJ(stream)->drv != OBJ(event)->drv)
         return dv__fail(DV_EINVAL, "stream_wait_event",
                         "stream_wait_event: event belongs to another driver");
+    ENQUEUES(stream);
     int rc = drv_result(OBJ(stream)->drv, DV_CALL_STREAM_WAIT_EVENT,
                         OPS(stream)->stream_wait_event(OBJ(stream), OBJ(event)));
     const dv_drv_observer *obs = observer_of(stream);
@@ -662,6 +665,7 @@ int dv__drv_mem_alloc_async(dv_drv_stream *stream, uint64_t bytes, dv_dptr *dptr
     CHECK_PTR(dptr, "dptr", "mem_alloc_async");
     *dptr = 0;
     CHECK_BYTES(bytes, "mem_alloc_async");
+    ENQUEUES(stream);
     int rc = drv_result(OBJ(stream)->drv, DV_CALL_MEM_ALLOC_ASYNC,
                         OPS(stream)->mem_alloc_async(OBJ(stream), bytes, dptr));
     if (rc != DV_OK)
@@ -673,6 +677,7 @@ int dv__drv_mem_free_async(dv_drv_stream *stream, dv_dptr dptr)
 {
     CHECK_OBJ(stream, DV_DRV_STREAM, "mem_free_async");
     CHECK_PTR(dptr, "dptr", "mem_free_async");
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_MEM_FREE_ASYNC,
                       OPS(stream)->mem_free_async(OBJ(stream), dptr));
 }
@@ -784,6 +789,7 @@ int dv__drv_memcpy_htod(dv_drv_stream *stream, dv_dptr dst, const void *src, uin
     CHECK_PTR(dst, "dst", "memcpy_htod_async");
     CHECK_PTR(src, "src", "memcpy_htod_async");
     CHECK_BYTES(bytes, "memcpy_htod_async");
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_MEMCPY_HTOD,
                       OPS(stream)->memcpy_htod(OBJ(stream), dst, src, bytes));
 }
@@ -794,6 +800,7 @@ int dv__drv_memcpy_dtoh(dv_drv_stream *stream, void *dst, dv_dptr src, uint64_t 
     CHECK_PTR(dst, "dst", "memcpy_dtoh_async");
     CHECK_PTR(src, "src", "memcpy_dtoh_async");
     CHECK_BYTES(bytes, "memcpy_dtoh_async");
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_MEMCPY_DTOH,
                       OPS(stream)->memcpy_dtoh(OBJ(stream), dst, src, bytes));
 }
@@ -804,6 +811,7 @@ int dv__drv_memcpy_dtod(dv_drv_stream *stream, dv_dptr dst, dv_dptr src, uint64_
     CHECK_PTR(dst, "dst", "memcpy_dtod_async");
     CHECK_PTR(src, "src", "memcpy_dtod_async");
     CHECK_BYTES(bytes, "memcpy_dtod_async");
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_MEMCPY_DTOD,
                       OPS(stream)->memcpy_dtod(OBJ(stream), dst, src, bytes));
 }
@@ -823,6 +831,7 @@ int dv__drv_memcpy_peer(dv_drv_stream *stream, dv_drv_ctx *dst_ctx, dv_dptr dst,
     if (OBJ(stream)->ctx != OBJ(dst_ctx) && OBJ(stream)->ctx != OBJ(src_ctx))
         return dv__fail(DV_EINVAL, "memcpy_peer_async",
                         "memcpy_peer_async: the stream belongs to neither context");
+    ENQUEUES(stream);
     return drv_result(
         OBJ(stream)->drv, DV_CALL_MEMCPY_PEER,
         OPS(stream)->memcpy_peer(OBJ(stream), OBJ(dst_ctx), dst, OBJ(src_ctx), src, bytes));
@@ -833,6 +842,7 @@ int dv__drv_memset_d8(dv_drv_stream *stream, dv_dptr dst, uint8_t value, uint64_
     CHECK_OBJ(stream, DV_DRV_STREAM, "memset_d8_async");
     CHECK_PTR(dst, "dst", "memset_d8_async");
     CHECK_BYTES(count, "memset_d8_async");
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_MEMSET_D8,
                       OPS(stream)->memset_d8(OBJ(stream), dst, value, count));
 }
@@ -849,6 +859,7 @@ int dv__drv_memset_d32(dv_drv_stream *stream, dv_dptr dst, uint32_t value, uint6
         return dv__fail(DV_EINVAL, "memset_d32_async",
                         "memset_d32_async: dst 0x%llx is not 4-byte aligned",
                         (unsigned long long)dst);
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_MEMSET_D32,
                       OPS(stream)->memset_d32(OBJ(stream), dst, value, count));
 }
@@ -983,6 +994,7 @@ int dv__drv_launch(dv_drv_func *func, dv_dim3 grid, dv_dim3 block, uint32_t shar
     if (grid.y > 65535 || grid.z > 65535 || grid.x > INT32_MAX || block.z > 64)
         return dv__fail(DV_EINVAL, "launch", "launch: grid %ux%ux%u block %ux%ux%u out of range",
                         grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    ENQUEUES(stream);
     return drv_result(OBJ(func)->drv, DV_CALL_LAUNCH,
                       OPS(func)->launch(OBJ(func), grid, block, shared_bytes, OBJ(stream), params));
 }
@@ -1026,6 +1038,7 @@ int dv__drv_value_ops(dv_drv_stream *stream, const dv_drv_value_op *ops, unsigne
         if (ops[i].addr == 0 || ops[i].addr % 4 != 0)
             return dv__fail(DV_EINVAL, "batch_mem_op",
                             "batch_mem_op: operation %u's address is NULL or not 4-aligned", i);
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_VALUE_OPS,
                       OPS(stream)->value_ops(OBJ(stream), ops, n));
 }
@@ -1035,6 +1048,7 @@ int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
     CHECK_OBJ(stream, DV_DRV_STREAM, "launch_host_fn");
     if (fn == NULL)
         return dv__fail(DV_EINVAL, "launch_host_fn", "launch_host_fn: fn is NULL");
+    ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_HOST_FN,
                       OPS(stream)->host_fn(OBJ(stream), fn, arg));
 }
@@ -1043,6 +1057,7 @@ void *dv__drv_stream_native(dv_drv_stream *stream)
 {
     if (!obj_alive(stream, DV_DRV_STREAM) || OPS(stream)->native_stream == NULL)
         return NULL;
+    ENQUEUES(stream); /* whoever asks may enqueue on it */
     return OPS(stream)->native_stream(OBJ(stream));
 }
 
@@ -1061,6 +1076,7 @@ void *dv__drv_stream_native(dv_drv_stream *stream)
 int dv__drv_capture_begin(dv_drv_stream *stream)
 {
     CAPTURE_OP(stream, capture_begin, "capture_begin");
+    ENQUEUES(stream);
     int rc = OPS(stream)->capture_begin(OBJ(stream));
     return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "capture_begin", rc);
 }
@@ -1097,6 +1113,7 @@ int dv__drv_graph_launch(dv_drv_graph *graph, dv_drv_stream *stream)
     CHECK_OBJ(stream, DV_DRV_STREAM, "graph_launch");
     if (graph == NULL || *(dv_driver **)graph != OBJ(stream)->drv)
         return dv__fail(DV_EINVAL, "graph_launch", "graph_launch: no graph, or another driver's");
+    ENQUEUES(stream);
     int rc = OPS(stream)->graph_launch(graph, OBJ(stream));
     return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "graph_launch", rc);
 }

@@ -349,6 +349,11 @@ int dv__drv_value_ops(dv_drv_stream *stream, const dv_drv_value_op *ops, unsigne
 /* The backend's own handle of a stream (a CUstream), NULL on the sim or
  * for a dead handle; for library calls (cuBLAS, cuFFT, NCCL) in tasks. */
 void *dv__drv_stream_native(dv_drv_stream *stream);
+/* A count that moves whenever something may have been enqueued on stream
+ * since it was last read: every enqueuing call, and every hand-out of the
+ * native stream (a task or library enqueues on it directly).  Recording an
+ * event on it or waiting for it does not move it.  The owner thread's. */
+static inline uint64_t dv__drv_stream_work(const dv_drv_stream *stream);
 /* Make ctx current on the calling thread (the CUDA context a library call
  * runs in); a no-op on the sim. */
 int dv__drv_ctx_make_current(dv_drv_ctx *ctx);
@@ -505,7 +510,14 @@ typedef struct dv_drv_obj {
     size_t size;                              /* bytes of the whole backend object */
     uint32_t flags;                           /* what it was created with (events) */
     void *shadow; /* a context's observer; an event's or stream's observer data */
+    /* A stream's: bumped by every call that enqueues on it (dv__drv_stream_work). */
+    uint64_t work;
 } dv_drv_obj;
+
+static inline uint64_t dv__drv_stream_work(const dv_drv_stream *stream)
+{
+    return ((const dv_drv_obj *)(const void *)stream)->work;
+}
 
 typedef struct dv_driver_ops {
     const char *name;

@@ -93,10 +93,14 @@
  * Only when S has nothing does it take from another stream T's lists, and
  * then S waits on the free's position on T before the block is handed out
  * (one event wait, skipped by the tracker when S already waits that far):
- * memory is reused on another stream only behind the free's event.  What
- * is taken becomes S's; a split leaves the rest with T.  Two bitmaps over
- * the streams (which have free ranges, which have a given class stacked)
- * keep that search short.  A fresh chunk's space is stamped with a
+ * memory is reused on another stream only behind the free's event.  That
+ * event is recorded at the free (when T had work queued since its last
+ * one), so S waits for the free and never for what T queued after it.
+ * Memory a region just mapped is no stream's work: any stream takes it
+ * at once.  What is taken becomes S's; a split leaves the rest with T.
+ * Two bitmaps over the streams (which have free ranges, which have a
+ * given class stacked) keep that search short.  A fresh chunk's space
+ * (from an upstream, in stream order) is stamped with a
  * position just after its upstream allocation, so the same rule covers it.
  * Before the pool grows, free ranges of several streams that lie side by
  * side and together hold the request become the requesting stream's, one
@@ -716,11 +720,12 @@ static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
     *r = (pool_range){
         .ptr = ch->block.ptr,
         .bytes = size,
-        /* After the upstream's allocation: another stream taking from this
-         * space waits for it. */
-        .freed_epoch = dv__tracker_mark(p->t, s),
         .index = index,
     };
+    /* After the upstream's allocation: another stream taking from this
+     * space waits for it (and for nothing queued on s later; a record that
+     * fails leaves the capture to that wait). */
+    (void)dv__tracker_mark_captured(p->t, s, &r->freed_epoch);
     ch->first = ch->last = r;
     ch->next = p->chunks;
     if (p->chunks != NULL)
@@ -1142,8 +1147,12 @@ static int hole_map(pool_res *p, pool_chunk *ch, pool_range *h, dv_dptr at, uint
     }
     r->bytes = bytes;
     r->owner = (uint8_t)s;
-    /* Fresh memory: another stream taking it waits for this point of s. */
-    r->freed_epoch = dv__tracker_mark(p->t, s);
+    /* Mapped now, by calls that take effect at once: no work on any stream
+     * came before it (a hole was unmapped only once the device had passed
+     * every free in it), so another stream takes it without a wait.  A
+     * stamp on s would make that stream wait for whatever s has queued by
+     * then, a long kernel included. */
+    r->freed_epoch = 0;
     r->state = RANGE_FREE;
     *merged = bins_release(p, r);
     return DV_OK;
@@ -1522,7 +1531,8 @@ static int reown(pool_res *p, pool_range *r, dv_stream_id s)
     if (rc != DV_OK)
         return rc;
     bin_remove(p, r);
-    r->freed_epoch = dv__tracker_mark(p->t, s);
+    /* A record that fails leaves the capture to a later wait. */
+    (void)dv__tracker_mark_captured(p->t, s, &r->freed_epoch);
     bin_insert(p, s, r);
     return DV_OK;
 }
@@ -1788,7 +1798,7 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
             dv__tracker_insert(p->t, out, owner_class << OWNER_CLASS_SHIFT | b.index))) {
         /* Back to s: the stamp covers any wait take queued on s.  The
          * answer is the tracker's, detail set. */
-        b.freed_epoch = dv__tracker_mark(p->t, s);
+        (void)dv__tracker_mark_captured(p->t, s, &b.freed_epoch);
         release(p, b, s, owner_class);
         out->state = DV_BLOCK_FREED;
         return dv__detail()->status;
@@ -1811,9 +1821,12 @@ static int pool_deallocate(dv_resource *res, dv_block *block)
      * all; a small block's range is not read. */
     dv_stream_id s = dv__track_alloc_stream(t.hot);
     unsigned c = t.hot->owner >> OWNER_CLASS_SHIFT;
-    pool_stacked b = {.ptr = block->ptr,
-                      .freed_epoch = dv__tracker_mark(p->t, s),
-                      .index = t.hot->owner & OWNER_INDEX_MASK};
+    /* Stamped where an event captures it: another stream that takes the
+     * block waits for this free, not for what s queues after it. */
+    uint64_t freed;
+    if ((rc = dv__tracker_mark_captured(p->t, s, &freed)) != DV_OK)
+        return rc;
+    pool_stacked b = {.ptr = block->ptr, .freed_epoch = freed, .index = t.hot->owner & OWNER_INDEX_MASK};
     uint64_t bytes = c != OWNER_LARGE ? class_bytes(c) : range_at(p, b.index)->bytes;
     release(p, b, s, c);
     dv__tracker_remove(p->t, t);

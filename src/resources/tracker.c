@@ -88,6 +88,7 @@ static int record(dv_tracker *t, dv_stream_id stream, struct dv__track_ring_slot
     STAT_INC(t, records);
     slot->epoch = s->epoch;
     s->recorded = s->epoch;
+    s->work = dv__drv_stream_work(t->env->streams[stream]);
     s->next = (s->next + 1) % DV__TRACK_RING;
     *slot_out = slot;
     return DV_OK;
@@ -111,6 +112,26 @@ static int event_for(dv_tracker *t, dv_stream_pos pos, struct dv__track_ring_slo
     /* recorded >= epoch guarantees the newest slot qualifies. */
     *out = best;
     return DV_OK;
+}
+
+int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch_out)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    uint64_t epoch = *epoch_out = dv__tracker_mark(t, stream);
+    /* The stream-order checker counts the free itself as a step of the
+     * stream, after the resource's part: an event recorded here would come
+     * before it.  There the wait records its event, as for any position. */
+    if (t->env->fence_always)
+        return DV_OK;
+    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
+    if (last->ev != NULL && last->epoch == s->recorded &&
+        dv__drv_stream_work(t->env->streams[stream]) == s->work) {
+        /* Nothing enqueued since the newest event: it captures epoch too. */
+        last->epoch = epoch;
+        s->recorded = epoch;
+        return DV_OK;
+    }
+    return record(t, stream, &last);
 }
 
 int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)

@@ -20,9 +20,17 @@
  * when it is called, so re-recording later never changes a queued wait.
  * dv__tracker_flush records one event on a stream that has unrecorded
  * epochs.  The actor flushes its completion tracker once per batch; the
- * resources' trackers record only when a wait needs it, so a batch of
- * launches on one stream costs no record, and a wait may capture more of
- * the signaling stream than the use it orders (correct, sometimes later).
+ * resources' trackers record when a wait needs it, so a batch of launches
+ * on one stream costs no record, and a wait may capture more of the
+ * signaling stream than the use it orders (correct, sometimes later) --
+ * except for frees.  Memory freed on one stream and taken by another must
+ * not wait for what the first queued after the free (a long kernel, or
+ * one waiting for the host, which would wait in turn for the taker: a
+ * deadlock), so a free's position is captured when it is marked
+ * (dv__tracker_mark_captured): by a record if anything was enqueued on
+ * the stream since its newest event (dv__drv_stream_work), else by that
+ * event, its epoch moved up.  A pool free with no device work between
+ * costs no driver call.
  *
  * A wait matrix remembers, for each (waiter, signaler) pair, the epoch the
  * waiter already waits for: a second wait on an older or equal position is
@@ -149,6 +157,15 @@ void dv__tracker_destroy(dv_tracker *t);
 
 /* Work was enqueued on stream: its new epoch. */
 static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream);
+/* A new epoch on stream (in *epoch, always) that an event captures with
+ * nothing enqueued after it: the free of a block another stream may take
+ * later.  A wait for it then never waits for work queued on stream after
+ * the free (a long kernel, one waiting for the host).  Costs an event
+ * record when something was enqueued on stream since the last
+ * (dv__drv_stream_work), else none.  The record's error, if it fails; the
+ * epoch is then captured by the wait, later, as it always is under the
+ * stream-order checker (fence_always). */
+int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch);
 /* The current position of a stream (nothing new marked). */
 static inline dv_stream_pos dv__tracker_now(const dv_tracker *t, dv_stream_id stream);
 /* Make waiter wait for pos (no-op for the same stream, an empty pos, or a
@@ -206,7 +223,7 @@ int dv__check_stream(const dv_res_env *env, dv_stream_id stream, const char *op)
  * Only tracker.c and the inline functions below touch it.
  * ------------------------------------------------------------------------ */
 
-#define DV__TRACK_RING 4 /* events per stream */
+#define DV__TRACK_RING 8 /* events per stream */
 
 struct dv__track_ring_slot {
     dv_drv_event *ev;
@@ -216,6 +233,7 @@ struct dv__track_ring_slot {
 struct dv__track_stream {
     uint64_t epoch;    /* last epoch marked */
     uint64_t recorded; /* newest epoch an event captured */
+    uint64_t work;     /* dv__drv_stream_work when the newest event was recorded */
     uint64_t passed;   /* newest epoch the device was seen past (an event done) */
     struct dv__track_ring_slot ring[DV__TRACK_RING];
     uint32_t next; /* slot the next record uses */

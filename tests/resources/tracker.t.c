@@ -82,8 +82,8 @@ static void test_tracker_direct(test_env *t)
         dv__tracker_finish(tr, e, s, DV_ACCESS_WRITE);
     }
     dv__tracker_stats_get(tr, &st);
-    ok(st.events <= 3 * 4 && st.records >= 600,
-       "1000 cross-stream writes: %llu records on at most 12 events (%llu)",
+    ok(st.events <= 3 * DV__TRACK_RING && st.records >= 600,
+       "1000 cross-stream writes: %llu records on at most 3 rings of events (%llu)",
        (unsigned long long)st.records, (unsigned long long)st.events);
     /* reached / sync on a position. */
     dv_stream_pos pos = dv__tracker_now(tr, 1);

@@ -1,0 +1,3 @@
+/* reuse.t.c on the real driver; skipped where no device answers. */
+#define REUSE_ON_CUDA 1
+#include "reuse.t.c"
