@@ -167,17 +167,16 @@ int dv__rec_run(dv_recorder *r, int (*enqueue)(dv_recorder *r, void *arg), void 
         if (rc != DV_OK)
             return dv__enqueue_failed(a, rc, r->stream, r->e);
     }
-    if (a->chk != NULL) {
-        if ((rc = dv__checked(a, dv__checker_check(a->chk, &r->chk))) != DV_OK)
-            return rc;
-        if (r->task)
-            dv__checker_commit(a->chk, &r->chk);
-    }
+    if (a->chk != NULL && (rc = dv__checked(a, dv__checker_check(a->chk, &r->chk))) != DV_OK)
+        return rc;
     rc = enqueue(r, arg);
     if (rc != DV_OK && !r->task)
         return dv__enqueue_failed(a, rc, r->stream, r->e);
     finish(r);
-    if (a->chk != NULL && !r->task)
+    /* A task is recorded even when it failed (it may have enqueued work),
+     * but not when the checker refused it: then none of its work ran, and
+     * its declared accesses happened nowhere. */
+    if (a->chk != NULL && !(r->task && rc == DV_EHAZARD))
         dv__checker_commit(a->chk, &r->chk);
     if (rc != DV_OK)
         return rc;

@@ -133,7 +133,7 @@ int main(void)
     dv_actor *a = make(true, false);
     if (CHECKER_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(30);
+    plan(31);
     ok(a != NULL, "an actor with the checker (%s)", a ? dv_actor_backend_name(a) : "none");
     if (a == NULL)
         return tap_done();
@@ -240,11 +240,21 @@ int main(void)
     dv_future rd_f;
     dv_future_init(&rd_f, 0);
     dv_launch_async(a, copy, grid, blk, 0, 2, rd_x, 3, &rd_f); /* stream 2 reads x, late */
+    dv_sync(a, 1);
     is_status(dv_task(a, task_liar, &inner, 1, (dv_arg[]){dv_arg_ref(x, DV_READ, 0)}, 1),
               DV_EHAZARD, "a task that declared a read and launched a write: DV_EHAZARD");
     is_status(inner, DV_EHAZARD, "its inner launch was refused");
     dv_future_wait(&rd_f);
     racing_done();
+    /* The refused task ran nothing: its declared read of x happened
+     * nowhere, so a write of x ordered after everything else (not after
+     * stream 1) races with nothing. */
+    for (dv_stream s = 0; s < 4; s++)
+        if (s != 1)
+            dv_sync(a, s);
+    dv_arg wr_x[] = {dv_arg_ptr(raw_of(x)), dv_arg_u32(3), dv_arg_u64(N)};
+    is_status(dv_launch(a, fill, grid, blk, 0, 3, wr_x, 3), DV_OK,
+              "then a raw write of x on stream 3: the refused task's read is no access");
     dv_task_ctx fake = {0};
     is_status(dv_task_launch(&fake, fill, grid, blk, 0, raw, 3), DV_EINVAL,
               "dv_task_launch outside a task");
