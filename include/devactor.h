@@ -321,7 +321,11 @@ DV_EXPORT void dv_future_init_sized(dv_future *f, uint32_t flags, size_t size);
 /* Wait until complete (spin briefly, then sleep); the operation's status.
  * A failure's detail becomes the calling thread's dv_last_error().  With
  * the stream-order checker on, the waiting thread (whichever thread it is)
- * is ordered after the operation from then on. */
+ * is ordered after the operation from then on -- but for an allocation,
+ * whose completion (the memory assigned) is nothing on the device: a raw
+ * pointer to its block, used on another stream than the allocation's,
+ * still wants an event recorded after it there or a sync of that stream
+ * (a handle is fenced by devactor). */
 DV_EXPORT int dv_future_wait(dv_future *f);
 /* Wait until ordered: DV_OK, or the operation's error when it failed
  * before it was ordered (then it is complete too).  For the checker it
@@ -1080,7 +1084,9 @@ DV_EXPORT void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * fences for handles, and dv_event's); a thread's wait on a future, a
  * stream sync, an event sync or an event query that answered DV_OK (the
  * thread learns everything that operation's stream had reached, and what
- * that stream had itself waited for); and a hand-over between threads
+ * that stream had itself waited for; an allocation's future teaches
+ * nothing: the memory assigned is not a point the stream has reached);
+ * and a hand-over between threads
  * (dv_order_export, dv_order_adopt).  An operation is ordered after what
  * its posting thread knew when it posted it.  That the device happened to
  * finish something orders nothing: the same program gets the same verdict
