@@ -246,11 +246,15 @@ int main(void)
     dv_kernel *copy_off = NULL;
     ok(off != NULL && dv_kernel_get(off, NULL, 0, "copy", &copy_off) == DV_OK,
        "an actor with the order off");
-    unsigned ctries = tries < 2000 ? tries : 2000, stale = 0;
-    if (off != NULL)
+    /* On a loaded machine one run may meet no stale read by chance: up to
+     * five runs, and one stale read is enough. */
+    unsigned ctries = tries < 2000 ? tries : 2000, stale = 0, runs = 0;
+    while (off != NULL && stale == 0 && runs < 5) {
         stale = run_case(off, copy_off, false, ctries, false);
-    ok(stale > 0, "control: with the order off, %u of %u hand-overs read stale data", stale,
-       ctries);
+        runs++;
+    }
+    ok(stale > 0, "control: with the order off, %u of %u hand-overs read stale data (run %u)",
+       stale, ctries, runs);
     dv_actor_destroy(off);
     return tap_done();
 }
