@@ -76,6 +76,7 @@ int dv__kernel_check_args(const struct dv_kernel *k, const dv_arg *args, unsigne
 /* An event handle (events.c). */
 struct dv_event {
     _Atomic uint64_t owner; /* the actor's uid; 0: destroyed (pooled, never freed) */
+    atomic_bool destroying; /* dv_event_destroy was called (owner goes 0 when handled) */
     struct dv_actor *actor;
     uint32_t flags;
     _Atomic uint64_t posted;     /* records posted (client side) */

@@ -26,6 +26,7 @@ static struct dv_event *event_new(void)
     struct dv_event *e = dv__keep_get(&kept);
     if (e != NULL) {
         atomic_init(&e->owner, 0);
+        atomic_init(&e->destroying, false);
         atomic_init(&e->posted, 0);
         atomic_init(&e->recorded, 0);
         atomic_init(&e->drv, NULL);
@@ -45,7 +46,8 @@ static int live(const dv_event *e, const char *op)
     if (e == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL event", op);
     /* Acquire: pairs with the release stores of the owner. */
-    if (atomic_load_explicit(&((dv_event *)e)->owner, memory_order_acquire) == 0)
+    if (atomic_load_explicit(&((dv_event *)e)->owner, memory_order_acquire) == 0 ||
+        atomic_load_explicit(&((dv_event *)e)->destroying, memory_order_acquire))
         return dv__fail(DV_EINVAL, op, "%s: the event was destroyed", op);
     return DV_OK;
 }
@@ -90,11 +92,22 @@ int dv_event_create(dv_actor *a, uint32_t flags, dv_event **out)
 
 int dv_event_destroy(dv_event *e)
 {
-    int rc = live(e, "event_destroy");
+    static const char op[] = "event_destroy";
+    int rc = live(e, op);
     if (rc != DV_OK)
         return rc;
+    /* Once: a second destroy, before the actor handled the first, is
+     * refused here rather than posted. */
+    if (atomic_exchange_explicit(&e->destroying, true, memory_order_acq_rel))
+        return dv__fail(DV_EINVAL, op, "%s: the event was destroyed", op);
     dv_msg m = {.type = DV_MSG_EVENT_DESTROY, .u.event = {.event = e}};
-    return dv__actor_post(e->actor, &m, NULL);
+    if ((rc = dv__actor_post(e->actor, &m, NULL)) != DV_OK) {
+        /* Not posted (a full queue, a shutdown): the event stays. */
+        dv_error_detail saved = *dv_last_error();
+        atomic_store_explicit(&e->destroying, false, memory_order_release);
+        *dv__detail() = saved;
+    }
+    return rc;
 }
 
 static int record(dv_event *e, dv_stream s, dv_future *f, const char *op)
@@ -138,6 +151,20 @@ int dv_event_record_async(dv_event *e, dv_stream s, dv_future *f)
 
 /* The foreign event's record n is ordered on its actor (or its actor
  * stopped): a short wait on the calling thread. */
+/* Another actor's event: its actor still runs here (not forked away, not
+ * lost, not shut down). */
+static int foreign_alive(const dv_event *e, const char *op)
+{
+    if (e->actor->fork_gen != dv__fork_now())
+        return dv__forked(op);
+    int st = atomic_load(&e->actor->state);
+    if (st == DV_ACTOR_LOST)
+        return dv__lost_answer(e->actor);
+    if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED)
+        return dv__fail(DV_ESHUTDOWN, op, "%s: the event's actor is shutting down", op);
+    return DV_OK;
+}
+
 static int wait_recorded(dv_event *e, uint64_t n, const char *op)
 {
     for (unsigned round = 0;; round++) {
@@ -185,7 +212,9 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
     if (e->actor != a) {
         if (e->actor->drv != a->drv)
             return dv__fail(DV_EINVAL, op, "%s: the event's actor runs on another driver", op);
-        if ((rc = wait_recorded(e, n, op)) != DV_OK)
+        /* Its record may be done, but an actor that is gone left no event
+         * to wait on. */
+        if ((rc = foreign_alive(e, op)) != DV_OK || (rc = wait_recorded(e, n, op)) != DV_OK)
             return rc;
         m.u.event.foreign = atomic_load_explicit(&e->drv, memory_order_acquire);
         if (m.u.event.foreign == NULL)

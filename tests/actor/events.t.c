@@ -10,6 +10,8 @@
  * missing wait shows up every time, and "not yet" does not depend on how
  * fast the host runs the test.
  */
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "devactor.h"
@@ -169,6 +171,48 @@ static void test_other_actor(void)
     dv_event_destroy(e);
 }
 
+/* b shut down: its event is no longer something to wait on. */
+static void test_shut_down_actor(void)
+{
+    dv_event *e;
+    dv_event_create(b, 0, &e);
+    dv_event_record(e, 0);
+    is_status(dv_event_sync(e), DV_OK, "an event of device 1's actor, recorded and reached");
+    dv_actor_shutdown(b);
+    is_status(dv_stream_wait_event(a, 0, e), DV_ESHUTDOWN,
+              "device 1's actor shut down: waiting on its event answers DV_ESHUTDOWN");
+}
+
+/* A task that keeps the actor's thread (tasks run on it) until let go. */
+static atomic_bool held_go;
+static int hold_actor(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    (void)user;
+    for (int i = 0; i < 5000000 && !atomic_load(&held_go); i++)
+        sched_yield();
+    return DV_OK;
+}
+
+/* Destroyed once, and only once: the actor's thread is held, so the first
+ * destroy is still unhandled when the second comes. */
+static void test_destroy_twice(void)
+{
+    dv_event *e;
+    dv_future held;
+    dv_event_create(a, 0, &e);
+    dv_event_record(e, 0);
+    atomic_store(&held_go, false);
+    dv_future_init(&held, 0);
+    dv_task_async(a, hold_actor, NULL, 1, NULL, 0, &held);
+    is_status(dv_event_destroy(e), DV_OK, "destroy an event");
+    is_status(dv_event_destroy(e), DV_EINVAL,
+              "destroy it again before the actor handled the first: DV_EINVAL");
+    is_status(dv_event_record(e, 0), DV_EINVAL, "record it after the destroy: DV_EINVAL");
+    atomic_store(&held_go, true);
+    dv_future_wait(&held);
+}
+
 static void test_rebuild(void)
 {
     dv_event *e;
@@ -300,7 +344,7 @@ int main(void)
     int rc = dv__driver_open(&dcfg, &drv);
     if (EVENTS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(66);
+    plan(71);
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
@@ -316,13 +360,15 @@ int main(void)
     if (devices > 1) {
         is_status(actor_on(drv, 1, false, &b), DV_OK, "a second actor, on device 1");
         test_other_actor();
+        test_shut_down_actor();
         dv_actor_destroy(b);
         test_checker_edge(drv, 1);
         test_misuse(drv, 1);
     } else {
-        for (int i = 0; i < 28; i++)
+        for (int i = 0; i < 30; i++)
             skip("one device: the tests of a second actor need two");
     }
+    test_destroy_twice();
     test_rebuild();
     dv_actor_stats st;
     dv_actor_stats_get(a, &st);
