@@ -6,8 +6,11 @@
  * A free is queued on the alloc stream after that stream was made to wait
  * on every use from other streams.  Until the stream reaches the free the
  * bytes are RETIRED: still counted by bytes_outstanding, kept on a FIFO of
- * (position, bytes).  reap_pending waits for them; allocate drops the ones
- * already reached without waiting, so the FIFO stays short.
+ * (position, address, bytes).  reap_pending waits for them; allocate drops
+ * the ones already reached without waiting, so the FIFO stays short.  The
+ * driver may hand retired memory out again before the free is reached (it
+ * then orders the new allocation after the free itself): a new block that
+ * overlaps a retired one uncounts it, so the memory is not counted twice.
  */
 #include <stdlib.h>
 
@@ -15,7 +18,8 @@
 
 struct retired {
     dv_stream_pos pos;
-    uint64_t bytes;
+    uint64_t bytes; /* 0 once the driver handed its memory out again */
+    dv_dptr ptr;
 };
 
 typedef struct async_res {
@@ -93,6 +97,14 @@ static int async_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
         (void)reap(a, false);
     if ((rc = dv__drv_mem_alloc_async(r->env->streams[stream], size, &ptr)) != DV_OK)
         return rc;
+    /* Memory still retired, handed out again by the driver: counted once. */
+    for (size_t i = 0; i < a->count; i++) {
+        struct retired *old = &a->fifo[(a->head + i) % a->cap];
+        if (old->bytes != 0 && old->ptr < ptr + size && ptr < old->ptr + old->bytes) {
+            atomic_fetch_sub_explicit(&a->retired_bytes, old->bytes, memory_order_relaxed);
+            old->bytes = 0;
+        }
+    }
     *out = (dv_block){.ptr = ptr,
                       .bytes = size,
                       .requested = bytes,
@@ -128,7 +140,7 @@ static int retire(async_res *a, dv_tracked b)
         return rc;
     if ((rc = dv__drv_mem_free_async(a->base.env->streams[s], b.e->ptr)) != DV_OK)
         return rc;
-    struct retired item = {{s, dv__tracker_mark(a->t, s)}, size};
+    struct retired item = {{s, dv__tracker_mark(a->t, s)}, size, b.e->ptr};
     dv__tracker_remove(a->t, b);
     atomic_fetch_sub_explicit(&a->live_bytes, size, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->retired_bytes, size, memory_order_relaxed);
