@@ -463,10 +463,13 @@ static int guard_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, d
     int rc;
 
     if (bytes > DV_DRV_MAX_BYTES - extra) {
-        rc = dv__fail(DV_EINVAL, "allocate",
-                      "allocate: size %llu is absurd with %llu bytes of canaries",
+        /* A size the actor takes (at most 2^48) that no device holds with
+         * its canaries: refused as any allocation too big for the device. */
+        rc = dv__fail(DV_EDEVICE_OOM, "allocate",
+                      "allocate: no device holds %llu bytes with %llu bytes of canaries",
                       (unsigned long long)bytes, (unsigned long long)extra);
         dv__detail()->requested = bytes;
+        dv__detail()->remaining = 0;
         return rc;
     }
     guard_entry *e = calloc(1, sizeof(*e));

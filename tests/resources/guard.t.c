@@ -163,6 +163,9 @@ static void test_before_the_start(void)
     is_int(dv_last_error()->offset, -1, "detail: offset -1");
     is_status(dv__res_deallocate(f.guard, &y), DV_EOUT_OF_BOUNDS, "its free reports it again");
     is_status(dv__res_deallocate(f.guard, &x), DV_OK, "the other block frees clean");
+    dv_block huge;
+    is_status(dv__res_allocate(f.guard, UINT64_C(1) << 48, 0, (dv_tag){"huge", 0}, &huge),
+              DV_EDEVICE_OOM, "2^48 bytes and canaries: DV_EDEVICE_OOM, as any size no device holds");
     is_status(dv__guard_check(f.guard), DV_OK, "nothing live: the check passes");
     is_status(dv__guard_check(f.async), DV_EINVAL, "dv__guard_check of a non-guard is DV_EINVAL");
     teardown(&f);
@@ -296,7 +299,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv__driver_close(drv);
     }
-    plan(73);
+    plan(74);
     test_config();
     test_past_the_end();
     test_before_the_start();
