@@ -562,6 +562,9 @@ static int host_unregister(dv_actor *a, const dv_envelope *e, void *p)
                         "actor",
                         p, a->device);
     if (uses_reached(a, &r->bufs[0])) {
+        /* The copies that used it are done on the device: their futures
+         * complete before the call returns, as it says. */
+        dv__poll_completions(a);
         dv__host_region_release(a, r);
         return DV_OK;
     }
@@ -584,6 +587,8 @@ static void unregisters_answer(dv_actor *a, bool all)
         dv_future *f = r->unregister;
         h->unregistering--;
         dv__host_region_release(a, r); /* the table moved down: same i */
+        /* Its copies' futures first (the device finished them). */
+        dv__poll_completions(a);
         dv__future_complete(f, DV_OK);
     }
 }
