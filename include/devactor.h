@@ -1115,8 +1115,10 @@ DV_EXPORT void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * among its parameters into live blocks); work put on another stream's
  * native stream is caught too.  A mismatch answers DV_EHAZARD and none of
  * the task's work runs (its host functions' cleanups run with
- * DV_EHAZARD).  On the sim, dv_task_sim_access is checked the same way.
- * A task must then not synchronise or query its native_stream.  A peer
+ * DV_EHAZARD).  On the sim, dv_task_sim_access is checked the same way,
+ * but the sim captures nothing: the access is refused (NULL) and the task
+ * answers DV_EHAZARD, while what the task enqueued before it (a host
+ * function, a dv_task_launch) has run.  A task must then not synchronise or query its native_stream.  A peer
  * copy is checked on both actors (the source's read, the destination's
  * write).
  *

@@ -45,7 +45,8 @@ typedef struct dv_sim_kctx dv_sim_kctx;
  * bytes).  It runs on the thread of the stream it was launched on, in
  * stream order, and like device code it must not call devactor.  Returns 0, or a raw CUDA
  * error code to fault the device as the kernel would (DV_SIM_ILLEGAL_ADDRESS when dv_sim_kmem said
- * no). */
+ * no): a sticky fault, which, as on current NVIDIA drivers, leaves the process unable to make a
+ * new context, so the actor becomes LOST (README, "When the device faults"). */
 typedef int (*dv_sim_kernel_fn)(dv_sim_kctx *k, void **params);
 #define DV_SIM_ILLEGAL_ADDRESS 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */
 
