@@ -116,6 +116,7 @@ typedef struct dv_recent {
     const char *name; /* the kernel's, or NULL for a task */
     uint8_t type;
     uint32_t client, seq;
+    uint64_t epoch; /* its position on its stream (the completion tracker's) */
 } dv_recent;
 
 typedef struct dv_pending_fifo {

@@ -31,7 +31,8 @@ static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
 void dv__recent_push(dv_actor *a, dv_stream s, const dv_envelope *e, const char *name)
 {
     dv_pending_fifo *q = &a->pend[s];
-    q->recent[q->recent_next] = (dv_recent){name, e->m.type, e->from->id, e->m.seq};
+    q->recent[q->recent_next] =
+        (dv_recent){name, e->m.type, e->from->id, e->m.seq, dv__tracker_mark(a->done, s)};
     q->recent_next = (q->recent_next + 1) % DV_RECENT;
     if (q->nrecent < DV_RECENT)
         q->nrecent++;
@@ -147,9 +148,17 @@ static size_t describe_in_flight(const dv_actor *a, dv_stream s, char *what, siz
     }
     if (q->count > 3 && len < size - 1)
         len += (size_t)snprintf(what + len, size - len, "; and %u more", q->count - 3);
-    /* Launches and tasks nobody waits for: the latest few. */
+    /* Launches and tasks nobody waits for: the latest few the device was
+     * not seen past (those waited for are named above already). */
     for (uint32_t i = 0; i < q->nrecent && len < size - 1; i++) {
         const dv_recent *r = &q->recent[(q->recent_next + DV_RECENT - 1 - i) % DV_RECENT];
+        bool listed = dv__tracker_known_passed(a->done, (dv_stream_pos){s, r->epoch});
+        for (uint32_t k = 0; k < q->count && !listed; k++) {
+            const dv_pending *p = &q->items[(q->head + k) % q->cap];
+            listed = p->client == r->client && p->seq == r->seq && p->type == r->type;
+        }
+        if (listed)
+            continue;
         len += (size_t)snprintf(what + len, size - len, "%s%s (%s, message %u of client %u)",
                                 len ? "; " : "", dv__msg_name(r->type), r->name ? r->name : "-",
                                 r->seq, r->client);

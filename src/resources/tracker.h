@@ -166,6 +166,8 @@ static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream);
  * epoch is then captured by the wait, later, as it always is under the
  * stream-order checker (fence_always). */
 int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch);
+/* Has the device been seen past pos already (no driver call)? */
+static inline bool dv__tracker_known_passed(const dv_tracker *t, dv_stream_pos pos);
 /* The current position of a stream (nothing new marked). */
 static inline dv_stream_pos dv__tracker_now(const dv_tracker *t, dv_stream_id stream);
 /* Make waiter wait for pos (no-op for the same stream, an empty pos, or a
@@ -280,6 +282,11 @@ void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op);
 static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream)
 {
     return ++t->st[stream].epoch;
+}
+
+static inline bool dv__tracker_known_passed(const dv_tracker *t, dv_stream_pos pos)
+{
+    return pos.epoch <= t->st[pos.stream].passed;
 }
 
 static inline dv_stream_pos dv__tracker_now(const dv_tracker *t, dv_stream_id stream)

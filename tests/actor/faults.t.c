@@ -281,6 +281,15 @@ static void test_tracked_launch(void)
 
     ok(a != NULL && dv_kernel_get(a, NULL, 0, "illegal_address", &bad) == DV_OK,
        "tracked launch: an actor and the illegal_address kernel");
+    /* Two launches finished before it: not in flight when it faults. */
+    dv_kernel *fill = NULL;
+    dv_ref x;
+    dv_kernel_get(a, NULL, 0, "fill_u32", &fill);
+    dv_alloc(a, 4096, 1, "done", &x);
+    dv_arg fa[] = {dv_arg_ref(x, DV_WRITE, 0), dv_arg_u32(1), dv_arg_u64(1024)};
+    for (int i = 0; i < 2; i++)
+        dv_launch(a, fill, (dv_dim3){1, 1, 1}, (dv_dim3){64, 1, 1}, 0, 1, fa, 3);
+    dv_sync(a, 1);
     dv_arg args[] = {dv_arg_u64(0x10)};
     int rc = dv_launch(a, bad, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, 1, args, 1);
     ok(rc == DV_OK || rc == DV_ECONTEXT_LOST, "the launch (%s)", dv_err_name(rc));
@@ -289,13 +298,18 @@ static void test_tracked_launch(void)
     dv_actor_health_get(a, &h);
     ok(h.rebuilds == 1 && strstr(h.first_fault.message, "launch (illegal_address") != NULL,
        "the fault names the tracked launch: %s", h.first_fault.message);
+    const char *first = strstr(h.first_fault.message, "illegal_address");
+    ok(first != NULL && strstr(first + 1, "illegal_address") == NULL &&
+           strstr(h.first_fault.message, "fill_u32") == NULL,
+       "once, and not the launches that had finished");
+    dv_ref_release(x);
     dv_actor_destroy(a);
     dv__driver_close(drv);
 }
 
 int main(void)
 {
-    plan(48);
+    plan(49);
     test_synchronous();
     test_tracked_launch();
     test_regressions();
