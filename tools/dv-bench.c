@@ -21,7 +21,8 @@
  *           beside the same threads calling the driver's stream-ordered pair
  *           (and the peer's) directly
  *   launch  an empty kernel launched through the actor with 0, 2 and 8
- *           tracked handles, on one stream and alternating between two
+ *           tracked handles (with handles, one that takes 8 pointers, the
+ *           rest null), on one stream and alternating between two
  *           (every launch then waits on the other stream), beside a raw
  *           cuLaunchKernel loop; clients post with futures, a window of 64
  *   copy    host<->device bandwidth at 4 KiB .. 256 MiB through the actor
@@ -50,6 +51,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getcpu, CPU_SET */
 #endif
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -74,6 +76,8 @@
 #define BATCH 16
 
 static bool csv;
+/* A measurement could not be made (said on stderr): exit status 1. */
+static bool bench_failed;
 
 static uint64_t now_ns(void)
 {
@@ -948,17 +952,22 @@ static double bench_raw_launch(dv_res_env *env, dv_drv_func *f, size_t n)
     return per;
 }
 
-/* ns per launch through the actor, WINDOW launches in flight. */
-static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_ref *refs, int nrefs, bool cross,
-                                 size_t n)
+/* ns per launch through the actor, WINDOW launches in flight: k takes no
+ * argument, k8 eight pointers (nrefs handles, the rest null); -1 when a
+ * launch failed (the detail says why). */
+static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_kernel *k8, dv_ref *refs, int nrefs,
+                                 bool cross, size_t n)
 {
     static dv_arg args[WINDOW][8];
     static dv_future f[WINDOW];
     bool posted[WINDOW] = {false};
     dv_dim3 one = {1, 1, 1};
+    unsigned nargs = nrefs > 0 ? 8 : 0;
+    if (nrefs > 0)
+        k = k8;
     for (int w = 0; w < WINDOW; w++)
-        for (int i = 0; i < nrefs; i++)
-            args[w][i] = dv_arg_ref(refs[i], DV_READ_WRITE, 0);
+        for (int i = 0; i < (int)nargs; i++)
+            args[w][i] = i < nrefs ? dv_arg_ref(refs[i], DV_READ_WRITE, 0) : dv_arg_u64(0);
     uint64_t t0 = 0;
     for (size_t i = 0; i < n + 1000; i++) {
         if (i == 1000)
@@ -970,12 +979,14 @@ static double bench_actor_launch(dv_actor *a, dv_kernel *k, dv_ref *refs, int nr
             dv_future_init(&f[w], 0);
             posted[w] = true;
             /* A refused launch completes its future too. */
-            failed = dv_launch_async(a, k, one, one, 0, s, args[w], (unsigned)nrefs, &f[w]) != DV_OK;
+            failed = dv_launch_async(a, k, one, one, 0, s, args[w], nargs, &f[w]) != DV_OK;
         }
         if (failed) { /* nothing left in flight on the futures */
+            dv_error_detail d = *dv_last_error();
             for (int v = 0; v < WINDOW; v++)
                 if (posted[v])
                     (void)dv_future_wait(&f[v]);
+            *dv__detail() = d;
             return -1;
         }
     }
@@ -1008,9 +1019,10 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
     size_t bytes;
     dv__drv_builtin_image(env->drv, &image, &bytes);
     dv_actor *a = bench_actor(drv, device, false, true);
-    dv_kernel *k = NULL;
+    dv_kernel *k = NULL, *k8 = NULL;
     dv_ref refs[8];
     if (a == NULL || dv_kernel_get(a, NULL, 0, "empty", &k) != DV_OK ||
+        dv_kernel_get(a, NULL, 0, "touch8", &k8) != DV_OK ||
         dv__drv_module_load(env->ctx, image, bytes, &mod) != DV_OK ||
         dv__drv_func_get(mod, "empty", &f) != DV_OK) {
         fprintf(stderr, "dv-bench: launch: %s\n", dv_last_error()->message);
@@ -1022,7 +1034,13 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
     for (int r = 0; r < LAUNCH_REPS; r++) {
         raw[r] = bench_raw_launch(env, f, n);
         for (int c = 0; c < LAUNCH_ROWS; c++) {
-            per[c][r] = bench_actor_launch(a, k, refs, counts[c], crosses[c], n);
+            per[c][r] = bench_actor_launch(a, k, k8, refs, counts[c], crosses[c], n);
+            if (per[c][r] < 0) {
+                fprintf(stderr, "dv-bench: launch with %d handles: %s\n", counts[c],
+                        dv_last_error()->message);
+                bench_failed = true;
+                goto out;
+            }
             ratio[c][r] = per[c][r] / raw[r];
         }
         if (!csv)
@@ -1055,6 +1073,7 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
         else
             printf("  %-36s %5d %12.1f %9.3f %8.3f-%.3f\n", what, counts[c], pm, rm, lo, hi);
     }
+out:
     for (int i = 0; i < 8; i++)
         dv_ref_release(refs[i]);
     dv_actor_destroy(a);
@@ -2427,8 +2446,9 @@ static void usage(FILE *out)
                  "          peer's pair; pairs/s with 1, 8 and 4x-cores clients (per-client\n"
                  "          rings and one shared ring) beside 8 threads calling the\n"
                  "          driver's stream-ordered pair (and the peer's) directly\n"
-                 "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles,\n"
-                 "          one stream and two alternating, beside a raw launch loop\n"
+                 "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles\n"
+                 "          (touch8, 8 pointers, the rest null), one stream and two\n"
+                 "          alternating, beside a raw launch loop\n"
                  "  copy    host<->device GB/s at 4 KiB..256 MiB through the actor from\n"
                  "          dv_host_alloc, registered and pageable memory, beside the\n"
                  "          driver's copies from page-locked and pageable memory; a 4 KiB\n"
@@ -2462,7 +2482,40 @@ static void usage(FILE *out)
                  "                 as the actor's completion tracking may\n"
                  "  --csv          machine-readable rows instead of tables\n"
                  "  all runs every section; --section NAME runs one\n"
-                 "Exit status: 0, or 2 on a usage or device error.\n");
+                 "Exit status: 0, 1 when a measurement failed (said on stderr), or 2 on a\n"
+                 "usage or device error.\n");
+}
+
+/* A decimal or 0x number, nothing else (strtoull would take a sign, or
+ * stop at the first bad character and return what came before). */
+static bool whole_number(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool known_section(const char *s)
+{
+    static const char *const names[] = {"all",  "alloc", "random",  "actor",
+                                        "launch", "copy", "library", "collectives"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static int bad_value(const char *option, const char *value)
+{
+    fprintf(stderr, "dv-bench: %s: '%s' is not a value it takes\n", option, value);
+    usage(stderr);
+    return 2;
 }
 
 int main(int argc, char **argv)
@@ -2494,21 +2547,33 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:f:SEch", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
-            cfg.backend = strcmp(optarg, "cuda") == 0  ? DV_BACKEND_CUDA
-                          : strcmp(optarg, "sim") == 0 ? DV_BACKEND_SIM
-                                                       : DV_BACKEND_AUTO;
+            if (strcmp(optarg, "cuda") == 0)
+                cfg.backend = DV_BACKEND_CUDA;
+            else if (strcmp(optarg, "sim") == 0)
+                cfg.backend = DV_BACKEND_SIM;
+            else if (strcmp(optarg, "auto") == 0)
+                cfg.backend = DV_BACKEND_AUTO;
+            else
+                return bad_value("--backend", optarg);
             break;
-        case 'd':
-            device = atoi(optarg);
+        case 'd': {
+            uint64_t n;
+            if (!whole_number(optarg, &n) || n > INT32_MAX)
+                return bad_value("--device", optarg);
+            device = (int)n;
             break;
+        }
         case 's':
+            if (!known_section(optarg))
+                return bad_value("--section", optarg);
             section = optarg;
             break;
         case 't':
             seconds = atof(optarg);
             break;
         case 'm':
-            max_size = strtoull(optarg, NULL, 0);
+            if (!whole_number(optarg, &max_size))
+                return bad_value("--max-size", optarg);
             break;
         case 'c':
             csv = true;
@@ -2517,7 +2582,8 @@ int main(int argc, char **argv)
             peer_path = optarg;
             break;
         case 'g':
-            copy_staging_bytes = strtoull(optarg, NULL, 0);
+            if (!whole_number(optarg, &copy_staging_bytes))
+                return bad_value("--staging", optarg);
             break;
         case 'S':
             coll_same_buffers = true;
@@ -2543,7 +2609,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (max_size == 0 || seconds <= 0) {
+    if (optind < argc) {
+        fprintf(stderr, "dv-bench: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (max_size == 0 || !(seconds > 0)) {
         usage(stderr);
         return 2;
     }
@@ -2579,5 +2650,5 @@ int main(int argc, char **argv)
         bench_collectives(drv, seconds);
     dv__res_env_fini(&env);
     dv__driver_close(drv);
-    return 0;
+    return bench_failed ? 1 : 0;
 }

@@ -5,7 +5,7 @@
 # devactor's rows alone), whose rows must each carry a time.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..5"
+echo "1..8"
 
 # Rows whose field count is not their header's: quoted fields' insides
 # dropped, then fields counted per line.
@@ -64,3 +64,35 @@ else
     printf '%s\n' "$out" | sed 's/^/# /'
     exit 1
 fi
+
+# Every launch row measured: a time above zero (a failed launch is said on
+# stderr and the exit status is 1, never a negative time).
+failed=0
+out=$("$bench" --backend sim --csv --section launch --seconds 0.01 2>/dev/null)
+neg=$(printf '%s\n' "$out" | sed 's/"[^"]*"/Q/g' | awk -F, '/^launch,/ { if ($4 + 0 <= 0) n++ } END { print n + 0 }')
+if [ "$neg" -eq 0 ]; then
+    echo "ok 6 - every launch row, with 0, 2 and 8 handles, has a time above zero"
+else
+    echo "not ok 6 - $neg launch rows without a time"
+    printf '%s\n' "$out" | sed 's/^/# /'
+    failed=1
+fi
+"$bench" --backend sim --section nope >/dev/null 2>&1
+rc=$?
+if [ "$rc" -eq 2 ]; then
+    echo "ok 7 - an unknown section: exit 2"
+else
+    echo "not ok 7 - an unknown section: exit $rc"
+    failed=1
+fi
+"$bench" --backend gpu --section alloc >/dev/null 2>&1
+rc1=$?
+"$bench" --backend sim --section alloc stray >/dev/null 2>&1
+rc2=$?
+if [ "$rc1" -eq 2 ] && [ "$rc2" -eq 2 ]; then
+    echo "ok 8 - an unknown backend and a stray argument: exit 2"
+else
+    echo "not ok 8 - an unknown backend: exit $rc1, a stray argument: exit $rc2"
+    failed=1
+fi
+exit $failed
