@@ -17,8 +17,8 @@
  * to the actor's streams in order of first appearance (modulo their count).
  * An action is allocate, free (or deallocate), or a failure of either,
  * which is skipped; any other refuses the log.  A free of a block the log
- * never allocated (a log begun late) is counted and skipped.  A row is one
- * line: a tag holding a line break is not taken (the log is refused).
+ * never allocated (a log begun late) is counted and skipped.  A quoted
+ * field may hold line breaks (the row then runs over several lines).
  *
  * The report: rows, allocations and frees replayed, the peak of live bytes
  * (the trace's own, from its sizes), devactor's peak of bytes held and of
@@ -179,8 +179,9 @@ static void usage(FILE *to)
             "               allocator sees the rows as they were logged.  Concurrent, with\n"
             "               several threads, the bytes held may peak above the trace's\n"
             "               live peak\n"
-            "  --csv        one CSV line: rows,allocs,frees,failures,peak_live,peak_held,\n"
-            "               peak_reserved,reserved_over_live,ops_per_s; with --peer, then\n"
+            "  --csv        a header line, then one CSV line: rows,allocs,frees,failures,\n"
+            "               peak_live,peak_held,peak_reserved,reserved_over_live,ops_per_s;\n"
+            "               with --peer, then\n"
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
             "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known);\n"
             "               last maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n"
@@ -337,6 +338,37 @@ static int close_log(FILE *f, pid_t child)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* While *line holds an odd number of quotes (a quoted field still open),
+ * append the next line of f.  0, or -1 at the end of the file, or out of
+ * memory. */
+static int join_quoted(FILE *f, char **line, size_t *cap, uint32_t *lineno)
+{
+    size_t quotes = 0, len = 0;
+    for (const char *c = *line; *c != '\0'; c++, len++)
+        quotes += *c == '"';
+    char *more = NULL;
+    size_t more_cap = 0;
+    while (quotes % 2 != 0) {
+        ssize_t n = getline(&more, &more_cap, f);
+        if (n < 0)
+            break;
+        (*lineno)++;
+        if (len + (size_t)n + 1 > *cap) {
+            char *grown = realloc(*line, len + (size_t)n + 1);
+            if (grown == NULL)
+                break;
+            *line = grown;
+            *cap = len + (size_t)n + 1;
+        }
+        memcpy(*line + len, more, (size_t)n + 1);
+        len += (size_t)n;
+        for (ssize_t i = 0; i < n; i++)
+            quotes += more[i] == '"';
+    }
+    free(more);
+    return quotes % 2 == 0 ? 0 : -1;
+}
+
 static int load(const char *path)
 {
     pid_t child;
@@ -368,10 +400,23 @@ static int load(const char *path)
         }
         if (line[0] == '\n' || line[0] == '\r' || line[0] == '\0')
             continue;
+        /* A quoted field may hold line breaks (devactor's log quotes such a
+         * tag): a row runs on until its quotes pair up. */
+        uint32_t row_line = lineno;
+        if (join_quoted(f, &line, &line_cap, &lineno) != 0) {
+            fprintf(stderr, "dv-replay: %s: line %u: a quoted field is not closed\n", path,
+                    row_line);
+            rc = -1;
+            break;
+        }
         char *p = line;
         char *thread = field(&p), *time = field(&p), *action = field(&p), *ptr = field(&p),
              *size = field(&p), *stream = field(&p);
         char *device = ours ? field(&p) : "0";
+        /* devactor's rows end with a tag and a query id (the tag's text is
+         * not needed; a row cut short is refused). */
+        uint64_t query = 0;
+        bool whole = !ours || (field(&p), number(field(&p), 10, &query));
         /* Failure rows first: their pointer may be "(nil)". */
         bool alloc = strcmp(action, "allocate") == 0;
         if (!alloc && strcmp(action, "free") != 0 && strcmp(action, "deallocate") != 0) {
@@ -383,14 +428,14 @@ static int load(const char *path)
             rc = -1;
             break;
         }
-        row r = {.line = lineno, .match = -1, .alloc = alloc};
+        row r = {.line = row_line, .match = -1, .alloc = alloc};
         uint64_t dev = 0;
         bool of_day = false;
         bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us, &of_day) &&
                     number(ptr, 16, &r.ptr) && number(size, 10, &r.size) &&
                     number(stream, 0, &r.stream) && number(device, 10, &dev);
-        if (!okay) {
-            fprintf(stderr, "dv-replay: %s: line %u: a field does not parse\n", path, lineno);
+        if (!okay || !whole) {
+            fprintf(stderr, "dv-replay: %s: line %u: a field does not parse\n", path, row_line);
             rc = -1;
             break;
         }

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..45"
+echo "1..46"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -93,6 +93,15 @@ out=$(DV_BACKEND=sim "$replay" --csv "$tmp/long.csv" 2>&1)
 rc=$?
 check "a 6,000-character tag is one row: 1 allocation, 1 free, peak 100 (exit $rc)" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 1,1,100)"
+# A tag holding a line break, a comma and quotes, quoted as devactor's log
+# writes it: the row runs over two lines.
+printf '%s\n' "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId" \
+    '1,1.000001,allocate,0x1000,100,0,0,"multi' 'line, with ""quotes""",1' \
+    '1,1.000002,free,0x1000,100,0,0,"multi' 'line, with ""quotes""",1' >"$tmp/multiline.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/multiline.csv" 2>&1)
+rc=$?
+check "a tag holding a line break: 1 allocation, 1 free (exit $rc)" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3)" = 1,1)"
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,-5,0\n' >"$tmp/neg.csv"
 err=$(DV_BACKEND=sim "$replay" "$tmp/neg.csv" 2>&1 >/dev/null)
 rc=$?
