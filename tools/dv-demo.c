@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "devactor.h"
 
@@ -106,7 +107,9 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("dv-demo: backend %s, device %d\n", dv_actor_backend_name(gpu), cfg.device);
-    if (cfg.backend == DV_BACKEND_AUTO && strcmp(dv_actor_backend_name(gpu), "sim") == 0)
+    const char *env = getenv("DV_BACKEND");
+    bool asked = env != NULL && strcasecmp(env, "sim") == 0;
+    if (cfg.backend == DV_BACKEND_AUTO && !asked && strcmp(dv_actor_backend_name(gpu), "sim") == 0)
         printf("dv-demo: no CUDA device answered, so this ran on the simulated device "
                "(DV_BACKEND=cuda insists on a GPU)\n");
 
