@@ -145,9 +145,12 @@ static void handle_free(dv_actor *a, const dv_envelope *e)
         dv__memstats_release(&a->mem, slot->block.tag.name, slot->block.tag.query_id,
                              slot->block.requested);
         /* After the resource fenced the free: a use it could not see races. */
-        if (rc == DV_OK && a->chk != NULL)
+        if (rc == DV_OK && a->chk != NULL) {
             (void)dv__checked(a, dv__checker_free(a->chk, slot->block.ptr, slot->block.alloc_stream,
                                                   dv__know_of(a, e), e->from->id, e->m.seq));
+            /* Now the free's event, after the checker's step. */
+            (void)dv__res_capture_frees(a->stack, slot->block.alloc_stream);
+        }
         dv__stat_inc(&a->st_frees);
         if (rc == DV_OK)
             memory_released(a);

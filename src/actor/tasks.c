@@ -118,9 +118,11 @@ void dv__task_scratch_release(dv_actor *a)
         dv_block *b = &a->scratch[i];
         uint64_t ptr = b->ptr;
         dv_stream s = b->alloc_stream;
-        if (dv__res_deallocate(a->stack, b) == DV_OK && a->chk != NULL)
+        if (dv__res_deallocate(a->stack, b) == DV_OK && a->chk != NULL) {
             (void)dv__checked(a, dv__checker_free(a->chk, ptr, s, NULL, a->task_env->from->id,
                                                   a->task_env->m.seq));
+            (void)dv__res_capture_frees(a->stack, s);
+        }
     }
     a->nscratch = 0;
 }

@@ -96,7 +96,9 @@
  * memory is reused on another stream only behind the free's event.  That
  * event is recorded at the free (when T had work queued since its last
  * one), so S waits for the free and never for what T queued after it.
- * Memory a region just mapped is no stream's work: any stream takes it
+ * (With the stream-order checker on, the event comes just after the
+ * checker took the free: capture_frees.)  Memory a region just mapped is
+ * no stream's work: any stream takes it
  * at once.  What is taken becomes S's; a split leaves the rest with T.
  * Two bitmaps over the streams (which have free ranges, which have a
  * given class stacked) keep that search short.  A fresh chunk's space
@@ -1930,6 +1932,11 @@ static void pool_note_stream_wait(dv_resource *res, dv_stream_id waiter, dv_stre
     dv__tracker_note_wait(pool_of(res)->t, waiter, signaler, pos);
 }
 
+static int pool_capture_frees(dv_resource *res, dv_stream_id stream)
+{
+    return dv__tracker_capture(pool_of(res)->t, stream);
+}
+
 static const dv_res_ops pool_ops = {
     .name = "pool",
     .allocate = pool_allocate,
@@ -1942,6 +1949,7 @@ static const dv_res_ops pool_ops = {
     .record_block_use = pool_record,
     .stream_position = pool_stream_position,
     .note_stream_wait = pool_note_stream_wait,
+    .capture_frees = pool_capture_frees,
     .destroy = pool_destroy,
 };
 

@@ -275,6 +275,15 @@ int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream
                      : dv__res_no_tracking(r, "record_block_use");
 }
 
+int dv__res_capture_frees(dv_resource *r, dv_stream_id stream)
+{
+    if (r == NULL || stream >= r->env->nstreams)
+        return DV_OK;
+    dv__res_assert_owner(r, "capture_frees");
+    dv_resource *t = IMPL(r, capture_frees);
+    return t != NULL ? t->ops->capture_frees(t, stream) : DV_OK;
+}
+
 uint64_t dv__res_stream_position(dv_resource *r, dv_stream_id stream)
 {
     if (r == NULL || stream >= r->env->nstreams)

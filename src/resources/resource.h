@@ -166,6 +166,12 @@ typedef struct dv_res_ops {
     uint64_t (*stream_position)(const dv_resource *r, dv_stream_id stream);
     void (*note_stream_wait)(dv_resource *r, dv_stream_id waiter, dv_stream_id signaler,
                              uint64_t pos);
+    /* Under the stream-order checker (fence_always) a free's position is
+     * marked without an event, the checker counting the free as a step
+     * after the resource's part: once the checker took it, capture the
+     * frees marked on stream with an event, so that another stream taking
+     * the memory waits for them and not for what stream queues later. */
+    int (*capture_frees)(dv_resource *r, dv_stream_id stream);
     /* Frees what the resource holds (not its upstream). Blocks still live
      * are returned upstream first. */
     void (*destroy)(dv_resource *r);
@@ -211,6 +217,8 @@ bool dv__res_supports_block_use_tracking(const dv_resource *r);
 int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
 int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
 int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream);
+/* Capture the frees marked on stream (ops.capture_frees). */
+int dv__res_capture_frees(dv_resource *r, dv_stream_id stream);
 /* A position of stream for dv__res_note_stream_wait (0: none kept). */
 uint64_t dv__res_stream_position(dv_resource *r, dv_stream_id stream);
 /* The caller enqueued on waiter a wait for signaler's work up to pos (an

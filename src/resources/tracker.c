@@ -121,8 +121,10 @@ int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoc
     /* The stream-order checker counts the free itself as a step of the
      * stream, after the resource's part: an event recorded here would come
      * before it.  There the wait records its event, as for any position. */
-    if (t->env->fence_always)
+    if (t->env->fence_always) {
+        s->uncaptured = epoch; /* dv__tracker_capture, once the checker took it */
         return DV_OK;
+    }
     struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
     if (last->ev != NULL && last->epoch == s->recorded &&
         dv__drv_stream_work(t->env->streams[stream]) == s->work) {
@@ -132,6 +134,13 @@ int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoc
         return DV_OK;
     }
     return record(t, stream, &last);
+}
+
+int dv__tracker_capture(dv_tracker *t, dv_stream_id stream)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    struct dv__track_ring_slot *slot;
+    return s->uncaptured > s->recorded ? record(t, stream, &slot) : DV_OK;
 }
 
 int dv__tracker_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_pos pos)

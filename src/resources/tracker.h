@@ -163,9 +163,13 @@ static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream);
  * the free (a long kernel, one waiting for the host).  Costs an event
  * record when something was enqueued on stream since the last
  * (dv__drv_stream_work), else none.  The record's error, if it fails; the
- * epoch is then captured by the wait, later, as it always is under the
- * stream-order checker (fence_always). */
+ * epoch is then captured by the wait, later.  Under the stream-order
+ * checker (fence_always) the event is recorded by dv__tracker_capture,
+ * once the checker has taken the free. */
 int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch);
+/* Under fence_always: record an event on stream if a free marked there
+ * has none yet (the checker has taken the free by now). */
+int dv__tracker_capture(dv_tracker *t, dv_stream_id stream);
 /* Has the device been seen past pos already (no driver call)? */
 static inline bool dv__tracker_known_passed(const dv_tracker *t, dv_stream_pos pos);
 /* The current position of a stream (nothing new marked). */
@@ -236,6 +240,7 @@ struct dv__track_stream {
     uint64_t epoch;    /* last epoch marked */
     uint64_t recorded; /* newest epoch an event captured */
     uint64_t work;     /* dv__drv_stream_work when the newest event was recorded */
+    uint64_t uncaptured; /* fence_always: the newest free marked without an event */
     uint64_t passed;   /* newest epoch the device was seen past (an event done) */
     struct dv__track_ring_slot ring[DV__TRACK_RING];
     uint32_t next; /* slot the next record uses */

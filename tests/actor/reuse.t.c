@@ -11,7 +11,8 @@
  *   - and a small block from stream 1's stacks.
  * Each write on stream 2 must complete while the gate is closed (a bound
  * of seconds, so a stall is a failure, never a hang).  Then the data is
- * read back.
+ * read back.  All of it again with the stream-order checker on (there the
+ * free's event is recorded once the checker has taken the free).
  */
 #include <string.h>
 
@@ -34,12 +35,13 @@ static dv_actor *a;
 static dv_future wf;
 static dv_ref wy;
 
-static dv_actor *fresh(dv_driver *drv)
+static dv_actor *fresh(dv_driver *drv, bool check)
 {
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     cfg.driver = drv;
     cfg.streams = 3;
+    cfg.check_order = check;
     dv_actor *out = NULL;
     return dv_actor_create(&cfg, &out) == DV_OK ? out : NULL;
 }
@@ -79,34 +81,23 @@ static void finish(gate *g, bool done)
     }
 }
 
-int main(void)
+/* The four cases on fresh actors, the checker on or off. */
+static void run_cases(dv_driver *drv, bool check)
 {
-    dv_driver_config dcfg;
-    dv_driver *drv = NULL;
-    dv__driver_config_init(&dcfg);
-    dcfg.backend = REUSE_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
-    dcfg.sim.memory_bytes = 256 << 20;
-    dcfg.sim.seed = 11;
-    dcfg.sim.delay_max_us = 20;
-    int rc = dv__driver_open(&dcfg, &drv);
-    if (REUSE_ON_CUDA && rc == DV_ENODEVICE)
-        skip_all("%s", dv_last_error()->message);
-    plan(9);
-    is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
-
-    /* Memory mapped for stream 1, never used. */
-    a = fresh(drv);
     dv_ref r = DV_REF_NULL;
     gate g;
+    bool done;
+    /* Memory mapped for stream 1, never used. */
+    a = fresh(drv, check);
     dv_alloc(a, 64, 1, "unused", &r);
     gate_close(&g, a, 1);
-    bool done = stream2_writes(512, 7, "fresh memory");
+    done = stream2_writes(512, 7, "fresh memory");
     finish(&g, done);
     dv_ref_release(r);
     dv_actor_destroy(a);
 
     /* Memory stream 1 wrote and freed before it was held. */
-    a = fresh(drv);
+    a = fresh(drv, check);
     dv_alloc(a, MIB, 1, "freed", &r);
     dv_memset(a, r, 0, 1, MIB, 1);
     dv_ref_release(r);
@@ -137,6 +128,25 @@ int main(void)
     done = stream2_writes(1024, 4, "a small block freed on stream 1");
     finish(&g, done);
     dv_actor_destroy(a);
+}
+
+int main(void)
+{
+    dv_driver_config dcfg;
+    dv_driver *drv = NULL;
+    dv__driver_config_init(&dcfg);
+    dcfg.backend = REUSE_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+    dcfg.sim.memory_bytes = 256 << 20;
+    dcfg.sim.seed = 11;
+    dcfg.sim.delay_max_us = 20;
+    int rc = dv__driver_open(&dcfg, &drv);
+    if (REUSE_ON_CUDA && rc == DV_ENODEVICE)
+        skip_all("%s", dv_last_error()->message);
+    plan(17);
+    is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
+
+    run_cases(drv, false);
+    run_cases(drv, true);
     dv__driver_close(drv);
     return tap_done();
 }
