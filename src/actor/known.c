@@ -150,9 +150,16 @@ static inline uint64_t key_of(uint32_t stream, uint64_t seq)
 
 static point *slot_of(point *t, uint64_t uid, uint64_t context, uint64_t key)
 {
-    uint64_t h = uid * UINT64_C(0x9E3779B97F4A7C15) ^ context * UINT64_C(0xC2B2AE3D27D4EB4F) ^
-                 key * UINT64_C(0x165667B19E3779F9);
-    h ^= h >> 29;
+    /* The stream sits in the key's top bits: a product alone would leave
+     * them out of the low bits that pick the slot (every stream's point of
+     * one number would share a slot), so the whole word is mixed down
+     * (splitmix64's finalizer). */
+    uint64_t h = uid * UINT64_C(0x9E3779B97F4A7C15) ^ context * UINT64_C(0xC2B2AE3D27D4EB4F) ^ key;
+    h ^= h >> 30;
+    h *= UINT64_C(0xBF58476D1CE4E5B9);
+    h ^= h >> 27;
+    h *= UINT64_C(0x94D049BB133111EB);
+    h ^= h >> 31;
     return &t[h % DV_KNOWN_POINTS];
 }
 

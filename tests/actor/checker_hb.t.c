@@ -101,6 +101,56 @@ static void *syncer(void *arg)
     return NULL;
 }
 
+/*
+ * A future's wait teaches what its stream had itself waited for, however
+ * many other points were published since: stream 1 waits for stream 0's
+ * write (an event), a memset on stream 1 is waited for; a memset on
+ * stream 2 in between gets the same number on its stream as stream 1's
+ * (the table of published points once gave both one slot).  A raw read
+ * of stream 0's write on stream 2 is then ordered.
+ */
+static void test_transitive_future(void)
+{
+    dv_actor *a = make(true);
+    dv_ref x, y, z;
+    dv_event *ev;
+    dv_future fw, fy;
+    dv_alloc(a, BYTES, 0, "x", &x);
+    dv_alloc(a, BYTES, 1, "y", &y);
+    dv_alloc(a, BYTES, 2, "z", &z);
+    dv_ref_info info;
+    dv_ref_access(x, &info);
+    dv_event_create(a, 0, &ev);
+    raw_fill(a, info.ptr, 0, N, 5, 0, &fw);
+    dv_event_record(ev, 0);
+    dv_stream_wait_event(a, 1, ev);
+    dv_future_init(&fy, 0);
+    dv_memset_async(a, y, 0, 0, BYTES, 1, &fy);
+    dv_memset(a, z, 0, 1, BYTES, 2);
+    dv_future_wait(&fy);
+    dv_actor_stats st;
+    uint64_t before = hazards(a, &st);
+    static dv_arg rd[3];
+    rd[0] = dv_arg_ptr_range(info.ptr, DV_READ, BYTES);
+    rd[1] = dv_arg_u32(0);
+    rd[2] = dv_arg_u64(0);
+    dv_future fr;
+    dv_future_init(&fr, 0);
+    int rc = dv_launch_async(a, fill, grid, blk, 0, 2, rd, 3, &fr);
+    if (rc == DV_OK)
+        rc = dv_future_wait(&fr);
+    is_status(rc, DV_OK,
+              "a future's wait teaches what its stream waited for, after another stream's point "
+              "of the same number");
+    ok(hazards(a, &st) == before, "no hazard counted");
+    dv_future_wait(&fw);
+    dv_event_destroy(ev);
+    dv_ref_release(x);
+    dv_ref_release(y);
+    dv_ref_release(z);
+    dv_actor_destroy(a);
+}
+
 /* Two sim devices on one driver, one actor each, checker on. */
 static void test_peer(void)
 {
@@ -200,7 +250,9 @@ int main(void)
     dv_error_detail last;
     dv_future f1;
 
-    plan(27);
+    plan(29);
+
+    test_transitive_future();
 
     /* -- hidden by another thread's sync --------------------------------- */
     A = make(true);
