@@ -299,7 +299,13 @@ static int rebuild_kept(dv_actor *a)
 int dv__actor_rebuild(dv_actor *a, bool keep_context)
 {
     DV_ASSERT_ACTOR(a);
-    atomic_store(&a->state, DV_ACTOR_REBUILDING);
+    /* Not over a shutdown begun meanwhile: its STOPPING must stay, or
+     * posters would see the actor running again and post into a closed
+     * inbox (answered by no one). */
+    int st = atomic_load(&a->state);
+    while (st != DV_ACTOR_STOPPING && st != DV_ACTOR_STOPPED &&
+           !atomic_compare_exchange_weak(&a->state, &st, DV_ACTOR_REBUILDING))
+        ;
     health_set(a, DV_ACTOR_REBUILDING);
 
     dv__ref_invalidate_all(a->refs, NULL, NULL);

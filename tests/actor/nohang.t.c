@@ -13,10 +13,12 @@
  *   - create/destroy cycles with work in flight never hang (watchdog).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devactor.h"
@@ -466,6 +468,51 @@ static void test_cycles(void)
     is_int(fails, 0, "%d create/destroy cycles with work in flight: none failed or hung", n);
 }
 
+/* Resets racing a shutdown: each reset returns (DV_OK before the
+ * shutdown, DV_ESHUTDOWN after); the watchdog catches one that does not. */
+static dv_actor *resetting;
+static atomic_int reset_bad;
+static void *resetter(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 50; i++) {
+        int rc = dv_actor_reset(resetting);
+        if (rc == DV_ESHUTDOWN)
+            break;
+        if (rc != DV_OK)
+            atomic_fetch_add(&reset_bad, 1);
+    }
+    return NULL;
+}
+
+static void test_reset_shutdown(void)
+{
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.sim_memory_bytes = 64 << 20;
+    cfg.sim_delay_max_us = 100;
+    int rounds = 20, made = 0;
+    for (int i = 0; i < rounds; i++) {
+        if (dv_actor_create(&cfg, &resetting) != DV_OK)
+            continue;
+        made++;
+        pthread_t t[3];
+        for (int k = 0; k < 3; k++)
+            pthread_create(&t[k], NULL, resetter, NULL);
+        struct timespec pause = {0, 5000000L};
+        nanosleep(&pause, NULL);
+        dv_actor_shutdown(resetting);
+        for (int k = 0; k < 3; k++)
+            pthread_join(t[k], NULL);
+        dv_actor_destroy(resetting);
+    }
+    ok(made == rounds && atomic_load(&reset_bad) == 0,
+       "%d actors shut down while three threads reset them: every reset returned (%d made, %d "
+       "answered other than DV_OK or DV_ESHUTDOWN)",
+       rounds, made, atomic_load(&reset_bad));
+}
+
 static void watchdog(int sig)
 {
     (void)sig;
@@ -485,7 +532,7 @@ int main(void)
     dcfg.sim.memory_bytes = 128 << 20;
     if (dv__driver_open(&dcfg, &drv) != DV_OK)
         bail_out("no sim driver: %s", dv_last_error()->message);
-    plan(47);
+    plan(48);
     a = make(0);
     b = make(1);
     ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
@@ -520,6 +567,7 @@ int main(void)
        (unsigned long long)st.refs_alive, (unsigned long long)st.bytes_outstanding);
     dv_actor_destroy(a);
     test_cycles();
+    test_reset_shutdown();
     dv__driver_close(drv);
     return tap_done();
 }
