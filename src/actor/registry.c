@@ -8,6 +8,7 @@
  * the mutex and then find it published.  The driver is opened once, by
  * the first builder, and kept for the life of the process.
  */
+#include <time.h>
 #include <stdlib.h>
 
 #include <stdio.h>
@@ -126,10 +127,22 @@ int dv__device_claim(dv_actor *a)
     const char *op = a->registered ? "actor_get" : "actor_create";
     int rc = DV_OK, free_at = -1;
     pthread_mutex_lock(&live_mu);
-    for (int i = 0; i < MAX_CLAIMS && rc == DV_OK; i++) {
+    for (int i = 0, waits = 0; i < MAX_CLAIMS && rc == DV_OK; i++) {
         if (claims[i].actor == NULL) {
             if (free_at < 0)
                 free_at = i;
+        } else if (claims[i].set == set && claims[i].device == a->device &&
+                   atomic_load(&claims[i].actor->state) >= DV_ACTOR_STOPPING &&
+                   atomic_load(&claims[i].actor->state) <= DV_ACTOR_STOPPED &&
+                   waits < 300000) {
+            /* Its holder is being shut down: it lets go in a moment (at
+             * most 30 s waited), then the device is this one's. */
+            pthread_mutex_unlock(&live_mu);
+            struct timespec pause = {0, 100000};
+            nanosleep(&pause, NULL);
+            pthread_mutex_lock(&live_mu);
+            waits++;
+            i = -1, free_at = -1; /* look at every claim again */
         } else if (claims[i].set == set && claims[i].device == a->device) {
             rc = dv__fail(DV_EBUSY, op,
                           "%s: device %d (%s) already has an actor (%s); one actor "

@@ -513,6 +513,48 @@ static void test_reset_shutdown(void)
        rounds, made, atomic_load(&reset_bad));
 }
 
+/* dv_actor_get while the process-wide actor is being shut down: it waits
+ * for the old one to let the device go, never DV_EBUSY. */
+static atomic_bool getting;
+static atomic_int get_busy, get_other;
+static void *getter(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&getting)) {
+        dv_actor *g = NULL;
+        int rc = dv_actor_get(0, &g);
+        if (rc == DV_EBUSY)
+            atomic_fetch_add(&get_busy, 1);
+        else if (rc != DV_OK && rc != DV_ESHUTDOWN)
+            atomic_fetch_add(&get_other, 1);
+    }
+    return NULL;
+}
+
+static void test_get_during_shutdown(void)
+{
+    setenv("DV_BACKEND", "sim", 1);
+    dv_actor *g = NULL;
+    int made = dv_actor_get(0, &g) == DV_OK;
+    atomic_store(&getting, true);
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        pthread_create(&t[k], NULL, getter, NULL);
+    for (int i = 0; i < 20 && made; i++) {
+        if (dv_actor_get(0, &g) == DV_OK)
+            dv_actor_shutdown(g);
+    }
+    atomic_store(&getting, false);
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    if (dv_actor_get(0, &g) == DV_OK)
+        dv_actor_shutdown(g);
+    ok(made && atomic_load(&get_busy) == 0 && atomic_load(&get_other) == 0,
+       "dv_actor_get from two threads while the process-wide actor is shut down 20 times: never "
+       "DV_EBUSY (%d), nothing else but DV_OK or DV_ESHUTDOWN (%d)",
+       atomic_load(&get_busy), atomic_load(&get_other));
+}
+
 static void watchdog(int sig)
 {
     (void)sig;
@@ -532,7 +574,7 @@ int main(void)
     dcfg.sim.memory_bytes = 128 << 20;
     if (dv__driver_open(&dcfg, &drv) != DV_OK)
         bail_out("no sim driver: %s", dv_last_error()->message);
-    plan(48);
+    plan(49);
     a = make(0);
     b = make(1);
     ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
@@ -568,6 +610,7 @@ int main(void)
     dv_actor_destroy(a);
     test_cycles();
     test_reset_shutdown();
+    test_get_during_shutdown();
     dv__driver_close(drv);
     return tap_done();
 }
