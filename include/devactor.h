@@ -756,7 +756,8 @@ DV_EXPORT int dv_sync_async(dv_actor *actor, dv_stream stream, dv_future *f);
  * later records replace the captured point, as cudaEventRecord does.
  * Waits and queries name "the latest record posted before them" in the
  * same sense.  After a context rebuild an event recorded before it
- * answers DV_ESTALE until recorded again.
+ * answers DV_ESTALE until recorded again (its sync and query; a stream's
+ * wait on it, post-only, waits for nothing, as for a record never made).
  * ------------------------------------------------------------------------ */
 
 typedef struct dv_event dv_event;
