@@ -26,8 +26,9 @@
  * series (tag, query id or device); from a snapshot, bars of live bytes
  * per series and by age.  HTML adds tables of the numbers; --csv gives the
  * per-series table alone for scripts.  Only the --top series by peak get a
- * band of their own, the rest are summed into "other", so that a log with
- * thousands of tags still gives a readable chart.
+ * band of their own, the rest are summed into "other" (with a series of
+ * the program's own named "other", which so never gets a band of its
+ * own), so that a log with thousands of tags still gives a readable chart.
  *
  * Design
  * ------
@@ -750,6 +751,20 @@ static band *make_bands(const series_table *st, const uint64_t *score, size_t to
     for (size_t i = 0; i < st->n; i++)
         rank[i] = (rank_entry){score[i], st->name[i], (uint32_t)i};
     qsort(rank, st->n, sizeof(*rank), rank_cmp);
+    if (st->n > top) {
+        /* A series of the program's own named "other" joins the merged
+         * band of that name, so that no two bands are called "other". */
+        size_t k = 0;
+        rank_entry *moved = xcalloc(st->n, sizeof(*moved));
+        for (size_t i = 0; i < st->n; i++)
+            if (strcmp(rank[i].name, "other") != 0)
+                moved[k++] = rank[i];
+        for (size_t i = 0; i < st->n; i++)
+            if (strcmp(rank[i].name, "other") == 0)
+                moved[k++] = rank[i];
+        memcpy(rank, moved, st->n * sizeof(*rank));
+        free(moved);
+    }
     size_t own = st->n < top ? st->n : top;
     *nband = own + (st->n > top);
     band *b = xcalloc(*nband, sizeof(*b));
@@ -1749,8 +1764,9 @@ static void usage(FILE *out)
             "  -f, --format F     html or svg (default: svg where -o ends in .svg, else html)\n"
             "  -b, --by KEY       series: tag (default), query (query id) or device\n"
             "  -n, --top N        at most N series, by peak live bytes; the rest are summed\n"
-            "                     into one series, \"other\" (default 8; 1 to 256; colours\n"
-            "                     repeat after 9)\n"
+            "                     into one series, \"other\", with a series of the\n"
+            "                     program's own of that name (default 8; 1 to 256;\n"
+            "                     colours repeat after 9)\n"
             "  -w, --width N      log: the plot's width in pixels, one column each, which\n"
             "                     keeps its highest total; snapshot: the chart's width\n"
             "                     (default 1000; 50 to 20000)\n"

@@ -56,7 +56,7 @@ mkdir -p "$work" || exit 2
 log=$data/viz-log.csv
 snap=$data/viz-snapshot.csv
 
-echo "1..23"
+echo "1..24"
 n=0
 failed=0
 
@@ -249,8 +249,23 @@ check "--help: exit 0, every option listed (rc $rc)" sh -c '
 "$viz" --csv -o - < "$log" > "$work/stdin.csv" 2>/dev/null
 check "standard input to standard output (-o -)" same "$work/tag.expected" "$work/stdin.csv"
 
-if [ "$n" -ne 23 ]; then
-    echo "# planned 23 points, ran $n"
+# --- 24: a tag of the program's own named "other" joins the merged band:
+# one row of that name (other 100 + a 200, peak 300 with both live).
+printf '%s\n' Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId \
+    1,1.0,allocate,0x1000,100,0,0,other,0 1,1.1,allocate,0x2000,200,0,0,a,0 \
+    1,1.2,allocate,0x3000,300,0,0,b,0 1,1.3,allocate,0x4000,400,0,0,c,0 > "$work/named-other.csv"
+cat > "$work/named-other.expected" <<'EOF'
+series,peak_bytes,peak_time_s,total_bytes,allocations
+c,400,0.300000,400,1
+b,300,0.200000,300,1
+other,300,0.100000,300,2
+EOF
+"$viz" --csv -n 2 "$work/named-other.csv" > "$work/named-other.out" 2>/dev/null
+check "a tag named other joins the merged band: one row named other" same \
+    "$work/named-other.expected" "$work/named-other.out"
+
+if [ "$n" -ne 24 ]; then
+    echo "# planned 24 points, ran $n"
     exit 1
 fi
 [ "$failed" -eq 0 ]
