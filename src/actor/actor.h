@@ -152,6 +152,7 @@ struct dv_actor {
     dv_checker *chk;             /* the stream-order checker, or NULL */
     const dv_envelope *task_env; /* the task running now, or NULL */
     bool task_hazard;            /* it made an access the checker refused */
+    bool task_dropped;           /* the checker refused its captured work: none of it ran */
     bool task_opaque_args;       /* its kernels' parameters are not read as pointers */
     const dv_chk_op *task_chk;   /* its accesses as declared (checker on) */
     /* Checking a task on cuda (tasks.c): its stream's work is captured

@@ -418,12 +418,16 @@ static int enqueue_task(dv_recorder *r, void *arg)
     t->ctx.driver_context = a->driver_context;
     a->task_env = r->e;
     a->task_hazard = false;
+    a->task_dropped = false;
     a->task_opaque_args = false;
     /* What the task's failure says is its own: nothing from before. */
     dv_error_clear();
     a->task_chk = a->chk != NULL ? &r->chk : NULL;
     rc = dv__task_run(a, r->stream, t->fn, &t->ctx, t->user);
     a->task_chk = NULL;
+    /* The task may have enqueued on its native stream at any point: the
+     * stream's work moved (a free after it needs a fresh event). */
+    dv__drv_stream_touched(a->env.streams[r->stream]);
     if (rc != DV_OK && dv_last_error()->status != rc)
         dv__fail(rc, "task", "task: its function returned %s (%s)", dv_err_name(rc),
                  dv_strerror(rc));

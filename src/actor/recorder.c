@@ -174,9 +174,11 @@ int dv__rec_run(dv_recorder *r, int (*enqueue)(dv_recorder *r, void *arg), void 
         return dv__enqueue_failed(a, rc, r->stream, r->e);
     finish(r);
     /* A task is recorded even when it failed (it may have enqueued work),
-     * but not when the checker refused it: then none of its work ran, and
-     * its declared accesses happened nowhere. */
-    if (a->chk != NULL && !(r->task && rc == DV_EHAZARD))
+     * but not when the checker dropped its captured work whole: then none
+     * of it ran, and its declared accesses happened nowhere.  (A refusal
+     * of one access leaves what else it enqueued running, and on the sim
+     * nothing is captured: recorded.) */
+    if (a->chk != NULL && !(r->task && a->task_dropped))
         dv__checker_commit(a->chk, &r->chk);
     if (rc != DV_OK)
         return rc;

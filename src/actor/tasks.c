@@ -380,6 +380,7 @@ static int capture_finish(dv_actor *a, dv_stream s, struct dv_host_job *jobs_bef
         dv_error_detail d = *dv_last_error();
         jobs_drop_since(a, jobs_before, rc);
         *dv__detail() = d;
+        a->task_dropped = true;
     }
     return rc;
 }

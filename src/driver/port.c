@@ -1053,6 +1053,12 @@ int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
                       OPS(stream)->host_fn(OBJ(stream), fn, arg));
 }
 
+void dv__drv_stream_touched(dv_drv_stream *stream)
+{
+    if (obj_alive(stream, DV_DRV_STREAM))
+        ENQUEUES(stream);
+}
+
 void *dv__drv_stream_native(dv_drv_stream *stream)
 {
     if (!obj_alive(stream, DV_DRV_STREAM) || OPS(stream)->native_stream == NULL)

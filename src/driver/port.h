@@ -354,6 +354,9 @@ void *dv__drv_stream_native(dv_drv_stream *stream);
  * native stream (a task or library enqueues on it directly).  Recording an
  * event on it or waiting for it does not move it.  The owner thread's. */
 static inline uint64_t dv__drv_stream_work(const dv_drv_stream *stream);
+/* Something may have been enqueued on stream behind the port's back (a
+ * task's work on its native stream): the count moves. */
+void dv__drv_stream_touched(dv_drv_stream *stream);
 /* Make ctx current on the calling thread (the CUDA context a library call
  * runs in); a no-op on the sim. */
 int dv__drv_ctx_make_current(dv_drv_ctx *ctx);

@@ -1825,8 +1825,11 @@ static int pool_deallocate(dv_resource *res, dv_block *block)
     unsigned c = t.hot->owner >> OWNER_CLASS_SHIFT;
     /* Stamped where an event captures it: another stream that takes the
      * block waits for this free, not for what s queues after it. */
+    /* A record that fails leaves the capture to a later wait; a fault of
+     * the device is the caller's to hear (the rebuild drops the pool). */
     uint64_t freed;
-    if ((rc = dv__tracker_mark_captured(p->t, s, &freed)) != DV_OK)
+    rc = dv__tracker_mark_captured(p->t, s, &freed);
+    if (rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST)
         return rc;
     pool_stacked b = {.ptr = block->ptr, .freed_epoch = freed, .index = t.hot->owner & OWNER_INDEX_MASK};
     uint64_t bytes = c != OWNER_LARGE ? class_bytes(c) : range_at(p, b.index)->bytes;
