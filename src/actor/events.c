@@ -149,39 +149,27 @@ int dv_event_record_async(dv_event *e, dv_stream s, dv_future *f)
     return record(e, s, f, "event_record");
 }
 
-/* The foreign event's record n is ordered on its actor (or its actor
- * stopped): a short wait on the calling thread. */
-/* Another actor's event: its actor still runs here (not forked away, not
- * lost, not shut down). */
-static int foreign_alive(const dv_event *e, const char *op)
-{
-    if (e->actor->fork_gen != dv__fork_now())
-        return dv__forked(op);
-    int st = atomic_load(&e->actor->state);
-    if (st == DV_ACTOR_LOST)
-        return dv__lost_answer(e->actor);
-    if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED)
-        return dv__fail(DV_ESHUTDOWN, op, "%s: the event's actor is shutting down", op);
-    return DV_OK;
-}
-
+/* The foreign event's record n is ordered on its actor: a short wait on
+ * the calling thread.  Its actor must still run here (not forked away,
+ * not lost, not shut down), the record done or not: an actor that is gone
+ * left no event to wait on. */
 static int wait_recorded(dv_event *e, uint64_t n, const char *op)
 {
     for (unsigned round = 0;; round++) {
-        /* Acquire: pairs with the release store in handle_record, so the
-         * port event read after this holds record n. */
-        if (atomic_load_explicit(&e->recorded, memory_order_acquire) >= n)
-            return DV_OK;
-        if (round == 0) {
-            int rc = e->actor->fork_gen != dv__fork_now() ? dv__forked(op) : dv__no_wait(op);
-            if (rc != DV_OK)
-                return rc;
-        }
+        if (e->actor->fork_gen != dv__fork_now())
+            return dv__forked(op);
         int st = atomic_load(&e->actor->state);
         if (st == DV_ACTOR_LOST)
             return dv__lost_answer(e->actor);
         if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED)
             return dv__fail(DV_ESHUTDOWN, op, "%s: the event's actor is shutting down", op);
+        /* Acquire: pairs with the release store in handle_record, so the
+         * port event read after this holds record n. */
+        if (atomic_load_explicit(&e->recorded, memory_order_acquire) >= n)
+            return DV_OK;
+        int rc;
+        if (round == 0 && (rc = dv__no_wait(op)) != DV_OK)
+            return rc;
         if (round < 200) {
             __builtin_ia32_pause();
         } else if (round < 400) {
@@ -212,9 +200,7 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
     if (e->actor != a) {
         if (e->actor->drv != a->drv)
             return dv__fail(DV_EINVAL, op, "%s: the event's actor runs on another driver", op);
-        /* Its record may be done, but an actor that is gone left no event
-         * to wait on. */
-        if ((rc = foreign_alive(e, op)) != DV_OK || (rc = wait_recorded(e, n, op)) != DV_OK)
+        if ((rc = wait_recorded(e, n, op)) != DV_OK)
             return rc;
         m.u.event.foreign = atomic_load_explicit(&e->drv, memory_order_acquire);
         if (m.u.event.foreign == NULL)
