@@ -414,9 +414,12 @@ static int load(const char *path)
              *size = field(&p), *stream = field(&p);
         char *device = ours ? field(&p) : "0";
         /* devactor's rows end with a tag and a query id (the tag's text is
-         * not needed; a row cut short is refused). */
-        uint64_t query = 0;
-        bool whole = !ours || (field(&p), number(field(&p), 10, &query));
+         * not needed; a row cut short, without the id, is refused). */
+        char *query = "0";
+        if (ours) {
+            (void)field(&p); /* the tag */
+            query = field(&p);
+        }
         /* Failure rows first: their pointer may be "(nil)". */
         bool alloc = strcmp(action, "allocate") == 0;
         if (!alloc && strcmp(action, "free") != 0 && strcmp(action, "deallocate") != 0) {
@@ -433,8 +436,9 @@ static int load(const char *path)
         bool of_day = false;
         bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us, &of_day) &&
                     number(ptr, 16, &r.ptr) && number(size, 10, &r.size) &&
-                    number(stream, 0, &r.stream) && number(device, 10, &dev);
-        if (!okay || !whole) {
+                    number(stream, 0, &r.stream) && number(device, 10, &dev) &&
+                    number(query, 10, &(uint64_t){0});
+        if (!okay) {
             fprintf(stderr, "dv-replay: %s: line %u: a field does not parse\n", path, row_line);
             rc = -1;
             break;
