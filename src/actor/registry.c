@@ -119,6 +119,13 @@ void dv__device_share(bool shared)
     atomic_store(&sharing, shared);
 }
 
+/* Being shut down (it lets go of its device when stopped). */
+static bool stopping(const dv_actor *a)
+{
+    int st = atomic_load(&((dv_actor *)a)->state);
+    return st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED;
+}
+
 int dv__device_claim(dv_actor *a)
 {
     if (atomic_load(&sharing))
@@ -132,9 +139,7 @@ int dv__device_claim(dv_actor *a)
             if (free_at < 0)
                 free_at = i;
         } else if (claims[i].set == set && claims[i].device == a->device &&
-                   atomic_load(&claims[i].actor->state) >= DV_ACTOR_STOPPING &&
-                   atomic_load(&claims[i].actor->state) <= DV_ACTOR_STOPPED &&
-                   waits < 300000) {
+                   stopping(claims[i].actor) && waits < 300000) {
             /* Its holder is being shut down: it lets go in a moment (at
              * most 30 s waited), then the device is this one's. */
             pthread_mutex_unlock(&live_mu);
