@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "actor/actor.h"
+#include "base/futex.h"
 #include "devactor_testing.h"
 
 static _Atomic(dv_actor *) actors[DV_MAX_DEVICES];
@@ -134,19 +135,22 @@ int dv__device_claim(dv_actor *a)
     const char *op = a->registered ? "actor_get" : "actor_create";
     int rc = DV_OK, free_at = -1;
     pthread_mutex_lock(&live_mu);
-    for (int i = 0, waits = 0; i < MAX_CLAIMS && rc == DV_OK; i++) {
+    uint64_t deadline = 0; /* of the wait for a stopping holder: 30 s */
+    for (int i = 0; i < MAX_CLAIMS && rc == DV_OK; i++) {
         if (claims[i].actor == NULL) {
             if (free_at < 0)
                 free_at = i;
         } else if (claims[i].set == set && claims[i].device == a->device &&
-                   stopping(claims[i].actor) && waits < 300000) {
+                   stopping(claims[i].actor) &&
+                   (deadline == 0 || dv__now_ns() < deadline)) {
             /* Its holder is being shut down: it lets go in a moment (at
              * most 30 s waited), then the device is this one's. */
+            if (deadline == 0)
+                deadline = dv__now_ns() + UINT64_C(30000000000);
             pthread_mutex_unlock(&live_mu);
             struct timespec pause = {0, 100000};
             nanosleep(&pause, NULL);
             pthread_mutex_lock(&live_mu);
-            waits++;
             i = -1, free_at = -1; /* look at every claim again */
         } else if (claims[i].set == set && claims[i].device == a->device) {
             rc = dv__fail(DV_EBUSY, op,
