@@ -185,7 +185,7 @@ static int build(int k, dv_res_env *env, stack *s)
     case 4:
         s->name = "logging(async,null)";
         if ((rc = dv__log_sink_null(&s->sink)) == DV_OK)
-            rc = dv__logging_resource_create(async, s->sink, &s->top);
+            rc = dv__logging_resource_create(async, s->sink, true, &s->top);
         break;
     case 5:
         s->name = "guard(async)";
@@ -195,7 +195,7 @@ static int build(int k, dv_res_env *env, stack *s)
         s->name = "budget->logging->guard->async";
         if ((rc = dv__guard_resource_create(async, &gcfg, &mid)) == DV_OK &&
             (rc = dv__log_sink_null(&s->sink)) == DV_OK &&
-            (rc = dv__logging_resource_create(mid, s->sink, &mid)) == DV_OK)
+            (rc = dv__logging_resource_create(mid, s->sink, true, &mid)) == DV_OK)
             rc = dv__budget_resource_create(mid, big, &s->top);
         break;
     case 7:

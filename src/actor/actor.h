@@ -270,6 +270,8 @@ void dv__actor_link(dv_actor *a);
  * where the driver runs no more host functions (after a context reset, or
  * the context gone), clean up those that never ran. */
 void dv__task_scratch_release(dv_actor *a);
+/* The allocation log's row for a refusal the actor answered (ops.c). */
+void dv__log_refused(dv_actor *a, uint32_t thread, uint64_t bytes, dv_stream_id s, dv_tag tag);
 /* The actor of a task's context, or NULL (DV_EINVAL) outside the task. */
 dv_actor *dv__task_actor(const dv_task_ctx *ctx, const char *op);
 void dv__host_jobs_sweep(dv_actor *a);

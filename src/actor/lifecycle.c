@@ -103,7 +103,7 @@ static int build_stack(dv_actor *a)
         if ((rc = dv__guard_resource_create(top, &gcfg, &top)) != DV_OK)
             goto fail;
     }
-    if (a->sink != NULL && (rc = dv__logging_resource_create(top, a->sink, &top)) != DV_OK)
+    if (a->sink != NULL && (rc = dv__logging_resource_create(top, a->sink, false, &top)) != DV_OK)
         goto fail;
     if (a->cfg.budget_bytes) {
         if ((rc = dv__budget_resource_create(top, a->cfg.budget_bytes, &top)) != DV_OK)

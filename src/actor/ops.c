@@ -88,17 +88,33 @@ static void memory_released(dv_actor *a)
     }
 }
 
+/* The allocation log's row for a refusal the actor answered: its own log
+ * layer leaves refusals to it, so that the retries of alloc_arbitrated
+ * write nothing and a refusal above the log (the budget) is not lost. */
+void dv__log_refused(dv_actor *a, uint32_t thread, uint64_t bytes, dv_stream_id s, dv_tag tag)
+{
+    if (a->sink != NULL && a->cfg.stack == NULL)
+        dv__log_refusal(a->sink, thread != 0 ? thread : dv__thread_id(), bytes, s, a->device, tag);
+}
+
 static void handle_alloc(dv_actor *a, const dv_envelope *e)
 {
     DV_ASSERT_ACTOR(a);
     const dv_msg_alloc *m = &e->m.u.alloc;
     dv_block b;
     int rc = dv__check_stream(&a->env, e->m.stream, "alloc");
+    bool reached = rc == DV_OK;
     if (rc == DV_OK)
         rc = dv__res_allocate(a->stack, m->bytes, e->m.stream, (dv_tag){m->tag, m->query}, &b);
     if (dv__short_of_memory(rc))
         rc = alloc_arbitrated(a, e, &b, rc);
     if (rc != DV_OK) {
+        if (reached) {
+            dv_error_detail saved = *dv_last_error();
+            dv__log_refused(a, e->from != NULL ? e->from->tid : 0, m->bytes, e->m.stream,
+                            (dv_tag){m->tag, m->query});
+            *dv__detail() = saved;
+        }
         a->mem.failures++;
         if (rc == DV_ECONTEXT_LOST) {
             dv__on_fault(a, rc, e->m.stream, e);

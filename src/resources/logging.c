@@ -36,6 +36,10 @@
  * since it appends).  The log never fails an allocation: a row the sink
  * cannot take (a write error, no memory to grow) is counted and dropped.
  *
+ * The actor's own log layer writes no row for a refused allocation: the
+ * actor retries refusals (its out-of-memory path) and writes one row for
+ * the answer its caller gets (dv__log_refusal), whichever layer refused.
+ *
  * Everything but allocate and deallocate is forwarded unchanged; the
  * blocks are the inner resource's own.  A failure the dv_res_* wrapper
  * refuses before the resource is reached (a NULL block, a block already
@@ -310,6 +314,7 @@ typedef struct logging_res {
     dv_resource base;
     dv_log_sink *sink;
     bool owns_sink; /* made for it (dv_resource_logging): destroyed with it */
+    bool refusals;  /* writes allocate failure rows (else its owner does) */
 } logging_res;
 
 #define LOGGING(r) ((logging_res *)(r))
@@ -322,7 +327,7 @@ static int logging_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
     if (rc == DV_OK)
         log_write(LOGGING(r)->sink, &(log_row){who, "allocate", out->ptr, out->requested, stream,
                                                out->device, out->tag});
-    else
+    else if (LOGGING(r)->refusals)
         log_write(LOGGING(r)->sink,
                   &(log_row){who, "allocate failure", 0, bytes, stream, r->device, tag});
     return rc;
@@ -353,7 +358,15 @@ static const dv_res_ops logging_ops = {
     .destroy = logging_destroy,
 };
 
-int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out)
+/* The row of a refusal the owner of a stack answered (see the header). */
+void dv__log_refusal(dv_log_sink *sink, uint32_t thread, uint64_t bytes, dv_stream_id stream,
+                     int device, dv_tag tag)
+{
+    log_write(sink, &(log_row){thread, "allocate failure", 0, bytes, stream, device, tag});
+}
+
+int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, bool refusals,
+                                dv_resource **out)
 {
     if (upstream == NULL || sink == NULL || out == NULL)
         return dv__fail(DV_EINVAL, "logging_resource_create",
@@ -366,6 +379,7 @@ int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_res
                             .env = upstream->env,
                             .device = upstream->device};
     l->sink = sink;
+    l->refusals = refusals;
     *out = &l->base;
     return DV_OK;
 }
@@ -376,7 +390,7 @@ int dv__logging_resource_create_file(dv_resource *upstream, const char *path, dv
     int rc = dv__log_sink_file(path, &sink);
     if (rc != DV_OK)
         return rc;
-    if ((rc = dv__logging_resource_create(upstream, sink, out)) != DV_OK) {
+    if ((rc = dv__logging_resource_create(upstream, sink, true, out)) != DV_OK) {
         dv__log_sink_destroy(sink);
         return rc;
     }

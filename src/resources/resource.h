@@ -279,8 +279,14 @@ int dv__log_sink_null(dv_log_sink **out);
 const char *dv__log_sink_text(const dv_log_sink *sink, size_t *len);
 void dv__log_sink_destroy(dv_log_sink *sink);
 /* CSV: header, then one row per allocate, free and failure.  The sink is
- * not owned; destroy it after the resource. */
-int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, dv_resource **out);
+ * not owned; destroy it after the resource.  With refusals false, a
+ * refused allocation writes no row: the stack's owner retries refusals
+ * (the actor's out-of-memory path) and writes one row for its final
+ * answer with dv__log_refusal, so that the log says what the caller got. */
+int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, bool refusals,
+                                dv_resource **out);
+void dv__log_refusal(dv_log_sink *sink, uint32_t thread, uint64_t bytes, dv_stream_id stream,
+                     int device, dv_tag tag);
 /* The same with a file sink of its own, destroyed with it. */
 int dv__logging_resource_create_file(dv_resource *upstream, const char *path, dv_resource **out);
 #define DV_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"

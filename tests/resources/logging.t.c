@@ -203,8 +203,8 @@ int main(void)
     close(fd);
     is_status(dv__log_sink_memory(&mem), DV_OK, "memory sink");
     is_status(dv__log_sink_file(path, &file), DV_OK, "file sink");
-    is_status(dv__logging_resource_create(async, mem, &mem_log), DV_OK, "logger on the memory sink");
-    is_status(dv__logging_resource_create(mem_log, file, &file_log), DV_OK,
+    is_status(dv__logging_resource_create(async, mem, true, &mem_log), DV_OK, "logger on the memory sink");
+    is_status(dv__logging_resource_create(mem_log, file, true, &file_log), DV_OK,
               "logger on the file sink, stacked on it");
     ok(dv__res_supports_block_use_tracking(file_log), "tracking support is the async resource's");
 
@@ -273,7 +273,7 @@ int main(void)
     dv__log_sink_destroy(file);
     is_status(dv__async_resource_create(&env, &async), DV_OK, "a new async resource");
     is_status(dv__log_sink_file(path, &file), DV_OK, "reopen the file sink");
-    dv__logging_resource_create(async, file, &file_log);
+    dv__logging_resource_create(async, file, true, &file_log);
     dv__res_allocate(file_log, 512, 0, (dv_tag){"again", 1}, &a);
     dv__res_deallocate(file_log, &a);
     dv__res_destroy_stack(file_log);
@@ -288,7 +288,7 @@ int main(void)
     /* The null sink takes rows and keeps nothing. */
     is_status(dv__async_resource_create(&env, &async), DV_OK, "a third async resource");
     is_status(dv__log_sink_null(&null), DV_OK, "null sink");
-    dv__logging_resource_create(async, null, &null_log);
+    dv__logging_resource_create(async, null, true, &null_log);
     is_status(dv__res_allocate(null_log, 512, 0, (dv_tag){"x", 0}, &a), DV_OK,
               "allocate through the null logger");
     is_status(dv__res_deallocate(null_log, &a), DV_OK, "free through the null logger");

@@ -77,7 +77,7 @@ static bool rc_build(int k, dv_res_env *env, rc_stack *s, uint64_t budget_bytes)
     case 4:
         s->name = "logging(async)";
         if (dv__log_sink_memory(&s->sink) != DV_OK ||
-            dv__logging_resource_create(async, s->sink, &top) != DV_OK)
+            dv__logging_resource_create(async, s->sink, true, &top) != DV_OK)
             goto fail;
         break;
     case 5:
@@ -91,7 +91,7 @@ static bool rc_build(int k, dv_res_env *env, rc_stack *s, uint64_t budget_bytes)
         if (dv__guard_resource_create(async, &gcfg, &mid) != DV_OK)
             goto fail;
         if (dv__log_sink_memory(&s->sink) != DV_OK ||
-            dv__logging_resource_create(mid, s->sink, &mid) != DV_OK)
+            dv__logging_resource_create(mid, s->sink, true, &mid) != DV_OK)
             goto fail;
         if (dv__budget_resource_create(mid, budget_bytes, &top) != DV_OK)
             goto fail;
