@@ -17,14 +17,18 @@
  * to the actor's streams in order of first appearance (modulo their count).
  * An action is allocate, free (or deallocate), or a failure of either,
  * which is skipped; any other refuses the log.  A free of a block the log
- * never allocated (a log begun late) is counted and skipped.  A quoted
+ * never allocated (a log begun late) is counted and skipped; a
+ * zero-byte allocation is skipped with its free; an allocation at the
+ * address of a block still live frees that block first (as the trace's
+ * live count does), said on stderr.  A quoted
  * field may hold line breaks (the row then runs over several lines).
  *
  * The report: rows, allocations and frees replayed, the peak of live bytes
  * (the trace's own, from its sizes), devactor's peak of bytes held and of
  * device memory reserved (dv_memory_stats), reserved / live, allocation
- * failures (each naming its row, but with --post one still pending at its
- * free only counted; the exit status 1), ops/s, and the
+ * failures (the first 20 naming their rows, the others counted, and with
+ * --post one still pending at its free only counted; the exit status 1),
+ * ops/s, and the
  * actor's driver work per pass (dv_actor_stats: mappings made and
  * unmapped, calls into the driver).  --csv prints one line of the same.
  * The actor's configuration is the default one with --conf's text over it
@@ -104,6 +108,7 @@ typedef struct row {
     bool alloc;
     uint32_t line;
     int32_t match;     /* free: the index of its allocation, -1: none */
+    int32_t prior;     /* allocate: a live block at its address, freed first; -1: none */
     uint32_t seq;      /* order in the file, for a stable sort */
     uint32_t owner;    /* the replay thread of its Thread */
     _Atomic int state; /* 0: not yet, 1: replayed, 2: refused, 3: freed */
@@ -185,10 +190,23 @@ static void usage(FILE *to)
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
             "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known);\n"
             "               last maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n"
-            "  --quiet      do not name each failure\n"
+            "  --quiet      name no failure (by default the first 20 are named on stderr,\n"
+            "               and the number of the others is said)\n"
+            "Zero-byte allocations are skipped with their frees.  An allocation at the\n"
+            "address of a block still live counts that block as freed first (said on\n"
+            "stderr for the first few).\n"
             "Exit status: 0 replayed without a failure, 1 a failure, a bad log or a peer\n"
-            "that does not load, 2 usage.\n");
+            "that does not load, 2 a usage error or an actor that cannot be made (a\n"
+            "configuration refused, no device).\n");
 }
+/* A usage error, said in a line: exit status 2. */
+static int bad(const char *what, const char *arg)
+{
+    fprintf(stderr, "dv-replay: %s%s%s (dv-replay --help for usage)\n", what, arg ? ": " : "",
+            arg ? arg : "");
+    return 2;
+}
+
 /* A CSV field: quoted or not; *p moves past it and its comma. */
 static char *field(char **p)
 {
@@ -253,7 +271,8 @@ static bool parse_time(const char *s, uint64_t *us, bool *of_day)
     if (*of_day) {
         unsigned h, m;
         double sec;
-        if (sscanf(s, "%u:%u:%lf", &h, &m, &sec) != 3)
+        if (sscanf(s, "%u:%u:%lf", &h, &m, &sec) != 3 || h > 23 || m > 59 || !(sec >= 0) ||
+            !(sec < 61))
             return false;
         t = h * 3600.0 + m * 60.0 + sec;
     } else if (*end != '\0') {
@@ -386,8 +405,14 @@ static int load(const char *path)
      * on the next day (the log ran past midnight). */
     uint64_t day_us = 0, last_us = 0;
     const uint64_t half_day_us = UINT64_C(12) * 3600 * 1000000;
-    while (rc == 0 && getline(&line, &line_cap, f) != -1) {
+    ssize_t got;
+    while (rc == 0 && (got = getline(&line, &line_cap, f)) != -1) {
         lineno++;
+        if (memchr(line, '\0', (size_t)got) != NULL) {
+            fprintf(stderr, "dv-replay: %s: line %u: holds a NUL byte\n", path, lineno);
+            rc = -1;
+            break;
+        }
         if (lineno == 1) {
             if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId", 57) == 0)
                 ours = true;
@@ -431,7 +456,7 @@ static int load(const char *path)
             rc = -1;
             break;
         }
-        row r = {.line = row_line, .match = -1, .alloc = alloc};
+        row r = {.line = row_line, .match = -1, .prior = -1, .alloc = alloc};
         uint64_t dev = 0;
         bool of_day = false;
         bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us, &of_day) &&
@@ -452,8 +477,6 @@ static int load(const char *path)
             }
             last_us = r.time_us;
         }
-        if (r.alloc && r.size == 0)
-            continue;
         if (nrows == caprows) {
             size_t cap = caprows ? caprows * 2 : 4096;
             row *grown = realloc(rows, cap * sizeof(*rows));
@@ -489,6 +512,8 @@ static size_t home(uint64_t ptr, int device, size_t cap)
     return (size_t)(k >> 20) & (cap - 1);
 }
 
+static uint64_t zero_allocs, over_live; /* allocations skipped; at a live block */
+
 static uint64_t match(uint64_t *unmatched)
 {
     size_t cap = 16;
@@ -516,8 +541,21 @@ static uint64_t match(uint64_t *unmatched)
         if (spot == SIZE_MAX)
             spot = h;
         if (r->alloc) {
+            if (r->size == 0)
+                zero_allocs++;
             if (found != SIZE_MAX) { /* reused without its free row */
-                live -= rows[tab[found]].size;
+                row *old = &rows[tab[found]];
+                live -= old->size;
+                if (old->size != 0) {
+                    /* Replayed as a free of the old block first. */
+                    r->prior = (int32_t)tab[found];
+                    if (over_live++ < 5)
+                        fprintf(stderr,
+                                "dv-replay: line %u: allocate at 0x%" PRIx64 " while the "
+                                "block of line %u is live: that block counts as freed "
+                                "first\n",
+                                r->line, r->ptr, old->line);
+                }
                 tab[found] = (int64_t)i;
             } else {
                 tab[spot] = (int64_t)i;
@@ -558,10 +596,13 @@ static dv_stream stream_of(uint64_t key)
     return 0;
 }
 
+static _Atomic uint64_t noted[2]; /* failures seen at their row, named or not */
+
 static void note_failure(const row *r, int rc)
 {
-    uint64_t n = atomic_fetch_add(&failures[target], 1);
-    if ((int)n >= verbose_failures)
+    atomic_fetch_add(&failures[target], 1);
+    uint64_t n = atomic_fetch_add(&noted[target], 1);
+    if (n >= (uint64_t)verbose_failures)
         return;
     if (target == 1)
         fprintf(stderr, "dv-replay: peer: line %u: %" PRIu64 " bytes: refused\n", r->line, r->size);
@@ -629,6 +670,29 @@ static void pass_turn(replayer *rp, size_t i)
     pthread_mutex_unlock(&next->mu);
 }
 
+/* The free of allocation row a (replayed by any thread); zero-byte
+ * allocations were not replayed and have nothing to free. */
+static void free_row(replayer *rp, row *a)
+{
+    if (a->size == 0)
+        return;
+    int st;
+    while ((st = atomic_load_explicit(&a->state, memory_order_acquire)) == 0)
+        sched_yield(); /* allocated by another thread: not yet */
+    if (st == 3)
+        return;
+    if (target == 1) {
+        if (st == 1)
+            peer.api.free(a->p);
+    } else {
+        if (post_only && st == 1 && settled_failed(a, false))
+            st = 2;
+        dv_ref_release(a->ref); /* a refused allocation's handle too */
+    }
+    atomic_store_explicit(&a->state, 3, memory_order_relaxed);
+    rp->ops += st == 1;
+}
+
 static void replay_pass(replayer *rp)
 {
     for (size_t i = 0; i < nrows; i++) {
@@ -637,8 +701,14 @@ static void replay_pass(replayer *rp)
             continue;
         if (ordered)
             await_turn(rp, i);
-        if (r->alloc) {
+        if (r->alloc && r->size == 0) {
+            if (r->prior >= 0)
+                free_row(rp, &rows[r->prior]);
+            atomic_store_explicit(&r->state, 3, memory_order_release);
+        } else if (r->alloc) {
             int rc = DV_OK;
+            if (r->prior >= 0)
+                free_row(rp, &rows[r->prior]);
             if (target == 1) {
                 r->p = peer.api.alloc((size_t)r->size, peer.streams[stream_of(r->stream)]);
                 rc = r->p != NULL ? DV_OK : -1;
@@ -655,20 +725,7 @@ static void replay_pass(replayer *rp)
             atomic_store_explicit(&r->state, rc == DV_OK ? 1 : 2, memory_order_release);
             rp->ops++;
         } else if (r->match >= 0) {
-            row *a = &rows[r->match];
-            int st;
-            while ((st = atomic_load_explicit(&a->state, memory_order_acquire)) == 0)
-                sched_yield(); /* allocated by another thread: not yet */
-            if (target == 1) {
-                if (st == 1)
-                    peer.api.free(a->p);
-            } else {
-                if (post_only && st == 1 && settled_failed(a, false))
-                    st = 2;
-                dv_ref_release(a->ref); /* a refused allocation's handle too */
-            }
-            atomic_store_explicit(&a->state, 3, memory_order_relaxed);
-            rp->ops += st == 1;
+            free_row(rp, &rows[r->match]);
         }
         if (ordered)
             pass_turn(rp, i);
@@ -710,7 +767,14 @@ static int stack_replay(dv_resource *top, void *arg)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < nrows; i++) {
         row *r = &rows[i];
-        if (r->alloc) {
+        if (r->alloc && r->prior >= 0 &&
+            atomic_load_explicit(&rows[r->prior].state, memory_order_relaxed) == 1) {
+            (void)stack_free(top, sp, &rows[r->prior]);
+            sp->ops++;
+        }
+        if (r->alloc && r->size == 0) {
+            continue;
+        } else if (r->alloc) {
             dv_tag tag = {.name = "replay", .query_id = 0};
             int rc = dv_resource_allocate(top, r->size, stream_of(r->stream), tag, &r->block);
             if (rc != DV_OK) {
@@ -971,10 +1035,8 @@ int main(int argc, char **argv)
             backend = strcmp(argv[i], "sim") == 0    ? DV_BACKEND_SIM
                       : strcmp(argv[i], "cuda") == 0 ? DV_BACKEND_CUDA
                                                      : (dv_backend)-1;
-            if ((int)backend < 0) {
-                usage(stderr);
-                return 2;
-            }
+            if ((int)backend < 0)
+                return bad("--backend is sim or cuda, not", argv[i]);
         } else if (strcmp(argv[i], "--peer") == 0 && i + 1 < argc) {
             peer_path = argv[++i];
         } else if (strcmp(argv[i], "--peer-only") == 0) {
@@ -989,29 +1051,29 @@ int main(int argc, char **argv)
             ordered = false;
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             uint64_t n;
-            if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000) {
-                usage(stderr);
-                return 2;
-            }
+            if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000)
+                return bad("--repeat takes a number from 1 to 1000000, not", argv[i]);
             passes = (unsigned)n;
         } else if (strcmp(argv[i], "--csv") == 0) {
             csv = true;
         } else if (strcmp(argv[i], "--quiet") == 0) {
             verbose_failures = 0;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            usage(stderr);
-            return 2;
+            return bad(i + 1 == argc ? "an unknown option, or one without its value"
+                                     : "an unknown option",
+                       argv[i]);
         } else if (path == NULL) {
             path = argv[i];
         } else {
-            usage(stderr);
-            return 2;
+            return bad("one log at a time; a second", argv[i]);
         }
     }
-    if (path == NULL || (peer_only && peer_path == NULL) || (stack_mode && post_only)) {
-        usage(stderr);
-        return 2;
-    }
+    if (path == NULL)
+        return bad("no log named", NULL);
+    if (peer_only && peer_path == NULL)
+        return bad("--peer-only needs --peer LIB", NULL);
+    if (stack_mode && post_only)
+        return bad("--stack and --post do not go together", NULL);
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     cfg.backend = backend;
@@ -1064,6 +1126,7 @@ int main(int argc, char **argv)
     if (!peer_only) {
         if (dv_actor_create(&cfg, &actor) != DV_OK) {
             fprintf(stderr, "dv-replay: %s\n", dv_last_error()->message);
+            status = 2;
             goto out;
         }
         snprintf(backend_name, sizeof(backend_name), "%s", dv_actor_backend_name(actor));
@@ -1104,8 +1167,8 @@ int main(int argc, char **argv)
 
     uint64_t allocs = 0, frees = 0;
     for (size_t i = 0; i < nrows; i++) {
-        allocs += rows[i].alloc;
-        frees += !rows[i].alloc && rows[i].match >= 0;
+        allocs += rows[i].alloc && rows[i].size != 0;
+        frees += !rows[i].alloc && rows[i].match >= 0 && rows[rows[i].match].size != 0;
     }
     allocs *= passes;
     frees *= passes;
@@ -1119,6 +1182,12 @@ int main(int argc, char **argv)
     double reserved_vs = vs_reserved ? (double)ms.reserved.peak / (double)peer_reserved_peak : 0;
     double ops_vs = vs_ops ? rate / peer_rate : 0;
     uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
+    for (int who = 0; who < 2 && verbose_failures > 0; who++) {
+        uint64_t n = atomic_load(&noted[who]);
+        if (n > (uint64_t)verbose_failures)
+            fprintf(stderr, "dv-replay: %s%" PRIu64 " more refusals not named (the first %d are)\n",
+                    who == 1 ? "peer: " : "", n - (uint64_t)verbose_failures, verbose_failures);
+    }
     char b[12][32];
     /* The actor's driver work per pass: mappings made and unmapped, and
      * calls into the driver in all (the actor's start included). */
@@ -1155,6 +1224,12 @@ int main(int argc, char **argv)
         printf("  rows %zu: %" PRIu64 " allocations, %" PRIu64 " frees%s (%" PRIu64
                " frees of blocks the log never allocated, skipped)\n",
                nrows, allocs, frees, in_passes, unmatched);
+        if (zero_allocs != 0)
+            printf("  %" PRIu64 " zero-byte allocations skipped, with their frees\n", zero_allocs);
+        if (over_live != 0)
+            printf("  %" PRIu64 " allocations at the address of a live block: that block was "
+                   "freed first\n",
+                   over_live);
         printf("  peak live bytes (the trace's)      %" PRIu64 "\n", peak_live);
         if (ours) {
             printf("  peak bytes held (devactor)         %" PRIu64 "%s\n", ms.bytes.peak,

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..46"
+echo "1..56"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -245,4 +245,51 @@ check "per pass: $(field "$out" 10) mappings made, $(field "$out" 11) unmapped, 
     "$(yes_if numbers "$(field "$out" 10)" "$(field "$out" 11)" "$(field "$out" 12)")"
 check "the cnn trace maps memory (>= 1 per pass) and calls the driver more often than that" \
     "$(yes_if awk -v m="$(field "$out" 10)" -v c="$(field "$out" 12)" 'BEGIN { exit !(m >= 1 && c > m) }')"
+# Zero-byte allocations are skipped with their frees (none of which is
+# "never allocated"); an allocation at a live block's address frees that
+# block first (the trace's live peak and devactor's held peak agree).
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,0,0\n1,2.0,allocate,0x2000,100,0\n1,3.0,free,0x1000,0,0\n1,4.0,free,0x2000,100,0\n' >"$tmp/zero.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/zero.csv" 2>&1)
+check "a zero-byte allocation and its free are skipped: 1 allocation, 1 free, peak 100" \
+    "$(yes_if test "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 1,1,100)"
+out=$(DV_BACKEND=sim "$replay" "$tmp/zero.csv" 2>&1)
+check "the report says so, and no free is counted as never allocated" \
+    "$(yes_if sh -c 'echo "$1" | grep -q "1 zero-byte allocations skipped" && echo "$1" | grep -q "(0 frees of blocks the log never"' - "$out")"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,2000,0\n1,2.0,allocate,0x1000,3000,0\n1,3.0,free,0x1000,3000,0\n' >"$tmp/twice.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/twice.csv" 2>&1)
+check "an allocation at a live block's address: peak live $(field "$out" 5), held $(field "$out" 6) (both 3000)" \
+    "$(yes_if test "$(field "$out" 5),$(field "$out" 6)" = 3000,3000)"
+check "and a warning names its line and the live block's" \
+    "$(yes_if sh -c 'echo "$1" | grep -q "line 3: allocate at 0x1000 while the block of line 2 is live"' - "$out")"
+# More than 20 failures: 20 named, the rest counted on stderr.
+{ echo 'Thread,Time,Action,Pointer,Size,Stream'
+  i=1; while [ $i -le 25 ]; do printf '1,%d.0,allocate,0x%x,268435456,0\n' $i $((i * 4096)); i=$((i + 1)); done
+} >"$tmp/many.csv"
+out=$(DV_BACKEND=sim "$replay" --conf budget:4M "$tmp/many.csv" 2>&1)
+rc=$?
+check "25 refusals: exit $rc, 20 named, the other 5 said" \
+    "$(yes_if sh -c 'test "$2" = 1 && test "$(echo "$1" | grep -c "^dv-replay: line")" = 20 && echo "$1" | grep -q "5 more refusals not named"' - "$out" $rc)"
+# A line holding a NUL byte, an impossible time of day: the log refused.
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x10,5,0\n\000\000\n' >"$tmp/nul.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/nul.csv" 2>&1)
+rc=$?
+check "a line with a NUL byte: exit $rc, named" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 3: holds a NUL byte"' - "$out" $rc)"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,25:61:99.5,allocate,0x10,5,0\n' >"$tmp/tod.csv"
+DV_BACKEND=sim "$replay" "$tmp/tod.csv" >/dev/null 2>&1
+rc=$?
+check "a time of day 25:61:99.5 does not parse (exit $rc)" "$(yes_if test $rc = 1)"
+# Usage errors say what was wrong (exit 2); an actor that cannot be made
+# exits 2 as well.
+out=$("$replay" --repeat 4294967297 "$tmp/tod.csv" 2>&1)
+rc=$?
+check "--repeat 4294967297: exit $rc, the reason given" \
+    "$(yes_if sh -c 'test "$2" = 2 && echo "$1" | grep -q "repeat takes a number"' - "$out" $rc)"
+out=$("$replay" --backend sim "$tmp/zero.csv" extra 2>&1)
+rc=$?
+check "a second log: exit $rc, named" \
+    "$(yes_if sh -c 'test "$2" = 2 && echo "$1" | grep -q "a second: extra"' - "$out" $rc)"
+"$replay" --backend sim --conf streams:0 "$tmp/zero.csv" >/dev/null 2>&1
+rc=$?
+check "--conf streams:0 (the actor refuses it): exit $rc" "$(yes_if test $rc = 2)"
 exit $failed
