@@ -165,6 +165,53 @@ static const char *kind_name(int kind)
 /* Something is about to be enqueued on stream (dv__drv_stream_work). */
 #define ENQUEUES(stream) (OBJ(stream)->work++)
 
+/* Before work whose end is open is enqueued: it may wait for another
+ * stream, the host or another process (a stream wait, a host function, a
+ * value wait, the native stream handed to a task or library, a captured
+ * graph).  The armed hooks run first, so that a use a tracker marked is
+ * captured before such work is queued behind it.  A hook's failure (the
+ * context lost) fails the call. */
+static int run_hooks(dv_drv_obj *o)
+{
+    uint8_t armed = o->armed;
+    int rc = DV_OK;
+    o->armed = 0; /* a hook's own calls do not run it again */
+    for (unsigned i = 0; i < o->nhooks; i++)
+        if ((armed & (1u << i)) && o->hooks[i].fn != NULL && rc == DV_OK)
+            rc = o->hooks[i].fn(o->hooks[i].arg, (dv_drv_stream *)o);
+    return rc;
+}
+#define OPEN_HOOKS(stream)                                                                         \
+    (OBJ(stream)->armed != 0 && !OBJ(stream)->capturing ? run_hooks(OBJ(stream)) : DV_OK)
+
+int dv__drv_stream_hook(dv_drv_stream *stream, dv_drv_stream_hook fn, void *arg)
+{
+    if (!obj_alive(stream, DV_DRV_STREAM) || fn == NULL)
+        return -1;
+    dv_drv_obj *o = OBJ(stream);
+    for (unsigned i = 0; i < o->nhooks; i++)
+        if (o->hooks[i].fn == NULL) {
+            o->hooks[i] = (struct dv_drv_hook){fn, arg};
+            return (int)i;
+        }
+    if (o->nhooks == DV_DRV_STREAM_HOOKS)
+        return -1;
+    o->hooks[o->nhooks] = (struct dv_drv_hook){fn, arg};
+    return o->nhooks++;
+}
+
+void dv__drv_stream_unhook(dv_drv_stream *stream, dv_drv_stream_hook fn, void *arg)
+{
+    if (!obj_alive(stream, DV_DRV_STREAM))
+        return;
+    dv_drv_obj *o = OBJ(stream);
+    for (unsigned i = 0; i < o->nhooks; i++)
+        if (o->hooks[i].fn == fn && o->hooks[i].arg == arg) {
+            o->hooks[i] = (struct dv_drv_hook){NULL, NULL};
+            o->armed &= (uint8_t)~(1u << i);
+        }
+}
+
 /* Map a backend's raw code: 0 stays 0, else detail and status. */
 static int drv_result(dv_driver *drv, dv_drv_call call, int code)
 {
@@ -625,6 +672,9 @@ int dv__drv_stream_wait_event(dv_drv_stream *stream, dv_drv_event *event)
     if (OBJ(stream)->drv != OBJ(event)->drv)
         return dv__fail(DV_EINVAL, "stream_wait_event",
                         "stream_wait_event: event belongs to another driver");
+    int hooked = OPEN_HOOKS(stream);
+    if (hooked != DV_OK)
+        return hooked;
     ENQUEUES(stream);
     int rc = drv_result(OBJ(stream)->drv, DV_CALL_STREAM_WAIT_EVENT,
                         OPS(stream)->stream_wait_event(OBJ(stream), OBJ(event)));
@@ -1038,6 +1088,9 @@ int dv__drv_value_ops(dv_drv_stream *stream, const dv_drv_value_op *ops, unsigne
         if (ops[i].addr == 0 || ops[i].addr % 4 != 0)
             return dv__fail(DV_EINVAL, "batch_mem_op",
                             "batch_mem_op: operation %u's address is NULL or not 4-aligned", i);
+    int hooked = OPEN_HOOKS(stream);
+    if (hooked != DV_OK)
+        return hooked;
     ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_VALUE_OPS,
                       OPS(stream)->value_ops(OBJ(stream), ops, n));
@@ -1048,6 +1101,9 @@ int dv__drv_launch_host_fn(dv_drv_stream *stream, dv_host_fn fn, void *arg)
     CHECK_OBJ(stream, DV_DRV_STREAM, "launch_host_fn");
     if (fn == NULL)
         return dv__fail(DV_EINVAL, "launch_host_fn", "launch_host_fn: fn is NULL");
+    int hooked = OPEN_HOOKS(stream);
+    if (hooked != DV_OK)
+        return hooked;
     ENQUEUES(stream);
     return drv_result(OBJ(stream)->drv, DV_CALL_HOST_FN,
                       OPS(stream)->host_fn(OBJ(stream), fn, arg));
@@ -1062,6 +1118,8 @@ void dv__drv_stream_touched(dv_drv_stream *stream)
 void *dv__drv_stream_native(dv_drv_stream *stream)
 {
     if (!obj_alive(stream, DV_DRV_STREAM) || OPS(stream)->native_stream == NULL)
+        return NULL;
+    if (OPEN_HOOKS(stream) != DV_OK)
         return NULL;
     ENQUEUES(stream); /* whoever asks may enqueue on it */
     return OPS(stream)->native_stream(OBJ(stream));
@@ -1082,9 +1140,15 @@ void *dv__drv_stream_native(dv_drv_stream *stream)
 int dv__drv_capture_begin(dv_drv_stream *stream)
 {
     CAPTURE_OP(stream, capture_begin, "capture_begin");
+    int hooked = OPEN_HOOKS(stream);
+    if (hooked != DV_OK)
+        return hooked;
     ENQUEUES(stream);
     int rc = OPS(stream)->capture_begin(OBJ(stream));
-    return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "capture_begin", rc);
+    if (rc != DV_CU_SUCCESS)
+        return dv__fail_driver(OBJ(stream)->drv, "capture_begin", rc);
+    OBJ(stream)->capturing = true;
+    return DV_OK;
 }
 
 int dv__drv_capture_any(dv_drv_stream *stream, bool *any)
@@ -1102,6 +1166,7 @@ int dv__drv_capture_end(dv_drv_stream *stream, dv_drv_graph **graph)
     CHECK_PTR(graph, "graph", "capture_end");
     *graph = NULL;
     int rc = OPS(stream)->capture_end(OBJ(stream), graph);
+    OBJ(stream)->capturing = false; /* ended, or invalidated and ended */
     return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "capture_end", rc);
 }
 
@@ -1119,6 +1184,9 @@ int dv__drv_graph_launch(dv_drv_graph *graph, dv_drv_stream *stream)
     CHECK_OBJ(stream, DV_DRV_STREAM, "graph_launch");
     if (graph == NULL || *(dv_driver **)graph != OBJ(stream)->drv)
         return dv__fail(DV_EINVAL, "graph_launch", "graph_launch: no graph, or another driver's");
+    int hooked = OPEN_HOOKS(stream);
+    if (hooked != DV_OK)
+        return hooked;
     ENQUEUES(stream);
     int rc = OPS(stream)->graph_launch(graph, OBJ(stream));
     return rc == DV_CU_SUCCESS ? DV_OK : dv__fail_driver(OBJ(stream)->drv, "graph_launch", rc);

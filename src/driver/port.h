@@ -354,6 +354,23 @@ void *dv__drv_stream_native(dv_drv_stream *stream);
  * native stream (a task or library enqueues on it directly).  Recording an
  * event on it or waiting for it does not move it.  The owner thread's. */
 static inline uint64_t dv__drv_stream_work(const dv_drv_stream *stream);
+/*
+ * Hooks: fn(arg, stream) runs once before the next call that enqueues
+ * work whose end is open on the stream (a stream wait, a host function, a
+ * value wait, the native stream handed out, a capture begun, a graph
+ * launched) after dv__drv_stream_arm(stream, slot), before its work is
+ * counted; not while the stream captures (it stays armed).  A tracker
+ * uses one to record an event after a block's use, before work that may
+ * wait for the host or another stream is queued behind it.  A hook's
+ * status other than DV_OK (its detail set) fails the enqueuing call.  dv__drv_stream_hook answers the slot, or -1 when
+ * the stream has DV_DRV_STREAM_HOOKS already or is not alive;
+ * dv__drv_stream_unhook forgets fn with arg (no-op when not there).
+ */
+#define DV_DRV_STREAM_HOOKS 4
+typedef int (*dv_drv_stream_hook)(void *arg, dv_drv_stream *stream);
+int dv__drv_stream_hook(dv_drv_stream *stream, dv_drv_stream_hook fn, void *arg);
+void dv__drv_stream_unhook(dv_drv_stream *stream, dv_drv_stream_hook fn, void *arg);
+static inline void dv__drv_stream_arm(dv_drv_stream *stream, int slot);
 /* Something may have been enqueued on stream behind the port's back (a
  * task's work on its native stream): the count moves. */
 void dv__drv_stream_touched(dv_drv_stream *stream);
@@ -515,11 +532,25 @@ typedef struct dv_drv_obj {
     void *shadow; /* a context's observer; an event's or stream's observer data */
     /* A stream's: bumped by every call that enqueues on it (dv__drv_stream_work). */
     uint64_t work;
+    /* A stream's: hooks run once before the next open-ended enqueue on it,
+     * each while its bit of armed is set (dv__drv_stream_arm), never while
+     * the stream captures. */
+    uint8_t armed, nhooks;
+    bool capturing;
+    struct dv_drv_hook {
+        dv_drv_stream_hook fn;
+        void *arg;
+    } hooks[DV_DRV_STREAM_HOOKS];
 } dv_drv_obj;
 
 static inline uint64_t dv__drv_stream_work(const dv_drv_stream *stream)
 {
     return ((const dv_drv_obj *)(const void *)stream)->work;
+}
+
+static inline void dv__drv_stream_arm(dv_drv_stream *stream, int slot)
+{
+    ((dv_drv_obj *)(void *)stream)->armed |= (uint8_t)(1u << slot);
 }
 
 typedef struct dv_driver_ops {

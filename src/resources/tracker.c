@@ -40,10 +40,15 @@ static void free_reads(dv_tracked b, void *arg)
     dv__tracker_free_reads(b);
 }
 
+static int capture_hook(void *arg, dv_drv_stream *stream);
+
 void dv__tracker_destroy(dv_tracker *t)
 {
     if (t == NULL)
         return;
+    for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
+        if (t->st[s].hooked != NULL)
+            dv__drv_stream_unhook(t->st[s].hooked, capture_hook, &t->st[s]);
     for (uint32_t s = 0; s < DV_MAX_STREAMS; s++)
         for (int i = 0; i < DV__TRACK_RING; i++)
             if (t->st[s].ring[i].ev != NULL)
@@ -134,6 +139,55 @@ int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoc
         return DV_OK;
     }
     return record(t, stream, &last);
+}
+
+/*
+ * A use marked on a stream is captured by an event before work whose end
+ * is open is enqueued behind it (the driver stream's hook, armed by the
+ * use, runs before a stream wait, a host function, a task's or library's
+ * native stream, a graph): a stream that uses the block later waits for
+ * that use and at most the kernels, copies and sets the actor queued
+ * after it, never for a task, a collective or a wait for the host.  (A
+ * record before every enqueue would cost an event per operation.)
+ * Where nothing was enqueued since the newest event, that event captures
+ * the use at no cost.  A record that fails leaves the capture to the wait
+ * (the event then recorded at the stream's tail), unless the context is
+ * lost: then the enqueue fails with the record's error.
+ */
+static int capture_hook(void *arg, dv_drv_stream *stream)
+{
+    struct dv__track_stream *s = arg;
+    if (s->epoch <= s->recorded)
+        return DV_OK;
+    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
+    /* (Not under the stream-order checker: it orders by the records it
+     * sees, and an event recorded before a step does not cover it.) */
+    if (last->ev != NULL && last->epoch == s->recorded && !s->owner->env->fence_always &&
+        dv__drv_stream_work(stream) == s->work) {
+        last->epoch = s->epoch;
+        s->recorded = s->epoch;
+        return DV_OK;
+    }
+    dv_error_detail saved = *dv_last_error(); /* the enqueue's caller's */
+    int rc = record(s->owner, s->id, &last);
+    /* A lost context is the enqueue's answer too, named by the record. */
+    if (rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST)
+        return rc;
+    *dv__detail() = saved;
+    return DV_OK;
+}
+
+void dv__tracker_hook(dv_tracker *t, dv_stream_id stream)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    dv_drv_stream *ds = t->env->streams[stream];
+    if (s->hooked != NULL)
+        dv__drv_stream_unhook(s->hooked, capture_hook, s);
+    s->owner = t;
+    s->id = (uint16_t)stream;
+    s->hooked = ds;
+    int slot = ds != NULL ? dv__drv_stream_hook(ds, capture_hook, s) : -1;
+    s->hook = (int8_t)(slot < 0 ? -1 : slot + 1);
 }
 
 int dv__tracker_capture(dv_tracker *t, dv_stream_id stream)
@@ -396,6 +450,7 @@ void dv__tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_acc
 {
     dv_track_entry *e = dv__tracker_entry(t, b);
     dv_stream_pos pos = {stream, dv__tracker_mark(t, stream)};
+    dv__tracker_arm(t, stream);
     if (a == DV_ACCESS_READ) {
         add_read(t, e, pos);
         update_cross(b, stream);
@@ -412,5 +467,6 @@ void dv__tracker_finish(dv_tracker *t, dv_tracked b, dv_stream_id stream, dv_acc
 void dv__tracker_record(dv_tracker *t, dv_tracked b, dv_stream_id stream)
 {
     add_read(t, dv__tracker_entry(t, b), (dv_stream_pos){stream, dv__tracker_mark(t, stream)});
+    dv__tracker_arm(t, stream);
     update_cross(b, stream);
 }

@@ -229,7 +229,7 @@ int dv__check_stream(const dv_res_env *env, dv_stream_id stream, const char *op)
  * Only tracker.c and the inline functions below touch it.
  * ------------------------------------------------------------------------ */
 
-#define DV__TRACK_RING 8 /* events per stream */
+#define DV__TRACK_RING 32 /* events per stream */
 
 struct dv__track_ring_slot {
     dv_drv_event *ev;
@@ -244,6 +244,12 @@ struct dv__track_stream {
     uint64_t passed;   /* newest epoch the device was seen past (an event done) */
     struct dv__track_ring_slot ring[DV__TRACK_RING];
     uint32_t next; /* slot the next record uses */
+    /* The driver stream's hook that captures a use before the next enqueue
+     * (dv__tracker_finish): its slot + 1, 0 not yet asked, -1 none to be had. */
+    int8_t hook;
+    uint16_t id;            /* this stream's id */
+    struct dv_tracker *owner; /* the hook's way back */
+    dv_drv_stream *hooked;  /* the driver stream the hook is on */
     /* waited[s]: the epoch of stream s this stream already waits for. */
     uint64_t waited[DV_MAX_STREAMS];
 };
@@ -287,6 +293,21 @@ void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op);
 static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream)
 {
     return ++t->st[stream].epoch;
+}
+
+/* The stream's hook asked for (tracker.c), once per driver stream. */
+void dv__tracker_hook(dv_tracker *t, dv_stream_id stream);
+
+/* What was marked on stream is captured by an event before work whose
+ * end is open is enqueued there (the driver stream's hook; tracker.c). */
+static inline void dv__tracker_arm(dv_tracker *t, dv_stream_id stream)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    dv_drv_stream *ds = t->env->streams[stream];
+    if (s->hooked != ds)
+        dv__tracker_hook(t, stream);
+    if (s->hook > 0)
+        dv__drv_stream_arm(ds, s->hook - 1);
 }
 
 static inline bool dv__tracker_known_passed(const dv_tracker *t, dv_stream_pos pos)
@@ -373,6 +394,7 @@ static inline dv_tracked dv__tracker_insert(dv_tracker *t, dv_block *block, uint
                  (uint64_t)block->alloc_stream << DV_TRACK_STREAM_SHIFT | DV_TRACK_LIVE;
     b.hot->owner = owner;
     b.hot->alloc_epoch = (uint32_t)dv__tracker_mark(t, block->alloc_stream);
+    dv__tracker_arm(t, block->alloc_stream);
     block->slot = slot;
     dv__tracker_live_add(t, 1);
     return b;
