@@ -207,6 +207,7 @@ struct dv_actor {
 
     /* Health: written by the actor under health_mu, read by anyone. */
     pthread_mutex_t health_mu;
+    pthread_mutex_t stop_mu; /* one thread stops the actor; another waits for it */
     dv_actor_health health;
     dv_error_detail last_hazard; /* under health_mu */
     /* The CUDA context's instance: +1 at every reset of the context itself
@@ -272,6 +273,8 @@ void dv__actor_link(dv_actor *a);
 void dv__task_scratch_release(dv_actor *a);
 /* The allocation log's row for a refusal the actor answered (ops.c). */
 void dv__log_refused(dv_actor *a, uint32_t thread, uint64_t bytes, dv_stream_id s, dv_tag tag);
+/* Wake the threads in dv_alloc_wait (a release, a shutdown, the actor lost). */
+void dv__memory_waiters_wake(dv_actor *a);
 /* The actor of a task's context, or NULL (DV_EINVAL) outside the task. */
 dv_actor *dv__task_actor(const dv_task_ctx *ctx, const char *op);
 void dv__host_jobs_sweep(dv_actor *a);

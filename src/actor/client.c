@@ -402,6 +402,13 @@ int dv_alloc_wait(dv_actor *a, uint64_t bytes, dv_stream stream, const char *tag
     return rc;
 }
 
+/* Shut down or lost: the try that follows answers so at once. */
+static bool memory_ends(dv_actor *a)
+{
+    int st = atomic_load_explicit(&a->state, memory_order_acquire);
+    return st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED || st == DV_ACTOR_LOST;
+}
+
 /* dv_alloc_wait looks at the other clients at least this often. */
 #define WAIT_SLICE_NS 50000000u /* 50 ms */
 
@@ -435,7 +442,7 @@ static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const 
          * taken (a free among them may release). */
         for (bool joined = true;
              atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen &&
-             now < deadline;
+             now < deadline && !memory_ends(a);
              joined = false) {
             uint32_t live = dv__inbox_live_clients(a->inbox);
             /* Everyone else waits too (the last to join is refused), or no

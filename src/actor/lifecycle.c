@@ -448,6 +448,7 @@ static void actor_free(dv_actor *a)
     if (a->own_drv)
         dv__driver_close(a->drv);
     pthread_mutex_destroy(&a->health_mu);
+    pthread_mutex_destroy(&a->stop_mu);
     free(a);
 }
 
@@ -521,6 +522,7 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     a->registered = registered;
     a->events.next = a->events.prev = &a->events;
     pthread_mutex_init(&a->health_mu, NULL);
+    pthread_mutex_init(&a->stop_mu, NULL);
     atomic_init(&a->state, DV_ACTOR_RUNNING);
     a->health.state = DV_ACTOR_RUNNING;
     a->health.context_generation = 1;
@@ -628,6 +630,7 @@ static void actor_stop(dv_actor *a)
     if (a->health.state != DV_ACTOR_LOST)
         a->health.state = DV_ACTOR_STOPPING;
     pthread_mutex_unlock(&a->health_mu);
+    dv__memory_waiters_wake(a); /* dv_alloc_wait: refused at once now */
     /* Every poster that saw RUNNING has enqueued by now (the handshake
      * with post_enter, base/fence.h). */
     dv__hazard_wait(a);
@@ -659,9 +662,15 @@ static int shutdown_as(dv_actor *a, const char *op)
     int rc = may_stop(a, op);
     if (rc != DV_OK || atomic_load(&a->state) == DV_ACTOR_STOPPED)
         return rc;
-    if (a->registered)
-        dv__registry_forget(a);
-    actor_stop(a);
+    /* Two threads may shut it down at once: one stops it (joins its
+     * thread), the other waits for that and finds it stopped. */
+    pthread_mutex_lock(&a->stop_mu);
+    if (atomic_load(&a->state) != DV_ACTOR_STOPPED) {
+        if (a->registered)
+            dv__registry_forget(a);
+        actor_stop(a);
+    }
+    pthread_mutex_unlock(&a->stop_mu);
     return DV_OK;
 }
 

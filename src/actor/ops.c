@@ -82,10 +82,14 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
 /* Clients wait for memory (dv_alloc_wait): some was released. */
 static void memory_released(dv_actor *a)
 {
-    if (atomic_load_explicit(&a->mem_interest, memory_order_relaxed) != 0) {
-        atomic_fetch_add_explicit(&a->mem_released, 1, memory_order_release);
-        dv__futex_wake_all(&a->mem_released);
-    }
+    if (atomic_load_explicit(&a->mem_interest, memory_order_relaxed) != 0)
+        dv__memory_waiters_wake(a);
+}
+
+void dv__memory_waiters_wake(dv_actor *a)
+{
+    atomic_fetch_add_explicit(&a->mem_released, 1, memory_order_release);
+    dv__futex_wake_all(&a->mem_released);
 }
 
 /* The allocation log's row for a refusal the actor answered: its own log

@@ -91,6 +91,7 @@ void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault)
     a->health.state = DV_ACTOR_LOST;
     pthread_mutex_unlock(&a->health_mu);
     dv__inbox_kick(a->inbox); /* it fails what it holds */
+    dv__memory_waiters_wake(a); /* dv_alloc_wait: refused at once now */
 }
 
 /* ------------------------------------------------------------------------

@@ -10,7 +10,10 @@
  *     is shut down;
  *   - after fork(), the child's calls on inherited actors answer
  *     DV_EFORKED, and a new actor works in the child;
- *   - create/destroy cycles with work in flight never hang (watchdog).
+ *   - create/destroy cycles with work in flight never hang (watchdog);
+ *   - two threads shutting one actor down at once both return;
+ *   - a thread in dv_alloc_wait is answered at once when the actor is shut
+ *     down or lost, not at the end of its timeout.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -555,6 +558,100 @@ static void test_get_during_shutdown(void)
        atomic_load(&get_busy), atomic_load(&get_other));
 }
 
+/* Two threads shut one actor down at once: both return DV_OK (the
+ * second waits for the first's stop instead of joining its thread too). */
+static dv_actor *shutting;
+static atomic_int shut_rc[2];
+static void *shutter(void *arg)
+{
+    atomic_store(&shut_rc[(intptr_t)arg], dv_actor_shutdown(shutting));
+    return NULL;
+}
+
+static void test_double_shutdown(void)
+{
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    int bad = 0, made = 0;
+    for (int i = 0; i < 20; i++) {
+        if (dv_actor_create(&cfg, &shutting) != DV_OK)
+            continue;
+        made++;
+        pthread_t t[2];
+        for (intptr_t k = 0; k < 2; k++)
+            pthread_create(&t[k], NULL, shutter, (void *)k);
+        for (int k = 0; k < 2; k++)
+            pthread_join(t[k], NULL);
+        bad += atomic_load(&shut_rc[0]) != DV_OK || atomic_load(&shut_rc[1]) != DV_OK;
+        dv_actor_destroy(shutting);
+    }
+    ok(made == 20 && bad == 0,
+       "two threads shut one actor down at once, 20 times: both return DV_OK (%d made, %d not)",
+       made, bad);
+}
+
+/* A thread in dv_alloc_wait (a 30 s timeout) while the actor is shut down
+ * or lost: answered DV_ESHUTDOWN or DV_EDEVICE_LOST within a second. */
+static dv_actor *waited_on;
+static atomic_int wait_rc;
+static _Atomic uint64_t wait_ns;
+static void *alloc_waiter(void *arg)
+{
+    (void)arg;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    dv_ref r;
+    int rc = dv_alloc_wait(waited_on, 48 << 20, 0, "waiter", UINT64_C(30000000000), &r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_store(&wait_ns, (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+                               (uint64_t)(t1.tv_nsec - t0.tv_nsec));
+    atomic_store(&wait_rc, rc);
+    if (rc == DV_OK)
+        dv_ref_release(r);
+    return NULL;
+}
+
+static void test_alloc_wait_ends(bool lose)
+{
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    cfg.budget_bytes = 64 << 20;
+    const char *what = lose ? "the device lost" : "a shutdown";
+    if (dv_actor_create(&cfg, &waited_on) != DV_OK) {
+        ok(false, "dv_alloc_wait and %s: an actor (%s)", what, dv_last_error()->message);
+        return;
+    }
+    dv_ref held;
+    dv_alloc(waited_on, 32 << 20, 0, "held", &held);
+    dv_ref_access(held, NULL);
+    atomic_store(&wait_rc, 1);
+    pthread_t t;
+    pthread_create(&t, NULL, alloc_waiter, NULL);
+    /* The waiter is refused once, then sleeps (this thread is another
+     * client, so it is not the last): give it a moment to get there. */
+    struct timespec pause = {0, 200000000L};
+    nanosleep(&pause, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (lose) {
+        dv_sim_poison(waited_on, DV_SIM_POISON_FATAL);
+        (void)dv_memset(waited_on, held, 0, 1, 4096, 0);
+    } else {
+        dv_actor_shutdown(waited_on);
+    }
+    pthread_join(t, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    int want = lose ? DV_EDEVICE_LOST : DV_ESHUTDOWN;
+    ok(atomic_load(&wait_rc) == want && secs < 2.0,
+       "dv_alloc_wait (30 s timeout) and %s: answered %s after %.2f s (want %s within 2 s)", what,
+       dv_err_name(atomic_load(&wait_rc)), secs, dv_err_name(want));
+    dv_ref_release(held);
+    dv_actor_destroy(waited_on);
+}
+
 static void watchdog(int sig)
 {
     (void)sig;
@@ -574,7 +671,7 @@ int main(void)
     dcfg.sim.memory_bytes = 128 << 20;
     if (dv__driver_open(&dcfg, &drv) != DV_OK)
         bail_out("no sim driver: %s", dv_last_error()->message);
-    plan(49);
+    plan(52);
     a = make(0);
     b = make(1);
     ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
@@ -611,6 +708,9 @@ int main(void)
     test_cycles();
     test_reset_shutdown();
     test_get_during_shutdown();
+    test_double_shutdown();
+    test_alloc_wait_ends(false);
+    test_alloc_wait_ends(true);
     dv__driver_close(drv);
     return tap_done();
 }
