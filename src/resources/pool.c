@@ -1061,7 +1061,8 @@ static bool kept_take(pool_res *p, uint64_t bytes, uint64_t *handle)
 
 /*
  * Map [at, at + bytes) of region ch in extents of up to 1/32 of what is
- * mapped (a granule at least, EXTENT_MAX at most): a trim gives back what
+ * mapped or 1/64 of bytes, whichever is more (a granule at least,
+ * EXTENT_MAX at most): a trim gives back what
  * lies free at that grain, and a growth makes few driver calls.  An extent
  * of the size of a kept piece (a move's donor) maps that memory again
  * rather than new memory.  Nothing stays mapped on failure, and nothing
@@ -1069,7 +1070,9 @@ static bool kept_take(pool_res *p, uint64_t bytes, uint64_t *handle)
  */
 static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
 {
-    uint64_t extent = p->chunk_bytes / 32;
+    /* (Or 1/64 of the growth where that is more: a large request on a
+     * small pool maps in few extents.) */
+    uint64_t extent = p->chunk_bytes / 32 > bytes / 64 ? p->chunk_bytes / 32 : bytes / 64;
     extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
     extent &= ~(p->granule - 1);
     if (p->nkept > 0)
@@ -1599,6 +1602,15 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     if (step > 64 * MIB)
         step = 64 * MIB;
     step &= ~(g - 1);
+    if (p->va_step != 0 && need > p->va_step) {
+        /* More than the device holds: refused before anything is mapped. */
+        int rc2 = dv__fail(DV_EDEVICE_OOM, "allocate",
+                           "allocate: %llu bytes is more than the device's %llu",
+                           (unsigned long long)need, (unsigned long long)p->va_step);
+        dv__detail()->requested = need;
+        dv__detail()->remaining = p->va_step;
+        return rc2;
+    }
     for (int attempt = 0;; attempt++) {
         if ((rc = spare_reserve(p, 4)) != DV_OK)
             return rc;

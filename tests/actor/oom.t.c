@@ -14,13 +14,16 @@
  *   - two threads that each hold half of a budget and each wait for more
  *     do not wait out their timeouts: the last to wait is refused, frees
  *     its half, and the other gets it;
- *   - inside a task dv_alloc_wait answers DV_EDEADLK.
+ *   - inside a task dv_alloc_wait answers DV_EDEADLK;
+ *   - (sim) a request larger than the device is refused before anything
+ *     is mapped, and a large first request maps in few extents.
  */
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "devactor.h"
+#include "devactor_sim.h"
 #include "tap.h"
 
 /* The same on the real driver (oom_cuda.t.c), but the 64 MiB device. */
@@ -348,6 +351,50 @@ static void test_in_task(void)
         dv_actor_shutdown(a);
 }
 
+/* ---- Sizes against the device (sim: its calls are counted) ---- */
+
+static uint64_t maps_of(dv_actor *a)
+{
+    uint64_t n = 0;
+    dv_sim_call_count(a, "mem_map", &n);
+    return n;
+}
+
+static void test_sizes(void)
+{
+    dv_actor *a = make_with(0, NULL, NULL, true, 64 * MIB);
+    if (a == NULL) {
+        ok(false, "an actor on a 64 MiB device");
+        ok(false, "(skipped)");
+        ok(false, "(skipped)");
+        return;
+    }
+    uint64_t before = maps_of(a);
+    dv_ref r;
+    dv_alloc(a, 1024 * MIB, 0, "too-big", &r);
+    int rc = dv_ref_access(r, NULL);
+    const char *msg = dv_last_error()->message;
+    ok(rc == DV_EDEVICE_OOM && strstr(msg, "more than the device's") != NULL,
+       "1 GiB on a 64 MiB device: %s (%s)", dv_err_name(rc), msg);
+    is_u64(maps_of(a) - before, 0, "refused without a mapping tried");
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+
+    a = make_with(0, NULL, NULL, true, 1024 * MIB);
+    before = a != NULL ? maps_of(a) : 0;
+    rc = a != NULL ? dv_alloc(a, 256 * MIB, 0, "first", &r) : DV_EINVAL;
+    if (rc == DV_OK)
+        rc = dv_ref_access(r, NULL);
+    uint64_t made = a != NULL ? maps_of(a) - before : 0;
+    ok(rc == DV_OK && made >= 1 && made <= 65,
+       "a first request of 256 MiB maps in %llu extents (at most 65, not 128 granules)",
+       (unsigned long long)made);
+    if (a != NULL) {
+        dv_ref_release(r);
+        dv_actor_destroy(a);
+    }
+}
+
 int main(void)
 {
     if (OOM_ON_CUDA) {
@@ -356,7 +403,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4) + 6 + 3 + 3 + 2);
+    plan((OOM_ON_CUDA ? 2 : 4 + 3) + 6 + 3 + 3 + 2);
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
@@ -364,5 +411,7 @@ int main(void)
     test_wait_for_release();
     test_everyone_waits();
     test_in_task();
+    if (!OOM_ON_CUDA)
+        test_sizes();
     return tap_done();
 }
