@@ -191,6 +191,9 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
         rc = check_stream(a, s, op);
     if (rc != DV_OK)
         return rc;
+    /* Another driver's event is refused whether recorded yet or not. */
+    if (e->actor != a && e->actor->drv != a->drv)
+        return dv__fail(DV_EINVAL, op, "%s: the event's actor runs on another driver", op);
     /* Acquire: pairs with the acq_rel increment in record. */
     uint64_t n = atomic_load_explicit(&e->posted, memory_order_acquire);
     if (n == 0)
@@ -198,8 +201,6 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
     dv_msg m = {
         .type = DV_MSG_EVENT_WAIT, .stream = (uint16_t)s, .u.event = {.event = e, .record = n}};
     if (e->actor != a) {
-        if (e->actor->drv != a->drv)
-            return dv__fail(DV_EINVAL, op, "%s: the event's actor runs on another driver", op);
         if ((rc = wait_recorded(e, n, op)) != DV_OK)
             return rc;
         m.u.event.foreign = atomic_load_explicit(&e->drv, memory_order_acquire);

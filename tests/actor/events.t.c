@@ -344,7 +344,7 @@ int main(void)
     int rc = dv__driver_open(&dcfg, &drv);
     if (EVENTS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(71);
+    plan(73);
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
@@ -369,6 +369,23 @@ int main(void)
             skip("one device: the tests of a second actor need two");
     }
     test_destroy_twice();
+    /* Another driver's event: refused whether recorded yet or not. */
+    dv_actor_config oc;
+    dv_actor_config_init(&oc);
+    oc.backend = DV_BACKEND_SIM;
+    dv_actor *o = NULL;
+    dv_event *oe = NULL;
+    if (dv_actor_create(&oc, &o) == DV_OK && dv_event_create(o, 0, &oe) == DV_OK) {
+        is_status(dv_stream_wait_event(a, 0, oe), DV_EINVAL,
+                  "another driver's event, never recorded: refused");
+        dv_event_record(oe, 0);
+        is_status(dv_stream_wait_event(a, 0, oe), DV_EINVAL, "... and once recorded");
+        dv_event_destroy(oe);
+    } else {
+        ok(false, "an actor on a driver of its own (%s)", dv_last_error()->message);
+        ok(false, "(skipped)");
+    }
+    dv_actor_destroy(o);
     test_rebuild();
     dv_actor_stats st;
     dv_actor_stats_get(a, &st);
