@@ -233,6 +233,13 @@ static void handle_copy(dv_actor *a, const dv_envelope *e)
     if (rc == DV_OK && e->m.type == DV_MSG_DTOD &&
         (slots[1] = dv__rec_use(&r, m->other.src, m->src_offset, m->bytes, DV_ACCESS_READ)) == NULL)
         rc = dv_last_error()->status;
+    if (rc == DV_OK && e->m.type == DV_MSG_DTOD && slots[0] == slots[1] &&
+        m->offset < m->src_offset + m->bytes && m->src_offset < m->offset + m->bytes)
+        /* The device's copy of overlapping ranges is undefined. */
+        rc = dv__fail(DV_EINVAL, r.op,
+                      "%s: the ranges [%llu, +%llu) and [%llu, +%llu) of one block overlap", r.op,
+                      (unsigned long long)m->offset, (unsigned long long)m->bytes,
+                      (unsigned long long)m->src_offset, (unsigned long long)m->bytes);
     if (rc == DV_OK && e->m.type != DV_MSG_DTOD)
         dv__rec_host(&r, (uintptr_t)m->other.host, m->bytes,
                      e->m.type == DV_MSG_HTOD ? DV_READ : DV_WRITE);

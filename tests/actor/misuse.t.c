@@ -1652,6 +1652,10 @@ static void table_memory(void)
         dv_copy_dtod(A, x, 0, y, UINT64_MAX - 1, 4, 0));
     ROW("dv_copy_dtod", DV_EINVAL, "source one byte past the end",
         dv_copy_dtod(A, x, 0, y, 1, NB, 0));
+    ROW("dv_copy_dtod", DV_EINVAL, "overlapping ranges of one block",
+        dv_copy_dtod(A, x, 0, x, 8, 16, 0));
+    ROW("dv_copy_dtod", DV_OK, "ranges of one block side by side",
+        dv_copy_dtod(A, x, 0, x, 16, 16, 0));
     ROW("dv_copy_dtod", DV_EINVAL, "stream == streams", dv_copy_dtod(A, x, 0, y, 0, 16, STREAMS));
     ROW("dv_copy_dtod", DV_EINVAL, "DV_STREAM_NONE",
         dv_copy_dtod(A, x, 0, y, 0, 16, DV_STREAM_NONE));
