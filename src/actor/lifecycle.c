@@ -256,13 +256,6 @@ static bool fault_of_device(int status)
     return status == DV_ECONTEXT_LOST || status == DV_EDEVICE_LOST || status == DV_ENODEVICE;
 }
 
-static void health_set(dv_actor *a, dv_actor_state state)
-{
-    pthread_mutex_lock(&a->health_mu);
-    a->health.state = state;
-    pthread_mutex_unlock(&a->health_mu);
-}
-
 /*
  * Rebuild on a context that lives on: devactor's memory, streams, events
  * and modules go, the context stays, and with it every other library's
@@ -306,7 +299,11 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
     while (st != DV_ACTOR_STOPPING && st != DV_ACTOR_STOPPED &&
            !atomic_compare_exchange_weak(&a->state, &st, DV_ACTOR_REBUILDING))
         ;
-    health_set(a, DV_ACTOR_REBUILDING);
+    /* The health follows, unless a shutdown's STOPPING came first. */
+    pthread_mutex_lock(&a->health_mu);
+    if (atomic_load(&a->state) == DV_ACTOR_REBUILDING)
+        a->health.state = DV_ACTOR_REBUILDING;
+    pthread_mutex_unlock(&a->health_mu);
 
     dv__ref_invalidate_all(a->refs, NULL, NULL);
     dv__memstats_restart(&a->mem); /* the handles are gone */
@@ -355,11 +352,13 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
      * what was mended). */
     a->fault_mended = true;
     a->health.context_generation = dv__ref_domain_context(a->refs);
-    a->health.state = DV_ACTOR_RUNNING;
-    pthread_mutex_unlock(&a->health_mu);
-    /* A destroy may have begun meanwhile: do not undo its STOPPING. */
+    /* A destroy may have begun meanwhile: do not undo its STOPPING (in
+     * the atomic state nor in the health, which actor_stop set under the
+     * same lock). */
     int expect = DV_ACTOR_REBUILDING;
-    atomic_compare_exchange_strong(&a->state, &expect, DV_ACTOR_RUNNING);
+    if (atomic_compare_exchange_strong(&a->state, &expect, DV_ACTOR_RUNNING))
+        a->health.state = DV_ACTOR_RUNNING;
+    pthread_mutex_unlock(&a->health_mu);
     return DV_OK;
 }
 

@@ -488,6 +488,26 @@ static void *resetter(void *arg)
     return NULL;
 }
 
+/* The health while resets race the shutdown: once it read STOPPING or
+ * STOPPED, it never reads RUNNING or REBUILDING again. */
+static atomic_bool watching;
+static atomic_int health_back;
+static void *health_watcher(void *arg)
+{
+    (void)arg;
+    bool stopping = false;
+    while (atomic_load(&watching)) {
+        dv_actor_health h;
+        if (dv_actor_health_get(resetting, &h) != DV_OK)
+            continue;
+        if (h.state == DV_ACTOR_STOPPING || h.state == DV_ACTOR_STOPPED)
+            stopping = true;
+        else if (stopping && (h.state == DV_ACTOR_RUNNING || h.state == DV_ACTOR_REBUILDING))
+            atomic_fetch_add(&health_back, 1);
+    }
+    return NULL;
+}
+
 static void test_reset_shutdown(void)
 {
     dv_actor_config cfg;
@@ -500,7 +520,9 @@ static void test_reset_shutdown(void)
         if (dv_actor_create(&cfg, &resetting) != DV_OK)
             continue;
         made++;
-        pthread_t t[3];
+        pthread_t t[3], w;
+        atomic_store(&watching, true);
+        pthread_create(&w, NULL, health_watcher, NULL);
         for (int k = 0; k < 3; k++)
             pthread_create(&t[k], NULL, resetter, NULL);
         struct timespec pause = {0, 5000000L};
@@ -508,12 +530,16 @@ static void test_reset_shutdown(void)
         dv_actor_shutdown(resetting);
         for (int k = 0; k < 3; k++)
             pthread_join(t[k], NULL);
+        atomic_store(&watching, false);
+        pthread_join(w, NULL);
         dv_actor_destroy(resetting);
     }
     ok(made == rounds && atomic_load(&reset_bad) == 0,
        "%d actors shut down while three threads reset them: every reset returned (%d made, %d "
        "answered other than DV_OK or DV_ESHUTDOWN)",
        rounds, made, atomic_load(&reset_bad));
+    is_int(atomic_load(&health_back), 0,
+           "the health, once STOPPING, never read RUNNING or REBUILDING again");
 }
 
 /* dv_actor_get while the process-wide actor is being shut down: it waits
@@ -671,7 +697,7 @@ int main(void)
     dcfg.sim.memory_bytes = 128 << 20;
     if (dv__driver_open(&dcfg, &drv) != DV_OK)
         bail_out("no sim driver: %s", dv_last_error()->message);
-    plan(52);
+    plan(53);
     a = make(0);
     b = make(1);
     ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
