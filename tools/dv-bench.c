@@ -725,9 +725,11 @@ static void bench_pairs(dv_actor *on, dv_actor *off, peer *p)
     for (int k = 0; k < PAIR_SIZES; k++) {
         double d = median_of(v[0][k], PAIR_ROUNDS), o = median_of(v[1][k], PAIR_ROUNDS);
         double q = p->api.lib ? median_of(v[2][k], PAIR_ROUNDS) : 0;
-        if (csv)
+        if (csv && q > 0)
             printf("pairs,one client,%llu,%.1f,%.1f,%.1f,%.3f\n", (unsigned long long)sizes[k], d,
-                   o, q, q > 0 ? d / q : 0.0);
+                   o, q, d / q);
+        else if (csv) /* no peer: not known */
+            printf("pairs,one client,%llu,%.1f,%.1f,n/a,n/a\n", (unsigned long long)sizes[k], d, o);
         else if (q > 0)
             printf("  %-8llu %10.1f %16.1f %12.1f %14.3f %13.1f%%\n", (unsigned long long)sizes[k],
                    d, o, q, d / q, 100.0 * (d - o) / o);
@@ -856,6 +858,8 @@ static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double sec
     double p99_pp = 0, p99_rt = 0;
     peer pr;
     bool have_peer = peer_load(&pr, peer_path, device);
+    if (peer_path != NULL && !have_peer)
+        bench_failed = true; /* said on stderr by peer_load */
     double pp = bench_pingpong(100000, &p99_pp);
     dv_actor *a = bench_actor(drv, device, false, true);
     dv_actor *unordered = bench_actor(drv, device, false, false);
@@ -2469,10 +2473,12 @@ static void usage(FILE *out)
                  "          The sim: two simulated devices, 1 and 4 MiB, devactor alone\n"
                  "          (no NCCL there to call directly)\n"
                  "\n"
-                 "  --seconds S    time per measurement (default 0.3)\n"
+                 "  --seconds S    time per measurement (default 0.3; up to 3600; random runs\n"
+                 "                 a fixed number of rounds and launch a fixed number of launches)\n"
                  "  --max-size B   largest random_allocations size (default 65536)\n"
                  "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
-                 "                 caching allocator; also DV_BENCH_PEER\n"
+                 "                 caching allocator; also DV_BENCH_PEER (one that does not\n"
+                 "                 load is a failed measurement: exit 1)\n"
                  "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
                  "  --conf TEXT    the collectives section's actors' configuration, in\n"
                  "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1)\n"
@@ -2568,9 +2574,14 @@ int main(int argc, char **argv)
                 return bad_value("--section", optarg);
             section = optarg;
             break;
-        case 't':
-            seconds = atof(optarg);
+        case 't': {
+            char *end = NULL;
+            errno = 0;
+            seconds = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(seconds > 0) || seconds > 3600)
+                return bad_value("--seconds", optarg);
             break;
+        }
         case 'm':
             if (!whole_number(optarg, &max_size))
                 return bad_value("--max-size", optarg);

@@ -5,7 +5,7 @@
 # devactor's rows alone), whose rows must each carry a time.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..8"
+echo "1..11"
 
 # Rows whose field count is not their header's: quoted fields' insides
 # dropped, then fields counted per line.
@@ -93,6 +93,32 @@ if [ "$rc1" -eq 2 ] && [ "$rc2" -eq 2 ]; then
     echo "ok 8 - an unknown backend and a stray argument: exit 2"
 else
     echo "not ok 8 - an unknown backend: exit $rc1, a stray argument: exit $rc2"
+    failed=1
+fi
+"$bench" --backend sim --section alloc --seconds inf >/dev/null 2>&1
+rc=$?
+if [ "$rc" -eq 2 ]; then
+    echo "ok 9 - --seconds inf: exit 2"
+else
+    echo "not ok 9 - --seconds inf: exit $rc"
+    failed=1
+fi
+# A peer that does not load: the actor section still runs, its peer
+# columns read n/a (not 0), and the exit status says a measurement failed.
+out=$("$bench" --backend sim --csv --section actor --seconds 0.01 --peer /nonexistent-peer.so 2>/dev/null)
+rc=$?
+if [ "$rc" -eq 1 ]; then
+    echo "ok 10 - a peer that does not load: exit 1"
+else
+    echo "not ok 10 - a peer that does not load: exit $rc"
+    failed=1
+fi
+na=$(printf '%s\n' "$out" | grep -c '^pairs,one client,[0-9]*,[0-9.]*,[0-9.]*,n/a,n/a$')
+if [ "$na" -eq 4 ]; then
+    echo "ok 11 - without a peer, the pairs rows' peer columns read n/a (4 rows)"
+else
+    echo "not ok 11 - without a peer, $na of 4 pairs rows read n/a"
+    printf '%s\n' "$out" | grep '^pairs' | sed 's/^/# /'
     failed=1
 fi
 exit $failed
