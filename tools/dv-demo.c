@@ -4,7 +4,9 @@
  * streams, timing events, a read back and a check.  Everything here is
  * what a program that uses devactor writes.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,14 +77,25 @@ int main(int argc, char **argv)
             }
             break;
         case 'd':
-            cfg.device = atoi(optarg);
-            break;
         case 'n':
-            n = strtoull(optarg, NULL, 0);
+        case 'r': {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 0);
+            if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-' ||
+                (c != 'n' && v > INT_MAX)) {
+                fprintf(stderr, "dv-demo: %s: \"%s\" is not a number it takes\n",
+                        c == 'd' ? "--device" : c == 'n' ? "--elements" : "--rounds", optarg);
+                return 2;
+            }
+            if (c == 'd')
+                cfg.device = (int)v;
+            else if (c == 'n')
+                n = v;
+            else
+                rounds = (int)v;
             break;
-        case 'r':
-            rounds = atoi(optarg);
-            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -90,6 +103,11 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dv-demo: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if (n == 0 || n > (UINT64_C(1) << 32) || rounds <= 0) {
         fprintf(stderr, "dv-demo: --elements must be 1..2^32 and --rounds positive\n");

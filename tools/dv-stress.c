@@ -3276,9 +3276,13 @@ int main(int argc, char **argv)
            "memory:",
            human_bytes((double)moved, b1, sizeof(b1)),
            human_bytes((double)moved / seconds, b2, sizeof(b2)));
-    for (int k = 0; k < HOST_KINDS; k++)
-        printf("%s %s %.2f GB/s", k ? "," : "", host_kind_names[k],
-               kind_ns[k] ? (double)kind_bytes[k] / (double)kind_ns[k] : 0.0);
+    for (int k = 0; k < HOST_KINDS; k++) {
+        if (kind_ns[k] != 0)
+            printf("%s %s %.2f GB/s", k ? "," : "", host_kind_names[k],
+                   (double)kind_bytes[k] / (double)kind_ns[k]);
+        else /* no thread copied with it */
+            printf("%s %s n/a (unused)", k ? "," : "", host_kind_names[k]);
+    }
     printf("\n");
     int name_width = multi ? 14 : 12; /* "reduce_scatter" */
     printf("\n  %-*s %12s %10s %12s %12s %12s\n", name_width, "operation", "calls", "failed", "p50",
