@@ -556,14 +556,19 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     if ((rc = dv__device_claim(a)) != DV_OK)
         goto fail;
     if (cfg->log_path != NULL) {
-        /* "%d" in the path is the device (one file per actor). */
+        /* Each "%d" in the path is the device (one file per actor). */
         char path[4096];
-        const char *d = strstr(cfg->log_path, "%d");
-        if (d != NULL)
-            snprintf(path, sizeof(path), "%.*s%d%s", (int)(d - cfg->log_path), cfg->log_path,
-                     cfg->device, d + 2);
-        else
-            snprintf(path, sizeof(path), "%s", cfg->log_path);
+        size_t used = 0;
+        for (const char *p = cfg->log_path; *p != '\0' && used < sizeof(path) - 1;) {
+            if (p[0] == '%' && p[1] == 'd') {
+                int n = snprintf(path + used, sizeof(path) - used, "%d", cfg->device);
+                used += n > 0 ? (size_t)n : 0;
+                p += 2;
+            } else {
+                path[used++] = *p++;
+            }
+        }
+        path[used < sizeof(path) ? used : sizeof(path) - 1] = '\0';
         if ((rc = dv__log_sink_file(path, &a->sink)) != DV_OK)
             goto fail;
     }

@@ -9,7 +9,8 @@
  *     the oom function twice) writes one row, not one per try;
  *   - a transient refusal that a retry absorbed writes none, and the
  *     allocation's own row is there;
- *   - a task's scratch refused writes one row, tagged task-scratch.
+ *   - a task's scratch refused writes one row, tagged task-scratch;
+ *   - every "%d" of the log's path is the device.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static int scratch_task(const dv_task_ctx *ctx, void *user)
 
 int main(void)
 {
-    plan(13);
+    plan(14);
     char log[128];
     dv_ref ok_ref, big;
 
@@ -111,6 +112,16 @@ int main(void)
     is_int(lines_with(log, ",allocate failure,", NULL), 0, "no failure row for it");
     is_int(lines_with(log, ",allocate,", ",absorbed,"), 1, "its allocate row");
     unlink(log);
+
+    /* Every "%d" of the path is the device. */
+    char pattern[128], want[128];
+    snprintf(pattern, sizeof(pattern), "/tmp/dv-alloclog-%d-%%d-of-%%d.csv", (int)getpid());
+    snprintf(want, sizeof(want), "/tmp/dv-alloclog-%d-0-of-0.csv", (int)getpid());
+    unlink(want);
+    a = make("", pattern, NULL);
+    dv_actor_destroy(a);
+    ok(access(want, F_OK) == 0, "log path %s: both %%d become the device (%s)", pattern, want);
+    unlink(want);
 
     /* A task's scratch. */
     snprintf(log, sizeof(log), "/tmp/dv-alloclog-%d-scratch.csv", (int)getpid());
