@@ -171,6 +171,15 @@ fail_stack:
 /* Drop blocks with the stack, then the rest of the state over the
  * context (not the streams).  kept: the context lives on (a reset the
  * caller asked for), so what was made in it is destroyed, not forgotten. */
+/* A block dropped with the state (a rebuild, a shutdown): its free row in
+ * the actor's own allocation log. */
+static void log_dropped(dv_block *block, void *arg)
+{
+    dv_actor *a = arg;
+    if (a->sink != NULL && a->cfg.stack == NULL)
+        dv__log_dropped(a->sink, dv__thread_id(), block);
+}
+
 static void teardown_state(dv_actor *a, bool kept)
 {
     dv__host_unpin_all(a);
@@ -305,7 +314,7 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
         a->health.state = DV_ACTOR_REBUILDING;
     pthread_mutex_unlock(&a->health_mu);
 
-    dv__ref_invalidate_all(a->refs, NULL, NULL);
+    dv__ref_invalidate_all(a->refs, log_dropped, a);
     dv__memstats_restart(&a->mem); /* the handles are gone */
     /* A failure is tried again a few times, a little later each time:
      * memory, a driver error that is no fault, or a fault that came
@@ -377,7 +386,7 @@ void dv__actor_stop_state(dv_actor *a)
         dv__lost_detail(a, &d);
         dv__fail_pending(a, DV_EDEVICE_LOST, &d);
     }
-    dv__ref_invalidate_all(a->refs, NULL, NULL);
+    dv__ref_invalidate_all(a->refs, log_dropped, a);
     dv__host_stop(a);
     teardown_state(a, false);
     dv__res_env_drop_streams(&a->env);

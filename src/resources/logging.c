@@ -358,6 +358,13 @@ static const dv_res_ops logging_ops = {
     .destroy = logging_destroy,
 };
 
+/* The free row of a block its stack's owner dropped whole (see the header). */
+void dv__log_dropped(dv_log_sink *sink, uint32_t thread, const dv_block *b)
+{
+    log_write(sink, &(log_row){thread, "free", b->ptr, b->requested, b->alloc_stream, b->device,
+                               b->tag});
+}
+
 /* The row of a refusal the owner of a stack answered (see the header). */
 void dv__log_refusal(dv_log_sink *sink, uint32_t thread, uint64_t bytes, dv_stream_id stream,
                      int device, dv_tag tag)

@@ -287,6 +287,9 @@ int dv__logging_resource_create(dv_resource *upstream, dv_log_sink *sink, bool r
                                 dv_resource **out);
 void dv__log_refusal(dv_log_sink *sink, uint32_t thread, uint64_t bytes, dv_stream_id stream,
                      int device, dv_tag tag);
+/* A free row for a block that goes with its stack (a rebuild, a
+ * shutdown), so that the log's live bytes end where the actor's do. */
+void dv__log_dropped(dv_log_sink *sink, uint32_t thread, const dv_block *b);
 /* The same with a file sink of its own, destroyed with it. */
 int dv__logging_resource_create_file(dv_resource *upstream, const char *path, dv_resource **out);
 #define DV_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId"

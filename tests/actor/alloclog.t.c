@@ -10,7 +10,8 @@
  *   - a transient refusal that a retry absorbed writes none, and the
  *     allocation's own row is there;
  *   - a task's scratch refused writes one row, tagged task-scratch;
- *   - every "%d" of the log's path is the device.
+ *   - every "%d" of the log's path is the device;
+ *   - blocks a reset or the shutdown drops get their free rows.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static int scratch_task(const dv_task_ctx *ctx, void *user)
 
 int main(void)
 {
-    plan(14);
+    plan(16);
     char log[128];
     dv_ref ok_ref, big;
 
@@ -111,6 +112,24 @@ int main(void)
     dv_actor_destroy(a);
     is_int(lines_with(log, ",allocate failure,", NULL), 0, "no failure row for it");
     is_int(lines_with(log, ",allocate,", ",absorbed,"), 1, "its allocate row");
+    unlink(log);
+
+    /* Blocks dropped by a reset, and by the shutdown, get their free rows. */
+    snprintf(log, sizeof(log), "/tmp/dv-alloclog-%d-dropped.csv", (int)getpid());
+    unlink(log);
+    a = make("", log, NULL);
+    dv_ref before_reset, at_shutdown;
+    dv_alloc(a, 4096, 0, "dropped-by-reset", &before_reset);
+    dv_ref_access(before_reset, NULL);
+    is_status(dv_actor_reset(a), DV_OK, "a reset with a block held");
+    dv_alloc(a, 8192, 0, "dropped-at-shutdown", &at_shutdown);
+    dv_ref_access(at_shutdown, NULL);
+    dv_actor_destroy(a);
+    ok(lines_with(log, ",free,", ",dropped-by-reset,") == 1 &&
+           lines_with(log, ",free,", ",dropped-at-shutdown,") == 1,
+       "each dropped block has its free row (reset %d, shutdown %d)",
+       lines_with(log, ",free,", ",dropped-by-reset,"),
+       lines_with(log, ",free,", ",dropped-at-shutdown,"));
     unlink(log);
 
     /* Every "%d" of the path is the device. */
