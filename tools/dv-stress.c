@@ -76,6 +76,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -88,6 +89,14 @@
 #include "devactor_fft.h"
 #include "devactor_nccl.h"
 #include "devactor_testing.h"
+
+/* SIGINT / SIGTERM during the run: it ends early, checked and reported. */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+    signal(sig, SIG_DFL); /* a second one kills */
+}
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -2351,7 +2360,9 @@ static void usage(FILE *out)
             "run alone and the report says so.\n"
             "\n"
             "  --threads N     client threads (default: online CPUs, at least 2)\n"
-            "  --seconds S     run time (default 10)\n"
+            "  --seconds S     run time (default 10); SIGINT or SIGTERM ends the run early,\n"
+            "                  its work checked and reported as at its end (a second one\n"
+            "                  kills it)\n"
             "  --ops N         stop after N steps of the mix over all threads (overrides\n"
             "                  --seconds; a step is one operation, a release is a read-back\n"
             "                  and the release)\n"
@@ -3097,7 +3108,11 @@ int main(int argc, char **argv)
         }
     }
 
-    /* Progress and faults, until the time or the operations are spent. */
+    /* Progress and faults, until the time or the operations are spent,
+     * or SIGINT / SIGTERM: the run then ends as at its time, with its
+     * checks and report (a second signal kills it). */
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
     bool tty = isatty(STDERR_FILENO) == 1;
     uint64_t every = (tty ? 1000u : 5000u) * UINT64_C(1000000);
     uint64_t next_line = t0 + every, last_ops = 0, last_t = t0;
@@ -3108,7 +3123,7 @@ int main(int argc, char **argv)
         double elapsed = (double)(now - t0) * 1e-9;
         uint64_t steps = atomic_load_explicit(&run.steps, memory_order_relaxed);
         double fraction = o->ops > 0 ? (double)steps / (double)o->ops : elapsed / o->seconds;
-        if (fraction >= 1.0 || started < nworkers)
+        if (fraction >= 1.0 || started < nworkers || stop_signal != 0)
             break;
         if (o->faults)
             faults_tick(&f, now, fraction);
@@ -3261,6 +3276,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < OP_KINDS; k++)
         calls += all.calls[k];
 
+    if (stop_signal != 0)
+        printf("\ndv-stress: stopped early by %s; the work done so far is checked below\n",
+               stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     printf("\nran %.2f s: %" PRIu64 " ops (%.0f ops/s), %s read back and compared, %s summed by "
            "checksums\n",
            seconds, calls, (double)calls / seconds,

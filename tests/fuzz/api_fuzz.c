@@ -1615,6 +1615,13 @@ static void op_dtod(rd *r)
     } else {
         ex_handle(&ex, &d, ai, doff, len == 0 ? 0 : len, len == 0);
         ex_handle(&ex, &s_, ai, soff, len == 0 ? 0 : len, len == 0);
+        /* Overlapping ranges of one block: refused once both handles
+         * passed their lookups and ranges (the device's copy of them is
+         * undefined). */
+        if (len != 0 && d.kind == H_LIVE && s_.kind == H_LIVE && d.buf == s_.buf &&
+            doff < soff + len && soff < doff + len && ex.h[ex.n - 1].range == 0 &&
+            ex.h[ex.n - 2].range == 0)
+            ex.h[ex.n - 1].range = DV_EINVAL;
         ex_tracked(&ex, ai);
         ex_post(&ex, len == 0, DV_EINVAL);
     }
@@ -1647,13 +1654,8 @@ static void op_dtod(rd *r)
         rc = note_rc(dv_copy_dtod(Z.act[ai].a, d.ref, doff, s_.ref, soff, len, s));
         check_rc("copy_dtod", rc, final_of(&ex, false));
     }
-    if (ok) {
-        bool overlap = d.buf == s_.buf && doff < soff + len && soff < doff + len;
+    if (ok) /* (overlapping ranges of one block were refused above) */
         sh_write(d.buf, doff, want, wknown, len);
-        /* cuMemcpyDtoD leaves overlapping ranges undefined. */
-        if (overlap)
-            sh_forget(d.buf, doff, len);
-    }
     free(want);
     free(wknown);
     Z.seq++;
