@@ -288,6 +288,10 @@ int dv_actor_get(int ordinal, dv_actor **out)
             if ((rc = dv__actor_start(&cfg, drv, true, &a)) == DV_OK) {
                 pthread_once(&exit_once, register_exit);
                 atomic_store_explicit(&actors[ordinal], a, memory_order_release);
+            } else if (rc == DV_EINVAL) {
+                const char *text = getenv("DEVACTOR_CONF");
+                if (text != NULL && *text != '\0') /* the operator's to mend */
+                    dv__detail_append(" (the configuration came from DEVACTOR_CONF)");
             }
         }
     }

@@ -37,7 +37,7 @@ static void refused(const char *text, const char *names)
 
 int main(void)
 {
-    plan(32);
+    plan(33);
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     is_status(dv_actor_config_parse(&cfg,
@@ -98,6 +98,11 @@ int main(void)
     ok(rc == DV_EINVAL && a == NULL && strstr(dv_last_error()->message, "DEVACTOR_CONF") &&
            strstr(dv_last_error()->message, "bogus"),
        "a bad DEVACTOR_CONF: DV_EINVAL, no actor (%s)", dv_last_error()->message);
+    setenv("DEVACTOR_CONF", "backend:sim,streams:0", 1);
+    rc = dv_actor_get(0, &a);
+    ok(rc == DV_EINVAL && a == NULL && strstr(dv_last_error()->message, "DEVACTOR_CONF"),
+       "one the actor refuses (streams:0) says where it came from (%s)",
+       dv_last_error()->message);
     snprintf(conf, sizeof(conf), "backend:sim,budget:16M,streams:3,log:%s", log);
     setenv("DEVACTOR_CONF", conf, 1);
     if (!is_status(dv_actor_get(0, &a), DV_OK, "a good one: the actor (%s)", conf))
