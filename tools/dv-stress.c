@@ -2902,6 +2902,10 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, o);
     if (rc != 0)
         return rc;
+    /* From here a signal ends the run with its report, even one that
+     * comes while the actors and libraries are still being set up. */
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
     bool multi = o->devices > 0;
     run.ndev = multi ? o->devices : 1;
 
@@ -3111,10 +3115,8 @@ int main(int argc, char **argv)
     }
 
     /* Progress and faults, until the time or the operations are spent,
-     * or SIGINT / SIGTERM: the run then ends as at its time, with its
-     * checks and report (a second signal kills it). */
-    signal(SIGINT, on_stop_signal);
-    signal(SIGTERM, on_stop_signal);
+     * or SIGINT / SIGTERM (from main on): the run then ends as at its
+     * time, with its checks and report (a second signal kills it). */
     bool tty = isatty(STDERR_FILENO) == 1;
     uint64_t every = (tty ? 1000u : 5000u) * UINT64_C(1000000);
     uint64_t next_line = t0 + every, last_ops = 0, last_t = t0;
