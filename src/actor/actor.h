@@ -271,8 +271,15 @@ void dv__actor_link(dv_actor *a);
  * where the driver runs no more host functions (after a context reset, or
  * the context gone), clean up those that never ran. */
 void dv__task_scratch_release(dv_actor *a);
-/* The allocation log's row for a refusal the actor answered (ops.c). */
+/* The allocation log's row for a refusal the actor answered (ops.c); the
+ * detail is left as it was. */
 void dv__log_refused(dv_actor *a, uint32_t thread, uint64_t bytes, dv_stream_id s, dv_tag tag);
+/* Does the actor keep the allocation log itself (its own stack's log
+ * layer, which leaves refusals and dropped blocks to it)? */
+static inline bool dv__actor_logs(const dv_actor *a)
+{
+    return a->sink != NULL && a->cfg.stack == NULL;
+}
 /* Wake the threads in dv_alloc_wait (a release, a shutdown, the actor lost). */
 void dv__memory_waiters_wake(dv_actor *a);
 /* The actor of a task's context, or NULL (DV_EINVAL) outside the task. */

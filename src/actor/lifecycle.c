@@ -168,18 +168,18 @@ fail_stack:
     return rc;
 }
 
-/* Drop blocks with the stack, then the rest of the state over the
- * context (not the streams).  kept: the context lives on (a reset the
- * caller asked for), so what was made in it is destroyed, not forgotten. */
 /* A block dropped with the state (a rebuild, a shutdown): its free row in
  * the actor's own allocation log. */
 static void log_dropped(dv_block *block, void *arg)
 {
     dv_actor *a = arg;
-    if (a->sink != NULL && a->cfg.stack == NULL)
+    if (dv__actor_logs(a))
         dv__log_dropped(a->sink, dv__thread_id(), block);
 }
 
+/* Drop blocks with the stack, then the rest of the state over the
+ * context (not the streams).  kept: the context lives on (a reset the
+ * caller asked for), so what was made in it is destroyed, not forgotten. */
 static void teardown_state(dv_actor *a, bool kept)
 {
     dv__host_unpin_all(a);

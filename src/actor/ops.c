@@ -97,7 +97,7 @@ void dv__memory_waiters_wake(dv_actor *a)
  * write nothing and a refusal above the log (the budget) is not lost. */
 void dv__log_refused(dv_actor *a, uint32_t thread, uint64_t bytes, dv_stream_id s, dv_tag tag)
 {
-    if (a->sink != NULL && a->cfg.stack == NULL)
+    if (dv__actor_logs(a)) /* (the log touches no detail) */
         dv__log_refusal(a->sink, thread != 0 ? thread : dv__thread_id(), bytes, s, a->device, tag);
 }
 
@@ -113,12 +113,9 @@ static void handle_alloc(dv_actor *a, const dv_envelope *e)
     if (dv__short_of_memory(rc))
         rc = alloc_arbitrated(a, e, &b, rc);
     if (rc != DV_OK) {
-        if (reached) {
-            dv_error_detail saved = *dv_last_error();
+        if (reached)
             dv__log_refused(a, e->from != NULL ? e->from->tid : 0, m->bytes, e->m.stream,
                             (dv_tag){m->tag, m->query});
-            *dv__detail() = saved;
-        }
         a->mem.failures++;
         if (rc == DV_ECONTEXT_LOST) {
             dv__on_fault(a, rc, e->m.stream, e);

@@ -96,10 +96,8 @@ int dv_task_scratch(const dv_task_ctx *ctx, uint64_t bytes, uint64_t *ptr)
     dv_block *b = &a->scratch[a->nscratch];
     int rc = dv__res_allocate(a->stack, bytes, ctx->stream, (dv_tag){"task-scratch", 0}, b);
     if (rc != DV_OK) {
-        dv_error_detail saved = *dv_last_error();
         dv__log_refused(a, a->task_env->from != NULL ? a->task_env->from->tid : 0, bytes,
                         ctx->stream, (dv_tag){"task-scratch", 0});
-        *dv__detail() = saved;
         return rc;
     }
     a->nscratch++;

@@ -362,9 +362,10 @@ static inline uint64_t dv__drv_stream_work(const dv_drv_stream *stream);
  * counted; not while the stream captures (it stays armed).  A tracker
  * uses one to record an event after a block's use, before work that may
  * wait for the host or another stream is queued behind it.  A hook's
- * status other than DV_OK (its detail set) fails the enqueuing call.  dv__drv_stream_hook answers the slot, or -1 when
- * the stream has DV_DRV_STREAM_HOOKS already or is not alive;
- * dv__drv_stream_unhook forgets fn with arg (no-op when not there).
+ * status other than DV_OK (its detail set) fails the enqueuing call.
+ * dv__drv_stream_hook answers the slot, or -1 when the stream has
+ * DV_DRV_STREAM_HOOKS already or is not alive; dv__drv_stream_unhook
+ * forgets fn with arg (no-op when not there).
  */
 #define DV_DRV_STREAM_HOOKS 4
 typedef int (*dv_drv_stream_hook)(void *arg, dv_drv_stream *stream);

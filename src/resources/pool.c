@@ -1604,12 +1604,12 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     step &= ~(g - 1);
     if (p->va_step != 0 && need > p->va_step) {
         /* More than the device holds: refused before anything is mapped. */
-        int rc2 = dv__fail(DV_EDEVICE_OOM, "allocate",
-                           "allocate: %llu bytes is more than the device's %llu",
-                           (unsigned long long)need, (unsigned long long)p->va_step);
+        rc = dv__fail(DV_EDEVICE_OOM, "allocate",
+                      "allocate: %llu bytes is more than the device's %llu",
+                      (unsigned long long)need, (unsigned long long)p->va_step);
         dv__detail()->requested = need;
         dv__detail()->remaining = p->va_step;
-        return rc2;
+        return rc;
     }
     for (int attempt = 0;; attempt++) {
         if ((rc = spare_reserve(p, 4)) != DV_OK)

@@ -119,6 +119,23 @@ static int event_for(dv_tracker *t, dv_stream_pos pos, struct dv__track_ring_slo
     return DV_OK;
 }
 
+/* An event captures every epoch marked on stream: the newest one, at no
+ * cost, where nothing was enqueued since it was recorded (not under the
+ * stream-order checker: it orders by the records it sees, and an event
+ * recorded before a step does not cover it), else a new record. */
+static int capture_marks(dv_tracker *t, dv_stream_id stream)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
+    if (last->ev != NULL && last->epoch == s->recorded && !t->env->fence_always &&
+        dv__drv_stream_work(t->env->streams[stream]) == s->work) {
+        last->epoch = s->epoch;
+        s->recorded = s->epoch;
+        return DV_OK;
+    }
+    return record(t, stream, &last);
+}
+
 int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch_out)
 {
     struct dv__track_stream *s = &t->st[stream];
@@ -130,15 +147,7 @@ int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoc
         s->uncaptured = epoch; /* dv__tracker_capture, once the checker took it */
         return DV_OK;
     }
-    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
-    if (last->ev != NULL && last->epoch == s->recorded &&
-        dv__drv_stream_work(t->env->streams[stream]) == s->work) {
-        /* Nothing enqueued since the newest event: it captures epoch too. */
-        last->epoch = epoch;
-        s->recorded = epoch;
-        return DV_OK;
-    }
-    return record(t, stream, &last);
+    return capture_marks(t, stream);
 }
 
 /*
@@ -157,19 +166,11 @@ int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoc
 static int capture_hook(void *arg, dv_drv_stream *stream)
 {
     struct dv__track_stream *s = arg;
+    (void)stream; /* s->owner's stream s->id */
     if (s->epoch <= s->recorded)
         return DV_OK;
-    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
-    /* (Not under the stream-order checker: it orders by the records it
-     * sees, and an event recorded before a step does not cover it.) */
-    if (last->ev != NULL && last->epoch == s->recorded && !s->owner->env->fence_always &&
-        dv__drv_stream_work(stream) == s->work) {
-        last->epoch = s->epoch;
-        s->recorded = s->epoch;
-        return DV_OK;
-    }
     dv_error_detail saved = *dv_last_error(); /* the enqueue's caller's */
-    int rc = record(s->owner, s->id, &last);
+    int rc = capture_marks(s->owner, s->id);
     /* A lost context is the enqueue's answer too, named by the record. */
     if (rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST)
         return rc;

@@ -244,8 +244,9 @@ struct dv__track_stream {
     uint64_t passed;   /* newest epoch the device was seen past (an event done) */
     struct dv__track_ring_slot ring[DV__TRACK_RING];
     uint32_t next; /* slot the next record uses */
-    /* The driver stream's hook that captures a use before the next enqueue
-     * (dv__tracker_finish): its slot + 1, 0 not yet asked, -1 none to be had. */
+    /* The driver stream's hook that captures a use before the next
+     * open-ended enqueue (dv__tracker_arm): its slot + 1, 0 not asked
+     * yet, -1 none to be had (asked again when the driver stream changes). */
     int8_t hook;
     uint16_t id;            /* this stream's id */
     struct dv_tracker *owner; /* the hook's way back */
