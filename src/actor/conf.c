@@ -7,7 +7,7 @@
  *
  * key:value pairs split by commas (spaces around either ignored).  Sizes
  * take K, M, G, T suffixes (powers of 1024; "MiB", "MB" and "m" read the
- * same); switches take 1/0, true/false, on/off, yes/no.  An unknown key or
+ * same; a bare "B" is bytes); switches take 1/0, true/false, on/off, yes/no.  An unknown key or
  * a value that does not parse is refused as a whole (DV_EINVAL naming the
  * key) and changes nothing.
  *
@@ -100,6 +100,7 @@ static bool parse_size(const char *v, uint64_t *out)
     case 'M': shift = 20; break;
     case 'G': shift = 30; break;
     case 'T': shift = 40; break;
+    case 'B': end++; break; /* bytes: "4096B" */
     case '\0': break;
     default: return false;
     }
@@ -181,7 +182,7 @@ static int parse_into(dv_actor_config *cfg, const char *text, const char *source
         switch (k->kind) {
         case K_SIZE:
             if (!parse_size(val, &n))
-                return refuse(source, key, val, "not a size (a number, K, M, G or T after it)");
+                return refuse(source, key, val, "not a size (a number, then B, K, M, G or T if any)");
             memcpy(field, &n, sizeof(uint64_t));
             break;
         case K_U32:

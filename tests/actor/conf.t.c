@@ -37,7 +37,7 @@ static void refused(const char *text, const char *names)
 
 int main(void)
 {
-    plan(33);
+    plan(35);
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     is_status(dv_actor_config_parse(&cfg,
@@ -70,6 +70,8 @@ int main(void)
     is_status(dv_actor_config_parse(&other, " , ,"), DV_OK, "nor does a text of empty items");
     is_status(dv_actor_config_parse(&other, "budget:0"), DV_OK, "budget:0 (no limit)");
     is_status(dv_actor_config_parse(&other, "log:"), DV_OK, "log: (none)");
+    is_status(dv_actor_config_parse(&other, "staging_chunk:65536B"), DV_OK, "65536B (bytes)");
+    is_int((int)other.staging_chunk_bytes, 65536, "a bare B is bytes");
     ok(other.log_path == NULL && other.budget_bytes == 0, "both taken");
 
     refused("budgte:1G", "budgte");
