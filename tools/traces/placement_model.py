@@ -26,8 +26,12 @@ alias     Addresses placed by the same best fit over address space that
 Prints, per trace and pass: physical (or reserved) over the trace's peak
 live bytes, and the driver bindings of that pass.  Standard library only.
 
-    placement_model.py [--passes N] [--slack X] [--policy bestfit|alias]
-                       TRACE.csv.gz ...
+handles   As alias, but a run of unbound granules in one allocation binds
+          one handle of that many granules (at most --cap): fewer driver
+          mappings, coarser aliases.
+
+    placement_model.py [--passes N] [--slack X] [--cap N]
+                       [--policy bestfit|alias|handles] TRACE.csv.gz ...
 """
 import argparse
 import bisect
@@ -201,8 +205,134 @@ class Aliased:
         self.va.free(a, n)
 
 
-def replay(rows, passes, policy, slack):
-    heap = Aliased(slack) if policy == "alias" else BestFit()
+class Handles(Aliased):
+    """Aliased, but a run of unbound granules in one allocation binds one
+    handle of that many granules (at most CAP): fewer, larger driver
+    mappings.  A handle's mappings are its aliases; one wanted while its
+    handle serves another is unmapped whole.  Where no free handle of the
+    run's size is free of conflicts and the slack is spent, the run is
+    made of smaller free handles, largest first."""
+
+    def __init__(self, slack, cap):
+        super().__init__(slack)
+        self.cap = cap
+        self.size = []       # handle -> granules
+        self.maps = []       # handle -> first granules of its mappings
+        self.serving = []    # handle -> the mapping in use, or None
+        self.where = {}      # address granule -> (handle, first granule)
+        self.calls = {"create": 0, "map": 0, "unmap": 0}
+
+    def _conflicts_run(self, run, q):
+        n = 0
+        for m in self.maps[q]:
+            for w in range(m, m + self.size[q]):
+                for v in run:
+                    if w != v and ((self.seen.get(v, 0) >> w) & 1 or (self.seen.get(w, 0) >> v) & 1):
+                        n += 1
+        return n
+
+    def _new(self, k):
+        self.size.append(k)
+        self.maps.append([])
+        self.serving.append(None)
+        self.nphys += k
+        self.calls["create"] += 1
+        return len(self.size) - 1
+
+    def _map(self, q, piece):
+        self.maps[q].append(piece[0])
+        self.serving[q] = piece[0]
+        for v in piece:
+            self.where[v] = (q, piece[0])
+        self.calls["map"] += 1
+        self.binds += 1
+
+    def _take(self, q):
+        del self.free_at[q]
+        return q
+
+    def _bind_run(self, run):
+        k = len(run)
+        same = sorted((self._conflicts_run(run, q), t, q)
+                      for q, t in self.free_at.items() if self.size[q] == k)
+        if same and same[0][0] == 0:
+            return self._map(self._take(same[0][2]), run)
+        if self.nphys + k <= self.slack * self.peak_live:
+            return self._map(self._new(k), run)
+        if same:
+            return self._map(self._take(same[0][2]), run)
+        i = 0
+        while i < k:
+            fits = sorted((-self.size[q], self._conflicts_run(run[i:i + self.size[q]], q), t, q)
+                          for q, t in self.free_at.items() if self.size[q] <= k - i)
+            if not fits:
+                return self._map(self._new(k - i), run[i:])
+            q = self._take(fits[0][3])
+            self._map(q, run[i:i + self.size[q]])
+            i += self.size[q]
+
+    def alloc(self, n):
+        a = self.va.alloc(n)
+        new = []
+        for v in range(a // G, (a + n - 1) // G + 1):
+            part = min(a + n, (v + 1) * G) - max(a, v * G)
+            if v in self.bytes_in:
+                self.bytes_in[v] += part
+                continue
+            self.bytes_in[v] = part
+            self.nlive += 1
+            self.live_bits |= 1 << v
+            new.append(v)
+        self.peak_live = max(self.peak_live, self.nlive)
+        for v in new:
+            self.seen[v] = self.seen.get(v, 0) | self.live_bits
+        unbound = set()
+        for v in new:
+            if v not in self.where:
+                unbound.add(v)
+                continue
+            q, first = self.where[v]
+            if self.serving[q] == first:
+                continue
+            if self.serving[q] is None:
+                self.serving[q] = first
+                del self.free_at[q]
+                continue
+            self.maps[q].remove(first)       # serving elsewhere: unmap this alias
+            self.calls["unmap"] += 1
+            for w in range(first, first + self.size[q]):
+                del self.where[w]
+                if w in self.bytes_in:
+                    unbound.add(w)
+        run = []
+        for v in sorted(unbound):
+            if run and (v != run[-1] + 1 or len(run) == self.cap):
+                self._bind_run(run)
+                run = []
+            run.append(v)
+        if run:
+            self._bind_run(run)
+        return a
+
+    def free(self, a, n):
+        self.t += 1
+        for v in range(a // G, (a + n - 1) // G + 1):
+            self.bytes_in[v] -= min(a + n, (v + 1) * G) - max(a, v * G)
+            if self.bytes_in[v] == 0:
+                del self.bytes_in[v]
+                self.nlive -= 1
+                self.live_bits &= ~(1 << v)
+                q, first = self.where[v]
+                if self.serving[q] == first and not any(
+                        w in self.bytes_in for w in range(first, first + self.size[q])):
+                    self.serving[q] = None
+                    self.free_at[q] = self.t
+        self.va.free(a, n)
+
+
+def replay(rows, passes, policy, slack, cap):
+    heap = (Handles(slack, cap) if policy == "handles" else
+            Aliased(slack) if policy == "alias" else BestFit())
     peak_reserved = 0
     for i in range(passes):
         live = {}
@@ -217,7 +347,7 @@ def replay(rows, passes, policy, slack):
                     peak_reserved = max(peak_reserved, -(-heap.top // G) * G)
         for blk in live.values():
             heap.free(*blk)
-        if policy == "alias":
+        if policy != "bestfit":
             yield i + 1, heap.nphys * G, heap.binds - b0
         else:
             yield i + 1, peak_reserved, 0
@@ -227,17 +357,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--slack", type=float, default=1.08)
-    ap.add_argument("--policy", choices=("bestfit", "alias"), default="alias")
+    ap.add_argument("--policy", choices=("bestfit", "alias", "handles"), default="alias")
+    ap.add_argument("--cap", type=int, default=32, help="handles: granules at most per handle")
     ap.add_argument("traces", nargs="+")
     o = ap.parse_args()
-    if o.passes < 1 or not o.slack >= 1.0:
-        ap.error("--passes at least 1, --slack at least 1")
+    if o.passes < 1 or not o.slack >= 1.0 or o.cap < 1:
+        ap.error("--passes and --cap at least 1, --slack at least 1")
     print("trace,policy,slack,pass,held_over_live,bindings")
     for path in o.traces:
         rows = load(path)
         live = peak_live(rows)
         name = path.rsplit("/", 1)[-1].split(".")[0]
-        for i, held, binds in replay(rows, o.passes, o.policy, o.slack):
+        for i, held, binds in replay(rows, o.passes, o.policy, o.slack, o.cap):
             print(f"{name},{o.policy},{o.slack:g},{i},{held / live:.3f},{binds}", flush=True)
     return 0
 
