@@ -93,6 +93,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,6 +306,12 @@ static FILE *open_log(const char *path, pid_t *child)
     if (strcmp(path, "-") == 0)
         return stdin;
     FILE *f = fopen(path, "re");
+    struct stat st;
+    if (f != NULL && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     if (f == NULL || !ends_with(path, ".gz"))
         return f;
     int fds[2];
@@ -357,6 +364,38 @@ static int close_log(FILE *f, pid_t child)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* One line of f into *buf (grown as needed), its end as '\n' whatever it
+ * was: "\n", "\r\n" or a lone "\r" (old Mac files).  Its length, or -1 at
+ * the end of the file or out of memory. */
+static ssize_t read_line(FILE *f, char **buf, size_t *cap)
+{
+    size_t n = 0;
+    int c = EOF;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n + 2 > *cap) {
+            size_t grown_cap = *cap != 0 ? *cap * 2 : 256;
+            char *grown = realloc(*buf, grown_cap);
+            if (grown == NULL)
+                return -1;
+            *buf = grown;
+            *cap = grown_cap;
+        }
+        if (c == '\r') {
+            int d = getc_unlocked(f);
+            if (d != '\n' && d != EOF)
+                ungetc(d, f);
+            c = '\n';
+        }
+        (*buf)[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (n == 0)
+        return -1;
+    (*buf)[n] = '\0';
+    return (ssize_t)n;
+}
+
 /* While *line holds an odd number of quotes (a quoted field still open),
  * append the next line of f.  0, or -1 at the end of the file, or out of
  * memory. */
@@ -368,7 +407,7 @@ static int join_quoted(FILE *f, char **line, size_t *cap, uint32_t *lineno)
     char *more = NULL;
     size_t more_cap = 0;
     while (quotes % 2 != 0) {
-        ssize_t n = getline(&more, &more_cap, f);
+        ssize_t n = read_line(f, &more, &more_cap);
         if (n < 0)
             break;
         (*lineno)++;
@@ -406,7 +445,7 @@ static int load(const char *path)
     uint64_t day_us = 0, last_us = 0;
     const uint64_t half_day_us = UINT64_C(12) * 3600 * 1000000;
     ssize_t got;
-    while (rc == 0 && (got = getline(&line, &line_cap, f)) != -1) {
+    while (rc == 0 && (got = read_line(f, &line, &line_cap)) != -1) {
         lineno++;
         if (memchr(line, '\0', (size_t)got) != NULL) {
             fprintf(stderr, "dv-replay: %s: line %u: holds a NUL byte\n", path, lineno);
@@ -414,6 +453,8 @@ static int load(const char *path)
             break;
         }
         if (lineno == 1) {
+            if (strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark */
+                memmove(line, line + 3, (size_t)got - 2);
             if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId", 57) == 0)
                 ours = true;
             else if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream", 38) != 0) {
@@ -444,6 +485,12 @@ static int load(const char *path)
         if (ours) {
             (void)field(&p); /* the tag */
             query = field(&p);
+        }
+        if (*action == '\0') {
+            fprintf(stderr, "dv-replay: %s: line %u: too few fields (%s)\n", path, row_line,
+                    ours ? "devactor's log has 9" : "RMM's log has 6");
+            rc = -1;
+            break;
         }
         /* Failure rows first: their pointer may be "(nil)". */
         bool alloc = strcmp(action, "allocate") == 0;
@@ -492,6 +539,10 @@ static int load(const char *path)
         rows[nrows++] = r;
     }
     free(line);
+    if (rc == 0 && lineno == 0) {
+        fprintf(stderr, "dv-replay: %s: empty: not a devactor or RMM allocation log\n", path);
+        rc = -1;
+    }
     if (close_log(f, child) != 0 && rc == 0) {
         fprintf(stderr, "dv-replay: %s: gzip -dc failed\n", path);
         rc = -1;
@@ -1222,8 +1273,8 @@ int main(int argc, char **argv)
         printf("dv-replay: %s%s%s, %zu threads, %u streams%s\n", path, ours ? " on " : "",
                backend_name, nthreads, nstream_keys, in_passes);
         printf("  rows %zu: %" PRIu64 " allocations, %" PRIu64 " frees%s (%" PRIu64
-               " frees of blocks the log never allocated, skipped)\n",
-               nrows, allocs, frees, in_passes, unmatched);
+               " frees of blocks the log never allocated, skipped%s)\n",
+               nrows, allocs, frees, in_passes, unmatched, passes > 1 ? " in each pass" : "");
         if (zero_allocs != 0)
             printf("  %" PRIu64 " zero-byte allocations skipped, with their frees\n", zero_allocs);
         if (over_live != 0)

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..56"
+echo "1..61"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -292,4 +292,29 @@ check "a second log: exit $rc, named" \
 "$replay" --backend sim --conf streams:0 "$tmp/zero.csv" >/dev/null 2>&1
 rc=$?
 check "--conf streams:0 (the actor refuses it): exit $rc" "$(yes_if test $rc = 2)"
+# Line ends of any kind; a byte-order mark; logs that are not logs.
+printf 'Thread,Time,Action,Pointer,Size,Stream\r1,1.0,allocate,0x10,4096,0\r1,2.0,allocate,0x2000,8192,0\r1,3.0,free,0x10,4096,0\r' >"$tmp/cr.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/cr.csv" 2>&1)
+rc=$?
+check "lone CR line ends: exit $rc, 3 rows, peak live $(field "$out" 5) (12288)" \
+    "$(yes_if test "$rc,$(field "$out" 1),$(field "$out" 5)" = 0,3,12288)"
+printf '\357\273\277Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x10,4096,0\n' >"$tmp/bom.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/bom.csv" 2>&1)
+rc=$?
+check "a UTF-8 byte-order mark before the header: exit $rc, peak live $(field "$out" 5) (4096)" \
+    "$(yes_if test "$rc,$(field "$out" 5)" = 0,4096)"
+: >"$tmp/empty.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/empty.csv" 2>&1)
+rc=$?
+check "an empty file is refused: exit $rc, said" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "empty: not a devactor or RMM allocation log"' - "$out" $rc)"
+out=$(DV_BACKEND=sim "$replay" "$tmp" 2>&1)
+rc=$?
+check "a directory is refused: exit $rc, said" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "Is a directory"' - "$out" $rc)"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x10,4096,0\nthis is not a row\n' >"$tmp/short.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/short.csv" 2>&1)
+rc=$?
+check "a row of one field: exit $rc, too few fields named" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 3: too few fields"' - "$out" $rc)"
 exit $failed
