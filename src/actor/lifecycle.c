@@ -62,6 +62,20 @@ int dv__config_read(const dv_actor_config *cfg, dv_actor_config *full, const cha
  * The device state (actor thread)
  * ------------------------------------------------------------------------ */
 
+/* Does top's chain of upstreams end at bottom, every layer of it this
+ * actor's?  The chain is walked a bounded number of steps: a resource
+ * from elsewhere may chain anywhere. */
+static bool stack_reaches(const dv_resource *top, const dv_resource *bottom)
+{
+    for (unsigned depth = 0; top != NULL && depth < 4096; depth++, top = top->upstream) {
+        if (top->env != bottom->env)
+            return false;
+        if (top == bottom)
+            return true;
+    }
+    return false;
+}
+
 static int build_stack(dv_actor *a)
 {
     dv_resource *r = NULL, *top;
@@ -74,8 +88,16 @@ static int build_stack(dv_actor *a)
     if (a->cfg.stack != NULL) {
         /* The caller's stack (devactor_resource.h), on this thread. */
         rc = a->cfg.stack(r, a->cfg.stack_user, &top);
+        rc = dv__user_status(rc, "stack", "the stack function");
         if (rc == DV_OK && top == NULL)
             rc = dv__fail(DV_EINVAL, "stack", "the stack function returned no top");
+        if (rc == DV_OK && !stack_reaches(top, r))
+            /* Another actor's resource, or one not built on this bottom:
+             * this actor would allocate from, and later destroy, what is
+             * not its own.  What the function built here is its to free. */
+            rc = dv__fail(DV_EINVAL, "stack",
+                          "the stack function returned a resource not built on the bottom it "
+                          "was given (another actor's?)");
         if (rc != DV_OK) {
             a->bottom = NULL;
             dv__res_destroy_stack(r); /* it destroyed what it made */

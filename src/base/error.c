@@ -120,3 +120,10 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
     va_end(ap);
     return status;
 }
+
+int dv__user_status(int status, const char *call, const char *who)
+{
+    if (status == DV_OK || strcmp(dv_err_name(status), "DV_UNKNOWN") != 0)
+        return status;
+    return dv__fail(DV_EINVAL, call, "%s: %s answered %d, not a dv_status", call, who, status);
+}

@@ -33,6 +33,12 @@ void dv__detail_append(const char *fmt, ...)
 #endif
     ;
 
+/* A status of user code (a layer, a stack function) as one a caller can
+ * test: DV_OK and the listed codes pass; anything else (a positive
+ * number, an unknown negative one) becomes DV_EINVAL naming who answered
+ * what, so that rc < 0 never reads as success. */
+int dv__user_status(int status, const char *call, const char *who);
+
 /* Refused for want of memory: the device's or a budget's. */
 static inline bool dv__short_of_memory(int status)
 {

@@ -181,6 +181,11 @@ static bool async_supports_tracking(const dv_resource *r)
     return true;
 }
 
+static bool async_holds(const dv_resource *r, dv_block_id id)
+{
+    return dv__tracker_holds(((const async_res *)r)->t, id);
+}
+
 static int async_prepare(dv_resource *r, dv_block_id id, dv_stream_id s, dv_access a)
 {
     dv_tracked b = dv__tracker_find(ASYNC(r)->t, id, "prepare_block_use");
@@ -246,6 +251,7 @@ static const dv_res_ops async_ops = {
     .bytes_outstanding = async_bytes_outstanding,
     .reap_pending = async_reap_pending,
     .supports_block_use_tracking = async_supports_tracking,
+    .holds_block = async_holds,
     .prepare_block_use = async_prepare,
     .finish_block_use = async_finish,
     .record_block_use = async_record,

@@ -413,6 +413,12 @@ static int quarantine_trim(guard_res *g, const guard_entry *just, uint16_t *just
  * ------------------------------------------------------------------------ */
 
 /* The entry a guard-level id names, or NULL with DV_EUSE_AFTER_FREE. */
+static bool guard_holds(const dv_resource *r, dv_block_id id)
+{
+    guard_entry *e = table_get((const guard_res *)r, id.ptr);
+    return e != NULL && e->user.generation == id.generation && e->user.state == DV_BLOCK_LIVE;
+}
+
 static guard_entry *find_live(guard_res *g, dv_block_id id, const char *op)
 {
     guard_entry *e = table_get(g, id.ptr);
@@ -588,6 +594,7 @@ static const dv_res_ops guard_ops = {
     .prepare_block_use = guard_prepare,
     .finish_block_use = guard_finish,
     .record_block_use = guard_record,
+    .holds_block = guard_holds,
     .destroy = guard_destroy,
 };
 

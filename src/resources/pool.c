@@ -1872,6 +1872,11 @@ static bool pool_supports_tracking(const dv_resource *res)
     return true;
 }
 
+static bool pool_holds(const dv_resource *res, dv_block_id id)
+{
+    return dv__tracker_holds(((const pool_res *)res)->t, id);
+}
+
 static int pool_prepare(dv_resource *res, dv_block_id id, dv_stream_id s, dv_access a)
 {
     pool_res *p = (pool_res *)res;
@@ -1959,6 +1964,7 @@ static const dv_res_ops pool_ops = {
     .bytes_outstanding = pool_bytes_outstanding,
     .reap_pending = pool_reap_pending,
     .supports_block_use_tracking = pool_supports_tracking,
+    .holds_block = pool_holds,
     .prepare_block_use = pool_prepare,
     .finish_block_use = pool_finish,
     .record_block_use = pool_record,

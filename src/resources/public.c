@@ -200,12 +200,21 @@ int dv__res_trim_stack(dv_resource *r, uint64_t *released)
  * A caller's layer
  * ------------------------------------------------------------------------ */
 
+static const char *layer_name(const adapter *a)
+{
+    return a->ops->name != NULL ? a->ops->name : "a layer of dv_resource_adapt";
+}
+
 static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
                             dv_block *out)
 {
     adapter *a = ADAPTER(r);
-    int rc = a->ops->allocate(a->self, r->upstream, bytes, stream, tag, out);
-    if (rc == DV_OK && out->state != DV_BLOCK_LIVE)
+    int rc = dv__user_status(a->ops->allocate(a->self, r->upstream, bytes, stream, tag, out),
+                             "allocate", layer_name(a));
+    if (rc == DV_OK &&
+        (out->state != DV_BLOCK_LIVE || !dv__res_holds_block(r->upstream, dv__block_id_of(out))))
+        /* A block it freed, or one it changed: two callers would share
+         * memory, or one the upstream never gave. */
         return dv__fail(DV_EINVAL, "allocate",
                         "resource %s: allocate answered DV_OK without a live block from its "
                         "upstream",
@@ -216,7 +225,8 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
 static int adapter_deallocate(dv_resource *r, dv_block *block)
 {
     adapter *a = ADAPTER(r);
-    int rc = a->ops->deallocate(a->self, r->upstream, block);
+    int rc = dv__user_status(a->ops->deallocate(a->self, r->upstream, block), "deallocate",
+                             layer_name(a));
     if (rc == DV_OK && block->state == DV_BLOCK_LIVE)
         return dv__fail(DV_EINVAL, "deallocate",
                         "resource %s: deallocate answered DV_OK but did not give the block "

@@ -231,6 +231,12 @@ int dv__res_reap_pending(dv_resource *r)
     return t != NULL ? t->ops->reap_pending(t) : DV_OK;
 }
 
+bool dv__res_holds_block(const dv_resource *r, dv_block_id id)
+{
+    dv_resource *t = IMPL(r, holds_block);
+    return t == NULL || t->ops->holds_block(t, id);
+}
+
 bool dv__res_supports_block_use_tracking(const dv_resource *r)
 {
     dv_resource *t = IMPL(r, supports_block_use_tracking);

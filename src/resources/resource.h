@@ -156,6 +156,9 @@ typedef struct dv_res_ops {
     /* Wait for queued frees and stop counting them (blocking). */
     int (*reap_pending)(dv_resource *r);
     bool (*supports_block_use_tracking)(const dv_resource *r);
+    /* Is id a block this resource handed out and holds live?  Quiet (no
+     * detail); NULL where the resource cannot tell. */
+    bool (*holds_block)(const dv_resource *r, dv_block_id id);
     int (*prepare_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
     int (*finish_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
     int (*record_block_use)(dv_resource *r, dv_block_id id, dv_stream_id stream);
@@ -214,6 +217,8 @@ int dv__res_deallocate(dv_resource *r, dv_block *block);
 uint64_t dv__res_bytes_outstanding(const dv_resource *r);
 int dv__res_reap_pending(dv_resource *r);
 bool dv__res_supports_block_use_tracking(const dv_resource *r);
+/* Does the stack under r hold id live?  True where no layer can tell. */
+bool dv__res_holds_block(const dv_resource *r, dv_block_id id);
 int dv__res_prepare_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
 int dv__res_finish_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream, dv_access a);
 int dv__res_record_block_use(dv_resource *r, dv_block_id id, dv_stream_id stream);

@@ -10,7 +10,10 @@
  *   - dv_actor_resources walks the stack: names, a pool's statistics, a
  *     trim that gives the pool's chunks back;
  *   - a failing stack function fails the start with its status; calls off
- *     the actor's thread and a layer that breaks the contract are refused.
+ *     the actor's thread and a layer that breaks the contract (no block, a
+ *     block it freed or changed, an answer that is not a dv_status) are
+ *     refused; so are a stack function answering +5 and one returning
+ *     another actor's resource.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -31,8 +34,13 @@ typedef struct spill {
     int builds;
     pthread_t built_on;
     int fail_build; /* the next build fails with this */
-    bool cheat;     /* allocate answers DV_OK without a block */
+    dv_block moved; /* the real block of CHEAT_MOVED, freed by the test */
+    int cheat;      /* allocate breaks the contract: one of CHEAT_* */
+    dv_resource *foreign; /* the stack function returns this instead */
+    int answer;           /* the stack function answers this (not a dv_status) */
 } spill;
+
+enum { CHEAT_NONE, CHEAT_NO_BLOCK, CHEAT_FREED, CHEAT_MOVED, CHEAT_POSITIVE };
 
 static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
                           dv_block *out)
@@ -41,8 +49,25 @@ static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream
     s->allocs++;
     s->last_query = tag.query_id;
     snprintf(s->last_tag, sizeof(s->last_tag), "%s", tag.name ? tag.name : "");
-    if (s->cheat) {
+    if (s->cheat == CHEAT_NO_BLOCK) {
         memset(out, 0, sizeof(*out));
+        return DV_OK;
+    }
+    if (s->cheat == CHEAT_POSITIVE)
+        return 42;
+    if (s->cheat == CHEAT_FREED || s->cheat == CHEAT_MOVED) {
+        /* A block it gave back already, or one it changed. */
+        int rc = dv_resource_allocate(up, bytes, stream, tag, out);
+        if (rc != DV_OK)
+            return rc;
+        dv_block kept = *out;
+        if (s->cheat == CHEAT_FREED) {
+            dv_resource_deallocate(up, out);
+        } else {
+            s->moved = *out;
+            kept.ptr += 256;
+        }
+        *out = kept;
         return DV_OK;
     }
     int rc = dv_resource_allocate(up, bytes, stream, tag, out);
@@ -83,6 +108,12 @@ static int build(dv_resource *bottom, void *user, dv_resource **top)
     spill *s = user;
     s->builds++;
     s->built_on = pthread_self();
+    if (s->foreign != NULL) {
+        *top = s->foreign;
+        return DV_OK;
+    }
+    if (s->answer != 0)
+        return s->answer;
     if (s->fail_build != 0) {
         int rc = s->fail_build;
         s->fail_build = 0;
@@ -107,6 +138,22 @@ static int build(dv_resource *bottom, void *user, dv_resource **top)
     }
     captured = mine;
     *top = mine;
+    return DV_OK;
+}
+
+static int give_back_moved(dv_resource *top, void *user)
+{
+    struct give_back {
+        dv_block *b;
+        int rc;
+    } *g = user;
+    g->rc = dv_resource_deallocate(dv_resource_upstream(top), g->b);
+    return DV_OK;
+}
+
+static int top_of(dv_resource *top, void *user)
+{
+    *(dv_resource **)user = top;
     return DV_OK;
 }
 
@@ -155,7 +202,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(30);
+    plan(42);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -249,12 +296,31 @@ int main(void)
     is_status(rc, DV_OK, "and allocates");
     dv_ref_release(r);
 
-    /* A layer that breaks its contract: DV_OK without a block. */
-    s.cheat = true;
-    dv_alloc(a, MiB, 0, "cheat", &r);
-    is_status(dv_ref_access(r, &info), DV_EINVAL, "a layer's DV_OK without a block: refused");
+    /* A layer that breaks its contract: DV_OK without a block, with a
+     * block it freed (two handles would share it), with a block it
+     * changed; an answer that is not a dv_status. */
+    static const char *const cheats[] = {"", "DV_OK without a block", "a block it freed",
+                                         "a block moved by 256 bytes", "+42"};
+    for (int c = CHEAT_NO_BLOCK; c <= CHEAT_POSITIVE; c++) {
+        s.cheat = c;
+        dv_alloc(a, MiB, 0, "cheat", &r);
+        is_status(dv_ref_access(r, &info), DV_EINVAL, "a layer answering %s: refused", cheats[c]);
+        dv_ref_release(r);
+    }
+    s.cheat = CHEAT_NONE;
+    {
+        /* The real block of the moved one, given back on the actor's thread. */
+        struct give_back {
+            dv_block *b;
+            int rc;
+        } g = {&s.moved, -1};
+        is_status(dv_actor_resources(a, give_back_moved, &g), DV_OK, "the moved block's owner frees it");
+        is_status(g.rc, DV_OK, "and it was live upstream");
+    }
+    rc = dv_alloc(a, MiB, 0, "honest", &r);
+    rc = rc == DV_OK ? dv_ref_access(r, &info) : rc;
+    is_status(rc, DV_OK, "the layer honest again: allocates");
     dv_ref_release(r);
-    s.cheat = false;
     is_status(dv_actor_destroy(a), DV_OK, "destroyed");
     is_int(s.destroyed, 2, "the layer's destroy ran with the stack");
 
@@ -265,8 +331,26 @@ int main(void)
     is_status(dv_actor_create(&cfg, &a), DV_ENOMEM, "a failing stack function fails the start");
     ok(a == NULL && strstr(dv_last_error()->message, "refuses") != NULL, "with its own detail (%s)",
        dv_last_error()->message);
+
+    /* A stack function that answers +5, or returns another actor's top. */
+    spill q = {.answer = 5};
+    cfg.stack_user = &q;
+    a = NULL;
+    is_status(dv_actor_create(&cfg, &a), DV_EINVAL, "a stack function answering +5: refused");
     cfg.stack = NULL;
     is_status(dv_actor_create(&cfg, &a), DV_OK, "without one: the default stack");
-    dv_actor_destroy(a);
+    dv_resource *theirs = NULL;
+    is_status(dv_actor_resources(a, top_of, &theirs), DV_OK, "another actor's top, taken");
+    dv_actor *b = NULL;
+    spill fo = {.foreign = theirs};
+    cfg.stack = build;
+    cfg.stack_user = &fo;
+    is_status(dv_actor_create(&cfg, &b), DV_EINVAL, "a stack function returning it: refused");
+    ok(b == NULL, "no actor");
+    rc = dv_alloc(a, MiB, 0, "still", &r);
+    rc = rc == DV_OK ? dv_ref_access(r, &info) : rc;
+    is_status(rc, DV_OK, "the other actor still allocates");
+    dv_ref_release(r);
+    is_status(dv_actor_destroy(a), DV_OK, "and is destroyed whole");
     return tap_done();
 }
