@@ -259,6 +259,11 @@ typedef struct pool_res {
     pool_map kept[RECLAIM_SCAN];
     pool_range *spare;
     uint32_t nspare;
+    /* The least the upstream refused within the allocation alloc_epoch
+     * names (chunk_add), and how. */
+    uint64_t refused_epoch, refused_bytes;
+    int refused_status;
+    dv_error_detail refused_detail;
     pool_range **range_dir; /* range slabs: RANGES_FIRST << k ranges each */
     uint32_t nrange_slabs;
     atomic_uint_fast64_t outstanding; /* read from any thread */
@@ -708,11 +713,26 @@ static void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
  * s's bins. */
 static int chunk_add(pool_res *p, uint64_t size, dv_stream_id s)
 {
+    dv_res_env *env = p->base.env;
+    if (p->refused_epoch == env->alloc_epoch && size >= p->refused_bytes) {
+        /* Within one allocation, the upstream refused as much a moment
+         * ago: asking again would only ask the layers under it again (a
+         * pool over pools would retry exponentially in their depth). */
+        *dv__detail() = p->refused_detail; /* the upstream's answer, as it gave it */
+        return p->refused_status;
+    }
     pool_chunk *ch = calloc(1, sizeof(*ch));
     if (ch == NULL)
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool chunk");
     int rc = dv__res_allocate(p->base.upstream, size, s, (dv_tag){"pool-chunk", 0}, &ch->block);
     if (rc != DV_OK) {
+        if (dv__short_of_memory(rc) &&
+            (p->refused_epoch != env->alloc_epoch || size < p->refused_bytes)) {
+            p->refused_epoch = env->alloc_epoch;
+            p->refused_bytes = size;
+            p->refused_status = rc;
+            p->refused_detail = *dv_last_error();
+        }
         free(ch);
         return rc;
     }
@@ -811,6 +831,7 @@ static int release_empty_chunks(pool_res *p, uint64_t *released)
         if (released != NULL)
             *released += bytes;
         free(ch);
+        p->refused_epoch = 0; /* the upstream has more now: worth asking */
     }
     return DV_OK;
 }

@@ -30,8 +30,11 @@ int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_ta
                          dv_block *out)
 {
     int rc = owner_check(r, "resource_allocate");
-    if (rc != DV_OK)
+    if (rc != DV_OK) {
+        if (out != NULL) /* as every failure leaves it */
+            memset(out, 0, sizeof(*out));
         return rc;
+    }
     if (out == NULL)
         return dv__fail(DV_EINVAL, "resource_allocate", "resource_allocate: NULL out");
     return dv__res_allocate(r, bytes, stream, tag, out);

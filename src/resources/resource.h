@@ -107,6 +107,11 @@ typedef struct dv_res_env {
     _Atomic uint64_t mapped_bytes;
     /* Mappings made and unmapped by them (dv_actor_stats). */
     _Atomic uint64_t maps, unmaps, remaps;
+    /* Allocations under way through the stack (a layer's allocate calls
+     * its upstream's), and a count of the outermost ones: within one, a
+     * layer need not ask again for what its upstream just refused. */
+    uint32_t alloc_depth;
+    uint64_t alloc_epoch;
 } dv_res_env;
 
 /*

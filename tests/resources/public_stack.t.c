@@ -157,6 +157,42 @@ static int top_of(dv_resource *top, void *user)
     return DV_OK;
 }
 
+/* A bottom layer that refuses everything, as a full device would, and
+ * counts what it was asked; sixteen pools over it. */
+static int refusals_seen;
+
+static int full_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
+                         dv_block *out)
+{
+    (void)self, (void)up, (void)stream, (void)tag;
+    refusals_seen++;
+    memset(out, 0, sizeof(*out));
+    return dv_error_set(DV_EDEVICE_OOM, "full", bytes, 0, "the device is full");
+}
+
+static int full_deallocate(void *self, dv_resource *up, dv_block *block)
+{
+    (void)self;
+    return dv_resource_deallocate(up, block);
+}
+
+static const dv_resource_ops full_ops = {
+    .name = "full", .allocate = full_allocate, .deallocate = full_deallocate};
+
+#define NESTED 16
+
+static int build_nested(dv_resource *bottom, void *user, dv_resource **top)
+{
+    (void)user;
+    dv_resource *r = NULL;
+    int rc = dv_resource_adapt(bottom, &full_ops, NULL, &r);
+    dv_pool_options po = {.initial_chunk_bytes = 2 * MiB, .max_chunk_bytes = 64 * MiB};
+    for (int i = 0; rc == DV_OK && i < NESTED; i++)
+        rc = dv_resource_pool(r, &po, &r);
+    *top = r;
+    return rc; /* a failure here fails the test's create, which it checks */
+}
+
 typedef struct walk {
     uint64_t limit, used;
     int budget_rc, guard_rc;
@@ -202,7 +238,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(42);
+    plan(45);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -331,6 +367,26 @@ int main(void)
     is_status(dv_actor_create(&cfg, &a), DV_ENOMEM, "a failing stack function fails the start");
     ok(a == NULL && strstr(dv_last_error()->message, "refuses") != NULL, "with its own detail (%s)",
        dv_last_error()->message);
+
+    /* Pools over pools over a full device: a refusal asks the bottom a
+     * few times, not a number exponential in the depth. */
+    dv_actor_config ncfg;
+    dv_actor_config_init(&ncfg);
+    ncfg.backend = DV_BACKEND_SIM;
+    ncfg.stack = build_nested;
+    dv_actor *nested = NULL;
+    if (is_status(dv_actor_create(&ncfg, &nested), DV_OK, "an actor over %d pools", NESTED)) {
+        refusals_seen = 0;
+        dv_alloc(nested, 3 * MiB, 0, "deep", &r);
+        is_status(dv_ref_access(r, &info), DV_EDEVICE_OOM, "a request the bottom refuses: refused");
+        ok(refusals_seen > 0 && refusals_seen <= 4 * NESTED,
+           "the bottom was asked %d times (at most %d)", refusals_seen, 4 * NESTED);
+        dv_ref_release(r);
+        dv_actor_destroy(nested);
+    } else {
+        ok(false, "no actor");
+        ok(false, "no actor");
+    }
 
     /* A stack function that answers +5, or returns another actor's top. */
     spill q = {.answer = 5};
