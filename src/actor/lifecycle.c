@@ -89,6 +89,9 @@ static int build_stack(dv_actor *a)
         /* The caller's stack (devactor_resource.h), on this thread. */
         rc = a->cfg.stack(r, a->cfg.stack_user, &top);
         rc = dv__user_status(rc, "stack", "the stack function");
+        if (rc != DV_OK && dv_last_error()->status != rc)
+            /* It said nothing of its own: the detail names it. */
+            rc = dv__fail(rc, "stack", "the stack function answered %s", dv_err_name(rc));
         if (rc == DV_OK && top == NULL)
             rc = dv__fail(DV_EINVAL, "stack", "the stack function returned no top");
         if (rc == DV_OK && !stack_reaches(top, r))
@@ -275,8 +278,8 @@ static void become_failed(dv_actor *a, const dv_error_detail *cause)
 {
     dv_error_detail d = *cause;
     d.status = DV_EDEVICE_LOST;
-    snprintf(d.message, sizeof(d.message), "device %d: the context could not be rebuilt: %.200s",
-             a->device, cause->message);
+    snprintf(d.message, sizeof(d.message), "device %d: the context could not be rebuilt: %s: %.200s",
+             a->device, dv_err_name(cause->status), cause->message[0] ? cause->message : "(no detail)");
     dv__actor_mark_lost(a, &d);
 }
 

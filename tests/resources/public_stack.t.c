@@ -38,6 +38,7 @@ typedef struct spill {
     int cheat;      /* allocate breaks the contract: one of CHEAT_* */
     dv_resource *foreign; /* the stack function returns this instead */
     int answer;           /* the stack function answers this (not a dv_status) */
+    int bare_fail;        /* rebuilds answer this, with no detail */
 } spill;
 
 enum { CHEAT_NONE, CHEAT_NO_BLOCK, CHEAT_FREED, CHEAT_MOVED, CHEAT_POSITIVE };
@@ -114,6 +115,8 @@ static int build(dv_resource *bottom, void *user, dv_resource **top)
     }
     if (s->answer != 0)
         return s->answer;
+    if (s->bare_fail != 0 && s->builds > 1)
+        return s->bare_fail; /* no detail of its own */
     if (s->fail_build != 0) {
         int rc = s->fail_build;
         s->fail_build = 0;
@@ -238,7 +241,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(45);
+    plan(48);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -383,6 +386,25 @@ int main(void)
            "the bottom was asked %d times (at most %d)", refusals_seen, 4 * NESTED);
         dv_ref_release(r);
         dv_actor_destroy(nested);
+    } else {
+        ok(false, "no actor");
+        ok(false, "no actor");
+    }
+
+    /* A rebuild whose stack function fails with no word of its own: the
+     * health still names the cause. */
+    spill rb = {.bare_fail = DV_EIO};
+    cfg.stack = build;
+    cfg.stack_user = &rb;
+    a = NULL;
+    if (is_status(dv_actor_create(&cfg, &a), DV_OK, "an actor whose rebuilds will fail")) {
+        is_status(dv_actor_reset(a), DV_EDEVICE_LOST, "its reset: lost");
+        dv_actor_health h;
+        memset(&h, 0, sizeof(h));
+        dv_actor_health_get(a, &h);
+        ok(strstr(h.first_fault.message, "DV_EIO") != NULL, "the health names the cause (%s)",
+           h.first_fault.message);
+        dv_actor_destroy(a);
     } else {
         ok(false, "no actor");
         ok(false, "no actor");
