@@ -139,8 +139,8 @@ DV_EXPORT int dv_resource_budget_stats(const dv_resource *budget, uint64_t *limi
  * generation and offset).  DV_EINVAL for a resource that is not a guard. */
 DV_EXPORT int dv_resource_guard_check(dv_resource *guard);
 /* Give back what r and every resource under it hold and do not use: a
- * pool's empty chunks, the driver pool's free memory.  *released (may be
- * NULL): the bytes the pools let go. */
+ * guard's quarantine, a pool's empty chunks, the driver pool's free
+ * memory.  *released (may be NULL): the bytes the pools let go. */
 DV_EXPORT int dv_resource_trim(dv_resource *r, uint64_t *released);
 
 /* ---- A resource of your own ---- */

@@ -638,6 +638,20 @@ int dv__guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg,
     return DV_OK;
 }
 
+int dv__guard_flush(dv_resource *r)
+{
+    if (r == NULL || r->ops != &guard_ops)
+        return DV_OK;
+    guard_res *g = GUARD(r);
+    int first = DV_OK;
+    while (!list_empty(&g->quarantine)) {
+        int rc = release(g, &g->quarantine, g->quarantine.head.next, NULL);
+        if (rc != DV_OK && first == DV_OK)
+            first = rc;
+    }
+    return first;
+}
+
 int dv__guard_check(dv_resource *guard)
 {
     if (guard == NULL || guard->ops != &guard_ops)

@@ -175,8 +175,11 @@ int dv__res_trim_stack(dv_resource *r, uint64_t *released)
     int rc;
     if (released != NULL)
         *released = 0;
-    /* Frees queued on the streams are reached first, so the pools see
-     * every block their callers gave back. */
+    /* A guard's quarantine goes back first, and frees queued on the
+     * streams are reached, so the pools see every block given back. */
+    for (dv_resource *x = r; x != NULL; x = x->upstream)
+        if ((rc = dv__guard_flush(x)) != DV_OK)
+            return rc;
     if ((rc = dv__res_reap_pending(r)) != DV_OK)
         return rc;
     uint64_t total = 0;

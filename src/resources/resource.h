@@ -314,6 +314,9 @@ int dv__guard_resource_create(dv_resource *upstream, const dv_guard_config *cfg,
 /* Check every live block's canaries now (owner thread): 0, or
  * DV_EOUT_OF_BOUNDS for the first damaged one (detail: generation, offset). */
 int dv__guard_check(dv_resource *guard);
+/* If r is a guard: its quarantine handed back upstream now, oldest first
+ * (a trim: what is held and not used goes back).  Else nothing. */
+int dv__guard_flush(dv_resource *r);
 
 /* Fill bytes of the guard (documented, so dumps can be read). */
 #define DV_GUARD_CANARY_BYTE 0xCAu /* before and after every block */

@@ -239,6 +239,9 @@ static void test_quarantine(void)
               "freeing the old block by a stale copy is DV_EUSE_AFTER_FREE");
     ok(message_has("stale"), "the message says stale");
     is_status(dv__res_deallocate(f.guard, &d), DV_OK, "the new block frees clean");
+    /* A trim hands the quarantine back: nothing live, nothing held. */
+    is_status(dv__res_trim_stack(f.guard, NULL), DV_OK, "a trim of the stack");
+    is_u64(dv__res_bytes_outstanding(f.async), 0, "the quarantine went back upstream with it");
     teardown(&f);
 }
 
@@ -299,7 +302,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv__driver_close(drv);
     }
-    plan(74);
+    plan(76);
     test_config();
     test_past_the_end();
     test_before_the_start();
