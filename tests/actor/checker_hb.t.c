@@ -250,7 +250,7 @@ int main(void)
     dv_error_detail last;
     dv_future f1;
 
-    plan(29);
+    plan(32);
 
     test_transitive_future();
 
@@ -404,6 +404,23 @@ int main(void)
     is_status(dv_order_export(A, &empty), DV_OK, "checker off: export answers DV_OK");
     ok(empty.streams == 0, "and the token is empty");
     is_status(dv_order_adopt(A, &empty), DV_OK, "adopting it does nothing");
+    dv_actor *peer_actor = make(true);
+    is_status(dv_order_adopt(peer_actor, &empty), DV_OK,
+              "an empty token adopted on another actor does nothing too");
+    dv_order_token zeros;
+    memset(&zeros, 0, sizeof(zeros));
+    is_status(dv_order_adopt(peer_actor, &zeros), DV_OK, "nor does a token of all zeros");
+    dv_order_token full;
+    dv_ref Z = DV_REF_NULL;
+    dv_alloc(peer_actor, 4096, 0, "z", &Z);
+    dv_sync(peer_actor, 0);
+    dv_order_export(peer_actor, &full);
+    ok(full.streams != 0 && dv_order_adopt(A, &full) == DV_EINVAL,
+       "a token that knows something (%u streams), from another actor: refused, checker off "
+       "or not",
+       full.streams);
+    dv_ref_release(Z);
+    dv_actor_destroy(peer_actor);
     dv_actor_destroy(A);
 
     test_peer();
