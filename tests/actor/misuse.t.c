@@ -2073,13 +2073,16 @@ static void table_tasks(void)
     if (A != NULL && B != NULL && /* not while counting the rows */
         (dv_order_export(A, &tok_a) != DV_OK || dv_order_export(B, &tok_b) != DV_OK))
         bail_out("set-up: dv_order_export: %s", dv_last_error()->message);
+    if (tok_a.streams == 0)
+        tok_a.streams = 1; /* not empty: an empty token is nothing from anywhere */
     tok_wide = tok_b;
     tok_wide.streams = DV_ORDER_STREAMS + 1;
     ROW("dv_order_export", DV_EINVAL, "NULL actor", dv_order_export(NULL, &tok_b));
     ROW("dv_order_export", DV_EINVAL, "NULL token", dv_order_export(B, NULL));
     ROW("dv_order_adopt", DV_EINVAL, "NULL actor", dv_order_adopt(NULL, &tok_b));
     ROW("dv_order_adopt", DV_EINVAL, "NULL token", dv_order_adopt(B, NULL));
-    ROW("dv_order_adopt", DV_EINVAL, "a token of another actor", dv_order_adopt(B, &tok_a));
+    ROW("dv_order_adopt", DV_EINVAL, "a token (not empty) of another actor",
+        dv_order_adopt(B, &tok_a));
     ROW("dv_order_adopt", DV_EINVAL, "a token of 65 streams", dv_order_adopt(B, &tok_wide));
 }
 
