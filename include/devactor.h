@@ -483,7 +483,8 @@ DV_EXPORT int dv_actor_shutdown(dv_actor *actor);
  * its parent's actor, and then change nothing. */
 DV_EXPORT int dv_actor_destroy(dv_actor *actor);
 /* Drop everything of devactor's on the device and build it again: every
- * older handle answers DV_ESTALE, accounting restarts from zero, the
+ * older handle answers DV_ESTALE, the memory statistics' current values
+ * go to zero (totals, peaks and dv_actor_stats counters carry on), the
  * actor's memory goes back to the device, its streams, events and
  * modules are made again.  The CUDA context -- the device's primary
  * context, which cudart, cuBLAS, PyTorch and every other library of the
@@ -551,8 +552,9 @@ typedef struct dv_actor_stats {
      * nanoseconds.  Growth maps; moving memory to where a request needs it
      * unmaps and maps. */
     uint64_t memory_maps, memory_unmaps;
-    /* Calls into the driver so far, by every actor of the process on this
-     * backend (one driver serves them all). */
+    /* Calls into the driver so far, by every actor on this actor's
+     * driver (dv_actor_get's actors share one per backend; an actor of
+     * dv_actor_create has its own). */
     uint64_t driver_calls;
     /* Of memory_maps, the mappings of memory a move unmapped, mapped again
      * where the request needed it (cuMemMap + cuMemSetAccess; its unmap
