@@ -107,6 +107,13 @@
  * Before the pool grows, free ranges of several streams that lie side by
  * side and together hold the request become the requesting stream's, one
  * range: it waits on each of their frees (the same rule, no host query).
+ * Free space the device is known to be past (the tracker saw an event
+ * of that stream done; no query is made for it) is nobody's in
+ * particular: a range freed beside another stream's such range takes it
+ * in and merges with it, and a small block that would split a large
+ * range of its own stream's takes such a small hole (at most 2 MiB) of
+ * another stream's instead.  Both need no wait, and keep space that
+ * several streams free side by side from splitting by who freed it.
  *
  * Returning chunks.  A chunk with nothing live or stacked is empty; trim
  * makes the chunk's alloc stream wait on the free position of each of its
@@ -133,6 +140,7 @@
 
 #define GRANULE_SHIFT 8 /* log2(DV_BLOCK_ALIGN) */
 #define SMALL_MAX     (256 * 1024)
+#define SMALL_HOLE    (2u << 20) /* a free range a small block may carve without splitting big space */
 #define SMALL_CLASSES 36
 #define NO_CLASS      0xFFu
 
@@ -551,13 +559,32 @@ static pool_range *bins_release(pool_res *p, pool_range *r)
     return r;
 }
 
+/* A free neighbour q of a range s frees: another stream's, the device
+ * known past its free (no query: what the tracker saw), so its memory is
+ * idle and anyone's.  It becomes s's, with nothing to wait for, to merge
+ * with the range freed beside it.  (Not under the stream-order checker,
+ * which sees only the device's own edges.) */
+static void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
+{
+    if (q == NULL || q->state != RANGE_FREE || q->owner == s || p->base.env->fence_always ||
+        !dv__tracker_known_passed(p->t, freed_pos(q)))
+        return;
+    bin_remove(p, q);
+    q->freed_epoch = 0;
+    bin_insert(p, s, q);
+}
+
 /* A used block's range back into stream s's bins, stamped with its free
- * there. */
+ * there, merged with its free neighbours: s's, and other streams' that
+ * are idle.  Space freed side by side by several streams then comes
+ * together as it does for one stream, not split by who freed it. */
 static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
 {
     pool_range *r = range_at(p, b.index);
     r->freed_epoch = b.freed_epoch;
     r->owner = (uint8_t)s;
+    adopt_idle(p, r->phys_prev, s);
+    adopt_idle(p, r->phys_next, s);
     (void)bins_release(p, r);
 }
 
@@ -647,7 +674,25 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
         *out = stack_pop(p, s, c);
         return DV_OK;
     }
-    if ((r = bins_find(own, need)) == NULL) {
+    r = bins_find(own, need);
+    if (c != NO_CLASS && (r == NULL || r->bytes > SMALL_HOLE) && !p->base.env->fence_always) {
+        /* A small block would split a large range of s's, or find none:
+         * a small hole another stream freed, the device known past its
+         * free, serves with no wait and leaves the large space whole.
+         * (Streams that each carve their own large ranges pepper them
+         * with small blocks where one stream's would reuse its holes.) */
+        for (uint64_t o = p->streams_with_free & ~(UINT64_C(1) << s); o != 0; o &= o - 1) {
+            dv_stream_id t = (dv_stream_id)__builtin_ctzll(o);
+            pool_range *q = bins_find(&p->lists[t], need);
+            if (q != NULL && q->bytes <= SMALL_HOLE &&
+                dv__tracker_known_passed(p->t, freed_pos(q))) {
+                r = q;
+                from = t;
+                break;
+            }
+        }
+    }
+    if (r == NULL) {
         uint64_t others;
         if (c != NO_CLASS && (others = p->streams_with_class[c] & ~(UINT64_C(1) << s)) != 0) {
             /* Reuse on another stream only behind the free. */
@@ -2111,6 +2156,20 @@ static uint64_t largest_free(pool_res *p)
         }
     }
     return best;
+}
+
+int dv__pool_learn_passed(dv_resource *pool)
+{
+    if (!dv__res_is_pool(pool))
+        return dv__fail(DV_EINVAL, "pool_learn_passed", "pool_learn_passed: not a pool");
+    pool_res *p = pool_of(pool);
+    for (uint32_t s = 0; s < p->nstreams; s++) {
+        bool reached;
+        int rc = dv__tracker_reached(p->t, dv__tracker_now(p->t, (dv_stream_id)s), &reached);
+        if (rc != DV_OK)
+            return rc;
+    }
+    return DV_OK;
 }
 
 int dv__pool_stats_get(dv_resource *pool, dv_pool_stats *out)

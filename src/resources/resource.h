@@ -273,6 +273,9 @@ bool dv__res_is_async(const dv_resource *r);
 int dv__res_trim_stack(dv_resource *r, uint64_t *released);
 /* Return every empty chunk upstream (owner thread).  *released may be NULL. */
 int dv__pool_trim(dv_resource *pool, uint64_t *released);
+/* Tests: ask the device how far each stream got, as a growth would, so
+ * that the pool knows which frees are passed (owner thread). */
+int dv__pool_learn_passed(dv_resource *pool);
 
 /* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
  * requested and remaining bytes in the detail. */

@@ -394,8 +394,14 @@ static void test_cross_stream(void)
        "cross-stream control: unfenced, A's slow write lands after B's (first byte 0x%02x)",
        buf[0]);
 
-    /* Small class: A writes, frees; B gets the block from A's stack. */
+    /* Small class: A writes, frees; B gets the block from A's stack.  The
+     * rest of A's space is taken first: idle free space of A's would
+     * serve B with no wait at all, and this is about the wait. */
     errors = 0;
+    dv_block filler = {0};
+    uint64_t rest = stats_of(pool).free_bytes & ~(uint64_t)255;
+    if (rest != 0)
+        errors += dv__res_allocate(pool, rest, SA, (dv_tag){"filler", 0}, &filler) != DV_OK;
     errors += dv__drv_memset_d8(env.streams[SA], x.ptr, 0xAA, XN) != DV_OK;
     errors += dv__res_finish_block_use(pool, dv__block_id_of(&x), SA, DV_ACCESS_WRITE) != DV_OK;
     dv_dptr xp = x.ptr;
@@ -410,6 +416,8 @@ static void test_cross_stream(void)
        "cross-stream: B's data survives A's slow write: the reuse waited for A's free (0x%02x)",
        buf[0]);
     errors += dv__res_deallocate(pool, &y) != DV_OK;
+    if (filler.state == DV_BLOCK_LIVE)
+        errors += dv__res_deallocate(pool, &filler) != DV_OK;
 
     /* Large: through A's bins. */
     dv__res_env_sync(&env);

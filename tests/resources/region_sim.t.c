@@ -9,7 +9,7 @@
 #include "driver/sim.h"
 #include "support/region_tests.h"
 
-#define SIM_ONLY_TESTS 16
+#define SIM_ONLY_TESTS 19
 
 static double ms_since(const struct timespec *t0)
 {
@@ -234,6 +234,58 @@ static void sim_only(test_env *t)
             (void)dv__res_deallocate(pool, &big);
         (void)dv__res_deallocate(pool, &s1);
         (void)dv__res_deallocate(pool, &s2);
+        dv__res_destroy_stack(pool);
+    }
+    dv__res_env_sync(&t->env);
+
+    /* Space several streams freed side by side comes together once the
+     * device is past the frees: X (3 MiB, stream 0) freed and passed, then
+     * Y (3 MiB, stream 1, right after it) freed: one 6 MiB range of
+     * stream 1's, which serves 6 MiB on stream 1 in place. */
+    pool = rg_pool(t, 0);
+    rc = pool != NULL ? dv__res_allocate(pool, 3 * RG_MIB, 0, rg_tag(40), &x) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 3 * RG_MIB, 1, rg_tag(41), &y) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, 3 * RG_MIB, 2, rg_tag(42), &c) : DV_EINVAL;
+    if (rc == DV_OK) {
+        rc = dv__res_deallocate(pool, &x);
+        dv__res_env_sync(&t->env);
+        rc |= dv__pool_learn_passed(pool);
+        rc |= dv__res_deallocate(pool, &y);
+    }
+    dv_pool_stats st = pool != NULL ? rg_stats(pool) : (dv_pool_stats){0};
+    ok(rc == DV_OK && y.ptr == x.ptr + 3 * RG_MIB && st.largest_free >= 6 * RG_MIB,
+       "sim: 3 MiB of stream 0's, passed, and 3 MiB stream 1 frees beside it are one range "
+       "(largest free %llu MiB)",
+       (unsigned long long)(st.largest_free / RG_MIB));
+    mapped = rg_mapped(t);
+    rc2 = rc == DV_OK ? dv__res_allocate(pool, 6 * RG_MIB, 1, rg_tag(43), &z) : DV_EINVAL;
+    ok(rc2 == DV_OK && z.ptr == x.ptr && rg_mapped(t) == mapped,
+       "sim: which serves 6 MiB on stream 1 in place, nothing mapped (%s)", dv_err_name(rc2));
+    if (rc2 == DV_OK)
+        rc2 = dv__res_deallocate(pool, &z);
+
+    /* A small block does not split stream 1's large space where stream
+     * 0 freed a small hole the device is past: 1 MiB freed on stream 0,
+     * then 64 KiB on stream 1, whose own space is what is left of the 6
+     * MiB above (4 MiB). */
+    dv_block h, small;
+    rc = pool != NULL ? dv__res_allocate(pool, RG_MIB, 0, rg_tag(44), &h) : DV_EINVAL;
+    rc |= pool != NULL ? dv__res_allocate(pool, RG_MIB, 0, rg_tag(45), &a) : DV_EINVAL;
+    if (rc == DV_OK) {
+        rc = dv__res_deallocate(pool, &h);
+        dv__res_env_sync(&t->env);
+        rc |= dv__pool_learn_passed(pool);
+    }
+    rc2 = rc == DV_OK ? dv__res_allocate(pool, 64 * 1024, 1, rg_tag(46), &small) : DV_EINVAL;
+    ok(rc2 == DV_OK && small.ptr >= h.ptr && small.ptr < h.ptr + RG_MIB,
+       "sim: 64 KiB on stream 1 comes from the 1 MiB hole stream 0 freed (%s, at +%lld KiB)",
+       dv_err_name(rc2), (long long)((int64_t)(small.ptr - h.ptr) / 1024));
+    if (pool != NULL) {
+        if (rc2 == DV_OK)
+            (void)dv__res_deallocate(pool, &small);
+        if (rc == DV_OK)
+            (void)dv__res_deallocate(pool, &a);
+        (void)dv__res_deallocate(pool, &c);
         dv__res_destroy_stack(pool);
     }
     dv__res_env_sync(&t->env);
