@@ -9,8 +9,9 @@
  * itself and the device has virtual memory, the pool holds its memory
  * from the driver directly: it reserves address space once (a region, as
  * large as the device's memory) and maps physical memory into it as
- * requests need it, in extents of at most 1/32 of what is mapped (a
- * granule at least, 64 MiB at most), each unmapped whole.  Unmapped space
+ * requests need it, in extents of at most 1/32 of what is mapped (1/128
+ * below the most ever mapped; a granule at least, 64 MiB at most), each
+ * unmapped whole.  Unmapped space
  * is a HOLE range; the last range of a region is always the reserved space
  * past its end.  A region is a chunk to the rest of this file.
  *
@@ -1127,7 +1128,8 @@ static bool kept_take(pool_res *p, uint64_t bytes, uint64_t *handle)
 
 /*
  * Map [at, at + bytes) of region ch in extents of up to 1/32 of what is
- * mapped or 1/64 of bytes, whichever is more (a granule at least,
+ * mapped (1/128 below the most ever mapped) or 1/64 of bytes, whichever
+ * is more (a granule at least,
  * EXTENT_MAX at most): a trim gives back what
  * lies free at that grain, and a growth makes few driver calls.  An extent
  * of the size of a kept piece (a move's donor) maps that memory again
@@ -1137,8 +1139,13 @@ static bool kept_take(pool_res *p, uint64_t bytes, uint64_t *handle)
 static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
 {
     /* (Or 1/64 of the growth where that is more: a large request on a
-     * small pool maps in few extents.) */
-    uint64_t extent = p->chunk_bytes / 32 > bytes / 64 ? p->chunk_bytes / 32 : bytes / 64;
+     * small pool maps in few extents.)  Below the most ever mapped --
+     * memory that moved here, or space a trim left -- the extents are
+     * four times finer: the growth is done, and a later move then finds
+     * whole free extents to take where coarse ones would still hold a
+     * live block. */
+    uint64_t div = p->chunk_bytes + bytes > p->high ? 32 : 128;
+    uint64_t extent = p->chunk_bytes / div > bytes / 64 ? p->chunk_bytes / div : bytes / 64;
     extent = extent < p->granule ? p->granule : extent > EXTENT_MAX ? EXTENT_MAX : extent;
     extent &= ~(p->granule - 1);
     if (p->nkept > 0)
