@@ -30,6 +30,8 @@ static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
 
 void dv__recent_push(dv_actor *a, dv_stream s, const dv_envelope *e, const char *name)
 {
+    if (a->done == NULL)
+        return; /* the device state is gone (a fault met inside a task, a failed rebuild) */
     dv_pending_fifo *q = &a->pend[s];
     q->recent[q->recent_next] =
         (dv_recent){name, e->m.type, e->from->id, e->m.seq, dv__tracker_mark(a->done, s)};
@@ -91,6 +93,14 @@ int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const cha
 {
     if (e->m.reply == NULL)
         return DV_OK; /* nobody waits: nothing to track */
+    if (a->done == NULL) {
+        /* The device state went while the operation ran (a fault inside a
+         * task whose rebuild failed): its work went with it. */
+        dv_error_detail d;
+        dv__lost_detail(a, &d);
+        dv__future_complete_detail(e->m.reply, d.status, &d);
+        return DV_OK;
+    }
     return dv__complete_at(a, s, dv__tracker_mark(a->done, s),
                            a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0, e, what);
 }
