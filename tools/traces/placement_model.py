@@ -177,9 +177,9 @@ class Aliased:
         self.owner[q] = v
         self.binds += 1
 
-    def alloc(self, n):
-        a = self.va.alloc(n)
-        self.t += 1
+    def _touch(self, a, n):
+        """Count [a, a + n) in its granules; those that became live."""
+        new = []
         for v in range(a // G, (a + n - 1) // G + 1):
             part = min(a + n, (v + 1) * G) - max(a, v * G)
             if v in self.bytes_in:
@@ -187,9 +187,22 @@ class Aliased:
                 continue
             self.bytes_in[v] = part
             self.nlive += 1
-            self.peak_live = max(self.peak_live, self.nlive)
+            new.append(v)
+        self.peak_live = max(self.peak_live, self.nlive)
+        return new
+
+    def alloc(self, n):
+        a = self.va.alloc(n)
+        self.t += 1
+        for v in self._touch(a, n):
             self._bind(v)
         return a
+
+    def _idle(self, v):
+        """Address granule v holds nothing now: its physical granule is free."""
+        p = self.bound[v]
+        del self.owner[p]
+        self.free_at[p] = self.t
 
     def free(self, a, n):
         self.t += 1
@@ -199,9 +212,7 @@ class Aliased:
                 del self.bytes_in[v]
                 self.nlive -= 1
                 self.live_bits &= ~(1 << v)
-                p = self.bound[v]
-                del self.owner[p]
-                self.free_at[p] = self.t
+                self._idle(v)
         self.va.free(a, n)
 
 
@@ -273,17 +284,9 @@ class Handles(Aliased):
 
     def alloc(self, n):
         a = self.va.alloc(n)
-        new = []
-        for v in range(a // G, (a + n - 1) // G + 1):
-            part = min(a + n, (v + 1) * G) - max(a, v * G)
-            if v in self.bytes_in:
-                self.bytes_in[v] += part
-                continue
-            self.bytes_in[v] = part
-            self.nlive += 1
+        new = self._touch(a, n)
+        for v in new:
             self.live_bits |= 1 << v
-            new.append(v)
-        self.peak_live = max(self.peak_live, self.nlive)
         for v in new:
             self.seen[v] = self.seen.get(v, 0) | self.live_bits
         unbound = set()
@@ -314,20 +317,12 @@ class Handles(Aliased):
             self._bind_run(run)
         return a
 
-    def free(self, a, n):
-        self.t += 1
-        for v in range(a // G, (a + n - 1) // G + 1):
-            self.bytes_in[v] -= min(a + n, (v + 1) * G) - max(a, v * G)
-            if self.bytes_in[v] == 0:
-                del self.bytes_in[v]
-                self.nlive -= 1
-                self.live_bits &= ~(1 << v)
-                q, first = self.where[v]
-                if self.serving[q] == first and not any(
-                        w in self.bytes_in for w in range(first, first + self.size[q])):
-                    self.serving[q] = None
-                    self.free_at[q] = self.t
-        self.va.free(a, n)
+    def _idle(self, v):
+        q, first = self.where[v]
+        if self.serving[q] == first and not any(
+                w in self.bytes_in for w in range(first, first + self.size[q])):
+            self.serving[q] = None
+            self.free_at[q] = self.t
 
 
 def replay(rows, passes, policy, slack, cap):
