@@ -103,6 +103,7 @@ typedef struct dv_pending {
     uint32_t client, seq;
     const char *what; /* tag or kernel name, for fault reports */
     uint64_t chk_seq; /* the checker's number of the stream's work it completes */
+    dv_error_detail *fail; /* a failure told once the device passed it (heap; NULL: DV_OK) */
     /* When the device is likely done with it (loop.c's first eager look),
      * and the transfer span it ends: set at the batch's end, when its
      * event is recorded (0: no guess). */
@@ -334,6 +335,11 @@ int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const cha
  * checker's number of the stream's work at that point. */
 int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
                     const dv_envelope *e, const char *what);
+/* The same for an operation that failed after it enqueued work (a task
+ * whose function failed): its waiter hears the failure, the calling
+ * thread's detail, once the device passed what it enqueued, ordered after
+ * it as after a success.  DV_ENOMEM where the detail cannot be kept. */
+int dv__complete_failed_later(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what);
 /* A launch or task went onto stream s: remember it for fault reports. */
 void dv__recent_push(dv_actor *a, dv_stream s, const dv_envelope *e, const char *name);
 /* Complete what the device has reached; a query error is a fault. */

@@ -25,6 +25,11 @@ static void complete_pending(dv_actor *a, dv_stream s, const dv_pending *p)
         return;
     if (p->chk_seq != 0)
         dv__known_pack(p->reply->internal, a->uid, dv__ref_domain_context(a->refs), s, p->chk_seq);
+    if (p->fail != NULL) {
+        dv__future_complete_detail(p->reply, p->fail->status, p->fail);
+        free(p->fail);
+        return;
+    }
     dv__future_complete(p->reply, DV_OK);
 }
 
@@ -105,6 +110,25 @@ int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const cha
                            a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0, e, what);
 }
 
+int dv__complete_failed_later(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what)
+{
+    if (e->m.reply == NULL || a->done == NULL)
+        return DV_ENOMEM; /* answered now by the caller */
+    dv_error_detail *fail = malloc(sizeof(*fail));
+    if (fail == NULL)
+        return DV_ENOMEM;
+    *fail = *dv_last_error();
+    int rc = dv__complete_later(a, s, e, what);
+    if (rc != DV_OK) {
+        free(fail);
+        return rc;
+    }
+    /* The entry just made: the newest at the current end of s. */
+    dv_pending_fifo *q = &a->pend[s];
+    q->items[(q->head + q->count - 1) % q->cap].fail = fail;
+    return DV_OK;
+}
+
 void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
 {
     for (uint32_t s = 0; s < DV_MAX_STREAMS; s++) {
@@ -113,6 +137,7 @@ void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
             dv_pending *p = &q->items[q->head];
             if (p->reply != NULL)
                 dv__future_complete_detail(p->reply, status, detail);
+            free(p->fail);
             q->head = (q->head + 1) % q->cap;
             q->count--;
         }
