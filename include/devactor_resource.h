@@ -151,9 +151,11 @@ DV_EXPORT int dv_resource_trim(dv_resource *r, uint64_t *released);
  * upstream (dv_resource_allocate(upstream, ...)), and deallocate must give
  * it back there (dv_resource_deallocate(upstream, block)): what a layer
  * decides is when and what to ask, and what to do when upstream refuses --
- * free memory of its own and ask again, say.  destroy (may be NULL) runs
- * when the layer goes (shutdown, a rebuild); blocks still live then are the
- * actor's to free.
+ * free memory of its own and ask again, say.  An allocate answering DV_OK
+ * without a block its upstream holds live (none, one given back, one
+ * changed), or any answer that is not a dv_status, is refused with
+ * DV_EINVAL.  destroy (may be NULL) runs when the layer goes (shutdown, a
+ * rebuild); blocks still live then are the actor's to free.
  */
 typedef struct dv_resource_ops {
     const char *name;
@@ -168,7 +170,9 @@ DV_EXPORT int dv_resource_adapt(dv_resource *upstream, const dv_resource_ops *op
 /* ---- Stacks and actors ---- */
 
 /* cfg.stack: build the stack over bottom and return its top (bottom itself
- * is fine).  A failure's status fails the actor's start or rebuild. */
+ * is fine; a top not built on this bottom -- another actor's -- is
+ * refused with DV_EINVAL).  A failure's status fails the actor's start or
+ * rebuild; an answer that is not a dv_status is DV_EINVAL. */
 typedef int (*dv_stack_fn)(dv_resource *bottom, void *user, dv_resource **top);
 
 /* Run fn(top of the stack, user) on the actor's thread, in the actor's
