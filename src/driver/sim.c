@@ -127,7 +127,7 @@ struct sim_op {
             struct sim_pending *pending;
         } free;
         struct {
-            struct sim_event *ev;
+            struct sim_stamp *cell;
             uint64_t serial; /* the record it stamps */
         } stamp;
         struct {
@@ -238,15 +238,27 @@ struct sim_stream {
     struct sim_pending *pending;    /* its frees not reached yet */
 };
 
+/* A timing event's record: the latest record's serial (process-wide,
+ * never reused), and the time it was reached.  Apart from the event and
+ * counted, so that a stamp still queued when the event is destroyed (and
+ * its memory made another event) writes here, not over the new one. */
+struct sim_stamp {
+    _Atomic uint32_t refs; /* the event's, and one per queued stamp */
+    _Atomic uint64_t serial, stamped_serial, stamp_ns;
+};
+
+static void stamp_unref(struct sim_stamp *c)
+{
+    if (c != NULL && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        free(c);
+}
+
 struct sim_event {
     dv_drv_obj hdr;
     pthread_mutex_t mu;
     struct sim_timeline *tl; /* NULL: never recorded */
     uint64_t pos;
-    /* Timing events: the latest record's serial (process-wide, never
-     * reused, so a stamp op of a destroyed event's record never matches a
-     * later event in the same memory), and the time it was reached. */
-    _Atomic uint64_t serial, stamped_serial, stamp_ns;
+    struct sim_stamp *stamp; /* timing events, from the first record */
 };
 
 static _Atomic uint64_t stamp_serials = 1;
@@ -676,17 +688,18 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
         return;
     }
     if (op->kind == OP_STAMP) {
-        struct sim_event *ev = op->u.stamp.ev;
+        struct sim_stamp *c = op->u.stamp.cell;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        /* The event may have been recorded again (or destroyed and its
-         * memory made another event) since: stamp only its own record. */
-        if (atomic_load_explicit(&ev->serial, memory_order_acquire) == op->u.stamp.serial) {
-            atomic_store_explicit(&ev->stamp_ns,
+        /* The event may have been recorded again since: stamp only its
+         * own record. */
+        if (atomic_load_explicit(&c->serial, memory_order_acquire) == op->u.stamp.serial) {
+            atomic_store_explicit(&c->stamp_ns,
                                   (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
                                   memory_order_relaxed);
-            atomic_store_explicit(&ev->stamped_serial, op->u.stamp.serial, memory_order_release);
+            atomic_store_explicit(&c->stamped_serial, op->u.stamp.serial, memory_order_release);
         }
+        stamp_unref(c);
         return;
     }
     if (sticky_code(dev) != 0)
@@ -1087,6 +1100,8 @@ static int sim_event_destroy(dv_drv_obj *obj)
     struct sim_event *ev = EVENT(obj);
     timeline_unref(ev->tl);
     ev->tl = NULL;
+    stamp_unref(ev->stamp); /* a stamp still queued keeps its cell */
+    ev->stamp = NULL;
     pthread_mutex_destroy(&ev->mu);
     return sticky_code(DEV_OF(obj));
 }
@@ -1111,12 +1126,19 @@ static int sim_event_record(dv_drv_obj *obj, dv_drv_obj *stream)
 
     if (obj->flags & DV_DRV_EVENT_TIMING) {
         /* The record is an op of its own, which stamps the time. */
+        if (ev->stamp == NULL) {
+            ev->stamp = calloc(1, sizeof(*ev->stamp));
+            if (ev->stamp == NULL)
+                return DV_CU_OUT_OF_MEMORY;
+            atomic_init(&ev->stamp->refs, 1);
+        }
         struct sim_op *op = op_new(OP_STAMP);
         if (op == NULL)
             return DV_CU_OUT_OF_MEMORY;
-        op->u.stamp.ev = ev;
+        atomic_fetch_add_explicit(&ev->stamp->refs, 1, memory_order_relaxed);
+        op->u.stamp.cell = ev->stamp;
         op->u.stamp.serial = atomic_fetch_add(&stamp_serials, 1);
-        atomic_store_explicit(&ev->serial, op->u.stamp.serial, memory_order_release);
+        atomic_store_explicit(&ev->stamp->serial, op->u.stamp.serial, memory_order_release);
         enqueue(s, op);
     }
     pthread_mutex_lock(&s->tl->mu);
@@ -1165,12 +1187,12 @@ static int sim_event_sync(dv_drv_obj *obj)
 
 static int sim_event_elapsed(dv_drv_obj *start, dv_drv_obj *end, float *ms)
 {
-    struct sim_event *a = EVENT(start), *b = EVENT(end);
+    struct sim_stamp *a = EVENT(start)->stamp, *b = EVENT(end)->stamp;
     SIM_ENTER(DEV_OF(start), DV_CALL_EVENT_ELAPSED);
+    if (a == NULL || b == NULL)
+        return DV_CU_INVALID_HANDLE; /* never recorded, as the real driver says */
     uint64_t sa = atomic_load_explicit(&a->serial, memory_order_acquire);
     uint64_t sb = atomic_load_explicit(&b->serial, memory_order_acquire);
-    if (sa == 0 || sb == 0)
-        return DV_CU_INVALID_HANDLE; /* never recorded, as the real driver says */
     if (atomic_load_explicit(&a->stamped_serial, memory_order_acquire) != sa ||
         atomic_load_explicit(&b->stamped_serial, memory_order_acquire) != sb)
         return DV_CU_NOT_READY;

@@ -148,6 +148,47 @@ static void test_host(void)
     is_status(dv_event_create(NULL, 0, &t0), DV_EINVAL, "create on a NULL actor");
     dv_event_destroy(e);
     dv_event_destroy(t1);
+
+    /* Timing events destroyed while their records are still queued behind
+     * a closed gate, their memory made new timing events at once: the
+     * late records stamp only what was theirs (the sim kept writing into
+     * the reused event: a race ThreadSanitizer saw), and a new pair times
+     * right. */
+    gate_close(&g, a, 0);
+    int churn = 0;
+    for (int i = 0; i < 64; i++) {
+        dv_event *x;
+        if (dv_event_create(a, DV_EVENT_TIMING, &x) == DV_OK && dv_event_record(x, 0) == DV_OK &&
+            dv_event_destroy(x) == DV_OK)
+            churn++;
+    }
+    is_int(churn, 64, "64 timing events recorded behind a gate and destroyed at once");
+    /* And with the stream running: the records land while events are
+     * destroyed and made again. */
+    churn = 0;
+    for (int i = 0; i < 256; i++) {
+        dv_event *x;
+        if (dv_event_create(a, DV_EVENT_TIMING, &x) == DV_OK && dv_event_record(x, 1) == DV_OK &&
+            dv_event_destroy(x) == DV_OK)
+            churn++;
+    }
+    dv_sync(a, 1);
+    is_int(churn, 256, "256 more with the stream running");
+    dv_event *n0 = NULL, *n1 = NULL;
+    dv_event_create(a, DV_EVENT_TIMING, &n0);
+    dv_event_create(a, DV_EVENT_TIMING, &n1);
+    dv_event_record(n0, 1);
+    spin_async(a, spin, 1, 20, sa, &fs);
+    dv_event_record(n1, 1);
+    dv_event_sync(n1);
+    gate_open(&g);
+    ms = -1;
+    is_status(dv_event_elapsed(n0, n1, &ms), DV_OK, "a new pair made meanwhile times");
+    ok(ms >= 19.0f && ms < 60000.0f, "its 20 ms spin: %.2f ms", (double)ms);
+    dv_future_wait(&fs);
+    dv_sync(a, 0);
+    dv_event_destroy(n0);
+    dv_event_destroy(n1);
 }
 
 static void test_other_actor(void)
@@ -344,7 +385,7 @@ int main(void)
     int rc = dv__driver_open(&dcfg, &drv);
     if (EVENTS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(73);
+    plan(77);
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
