@@ -913,6 +913,8 @@ static void sim_close(dv_driver *drv)
         if (o->kind == DV_DRV_EVENT) {
             timeline_unref(EVENT(o)->tl);
             EVENT(o)->tl = NULL;
+            stamp_unref(EVENT(o)->stamp); /* the streams ran every queued stamp */
+            EVENT(o)->stamp = NULL;
             pthread_mutex_destroy(&EVENT(o)->mu);
         }
     }
