@@ -401,22 +401,25 @@ static inline dv_tracked dv__tracker_insert(dv_tracker *t, dv_block *block, uint
     return b;
 }
 
-/* Is id live in t?  No detail either way. */
-static inline bool dv__tracker_holds(const dv_tracker *t, dv_block_id id)
+/* Does slot b hold id live?  The key and the live flag; not the stream,
+ * CROSS or ENTRY. */
+static inline bool dv__track_is(dv_tracked b, dv_block_id id)
 {
-    dv_tracked b = dv__tracker_slot_at(t, id.slot);
     const uint64_t mask = ~(uint64_t)((1u << DV_TRACK_KEY_SHIFT) - 1) | DV_TRACK_LIVE;
     return b.hot != NULL && dv__track_keyable(id.generation, id.ptr) &&
            (b.hot->tag & mask) == (dv__track_key(id.generation, id.ptr) | DV_TRACK_LIVE);
 }
 
+/* Is id live in t?  No detail either way. */
+static inline bool dv__tracker_holds(const dv_tracker *t, dv_block_id id)
+{
+    return dv__track_is(dv__tracker_slot_at(t, id.slot), id);
+}
+
 static inline dv_tracked dv__tracker_find(dv_tracker *t, dv_block_id id, const char *op)
 {
     dv_tracked b = dv__tracker_slot_at(t, id.slot);
-    /* The key and the live flag; not the stream, CROSS or ENTRY. */
-    const uint64_t mask = ~(uint64_t)((1u << DV_TRACK_KEY_SHIFT) - 1) | DV_TRACK_LIVE;
-    if (b.hot != NULL && dv__track_keyable(id.generation, id.ptr) &&
-        (b.hot->tag & mask) == (dv__track_key(id.generation, id.ptr) | DV_TRACK_LIVE))
+    if (dv__track_is(b, id))
         return b;
     dv__tracker_not_found(id, b, op);
     return (dv_tracked){NULL, NULL, 0};
