@@ -208,7 +208,7 @@ int dv__res_trim_stack(dv_resource *r, uint64_t *released)
 
 static const char *layer_name(const adapter *a)
 {
-    return a->ops->name != NULL ? a->ops->name : "a layer of dv_resource_adapt";
+    return a->ops->name != NULL ? a->ops->name : "(unnamed)";
 }
 
 static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
@@ -224,7 +224,7 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
         return dv__fail(DV_EINVAL, "allocate",
                         "resource %s: allocate answered DV_OK without a live block from its "
                         "upstream",
-                        a->ops->name != NULL ? a->ops->name : "(unnamed)");
+                        layer_name(a));
     return rc;
 }
 
@@ -237,7 +237,7 @@ static int adapter_deallocate(dv_resource *r, dv_block *block)
         return dv__fail(DV_EINVAL, "deallocate",
                         "resource %s: deallocate answered DV_OK but did not give the block "
                         "back upstream",
-                        a->ops->name != NULL ? a->ops->name : "(unnamed)");
+                        layer_name(a));
     return rc;
 }
 
