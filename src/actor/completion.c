@@ -60,8 +60,9 @@ static int fifo_grow(dv_pending_fifo *q)
     return DV_OK;
 }
 
-int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
-                    const dv_envelope *e, const char *what)
+/* dv__complete_at, the failure to tell at the end given (heap; NULL: DV_OK). */
+static int pending_add(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
+                       const dv_envelope *e, const char *what, dv_error_detail *fail)
 {
     dv_pending_fifo *q = &a->pend[s];
     if (q->count == q->cap && fifo_grow(q) != DV_OK)
@@ -82,6 +83,7 @@ int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
         .seq = e->m.seq,
         .what = what,
         .chk_seq = chk_seq,
+        .fail = fail,
     };
     q->count++;
     q->unguessed++;
@@ -92,6 +94,20 @@ int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
     if (e->m.reply != NULL)
         dv__future_ordered(e->m.reply);
     return DV_OK;
+}
+
+int dv__complete_at(dv_actor *a, dv_stream s, uint64_t epoch, uint64_t chk_seq,
+                    const dv_envelope *e, const char *what)
+{
+    return pending_add(a, s, epoch, chk_seq, e, what, NULL);
+}
+
+/* At the current end of s, with the checker's number of its work there. */
+static int pending_at_end(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what,
+                          dv_error_detail *fail)
+{
+    return pending_add(a, s, dv__tracker_mark(a->done, s),
+                       a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0, e, what, fail);
 }
 
 int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what)
@@ -106,8 +122,7 @@ int dv__complete_later(dv_actor *a, dv_stream s, const dv_envelope *e, const cha
         dv__future_complete_detail(e->m.reply, d.status, &d);
         return DV_OK;
     }
-    return dv__complete_at(a, s, dv__tracker_mark(a->done, s),
-                           a->chk != NULL ? dv__checker_stream_seq(a->chk, s) : 0, e, what);
+    return pending_at_end(a, s, e, what, NULL);
 }
 
 int dv__complete_failed_later(dv_actor *a, dv_stream s, const dv_envelope *e, const char *what)
@@ -118,15 +133,10 @@ int dv__complete_failed_later(dv_actor *a, dv_stream s, const dv_envelope *e, co
     if (fail == NULL)
         return DV_ENOMEM;
     *fail = *dv_last_error();
-    int rc = dv__complete_later(a, s, e, what);
-    if (rc != DV_OK) {
+    int rc = pending_at_end(a, s, e, what, fail);
+    if (rc != DV_OK)
         free(fail);
-        return rc;
-    }
-    /* The entry just made: the newest at the current end of s. */
-    dv_pending_fifo *q = &a->pend[s];
-    q->items[(q->head + q->count - 1) % q->cap].fail = fail;
-    return DV_OK;
+    return rc;
 }
 
 void dv__fail_pending(dv_actor *a, int status, const dv_error_detail *detail)
