@@ -408,6 +408,19 @@ static int quarantine_trim(guard_res *g, const guard_entry *just, uint16_t *just
     return first;
 }
 
+/* Release the whole quarantine, oldest first (a trim, the guard's end):
+ * the first failure, if any. */
+static int quarantine_flush(guard_res *g)
+{
+    int first = DV_OK;
+    while (!list_empty(&g->quarantine)) {
+        int rc = release(g, &g->quarantine, g->quarantine.head.next, NULL);
+        if (rc != DV_OK && first == DV_OK)
+            first = rc;
+    }
+    return first;
+}
+
 /* ------------------------------------------------------------------------
  * The resource
  * ------------------------------------------------------------------------ */
@@ -577,8 +590,7 @@ static void guard_destroy(dv_resource *r)
     guard_res *g = GUARD(r);
     /* Oldest first, as the quarantine would have; then what is still live,
      * in allocation order. */
-    while (!list_empty(&g->quarantine))
-        (void)release(g, &g->quarantine, g->quarantine.head.next, NULL);
+    (void)quarantine_flush(g);
     while (!list_empty(&g->live))
         (void)release(g, &g->live, g->live.head.next, NULL);
     free(g->slots);
@@ -642,14 +654,7 @@ int dv__guard_flush(dv_resource *r)
 {
     if (r == NULL || r->ops != &guard_ops)
         return DV_OK;
-    guard_res *g = GUARD(r);
-    int first = DV_OK;
-    while (!list_empty(&g->quarantine)) {
-        int rc = release(g, &g->quarantine, g->quarantine.head.next, NULL);
-        if (rc != DV_OK && first == DV_OK)
-            first = rc;
-    }
-    return first;
+    return quarantine_flush(GUARD(r));
 }
 
 int dv__guard_check(dv_resource *guard)
