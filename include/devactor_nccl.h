@@ -31,12 +31,19 @@
  * Each local rank's NCCL communicator is made on its actor's thread, in
  * its context, all local ranks at once; creation returns when every rank
  * joined, or answers DV_ETIMEDOUT after timeout_ns (and made nothing).
- * NCCL runs in its non-blocking mode: creation and each enqueue are
- * polled under the timeout, so a rank that never comes cannot hold an
- * actor for ever, and an abort may come at any time.  The environment
- * variable DV_NCCL_BLOCKING=1 asks for the blocking mode (NCCL's own
- * waits are then not bounded; nor is creation where NCCL predates
- * ncclCommInitRankConfig).
+ * NCCL's mode: a communicator whose ranks are all in this process
+ * (dv_nccl_comm_create, or a join of every rank) runs in NCCL's blocking
+ * mode, its local ranks meeting on their actors before creation as before
+ * every collective, so that none of them waits inside NCCL for a rank
+ * that never comes (such a creation answers DV_ETIMEDOUT, naming the
+ * rank).  One that spans processes runs in the non-blocking mode:
+ * creation and each enqueue are polled under the timeout, so a remote
+ * rank that never comes cannot hold an actor for ever, and an abort may
+ * come at any time; each enqueue then costs NCCL a thread (about 150 us
+ * a collective on two H100s).  The environment variable DV_NCCL_BLOCKING
+ * (1 or 0) asks for one mode for every communicator (in the blocking mode
+ * a remote rank's waits in NCCL are not bounded; nor is creation where
+ * NCCL predates ncclCommInitRankConfig).
  *
  * Order.  Every rank must make the same collectives in the same order,
  * as NCCL requires: a rank's order is the order its actor takes its calls

@@ -817,6 +817,54 @@ static void test_timeout(void)
     dv_nccl_comm_destroy(c);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A task that holds its actor for the time its argument points to. */
+static int hold_actor(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    uint64_t ns = *(const uint64_t *)user;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    nanosleep(&ts, NULL);
+    return DV_OK;
+}
+
+/* Creation while one rank's actor is busy past the timeout: the ranks
+ * whose actors came do not wait inside NCCL for it (in NCCL's blocking
+ * mode they would, for as long as it is busy). */
+static void test_create_busy(void)
+{
+    if (R < 2) {
+        for (int i = 0; i < 3; i++)
+            skip("needs two ranks");
+        return;
+    }
+    int late = R - 1;
+    uint64_t hold = 3 * SHORT;
+    dv_future held;
+    dv_future_init(&held, 0);
+    MUST(dv_task_async(A[late], hold_actor, &hold, 0, NULL, 0, &held));
+    dv_nccl_comm *c = NULL;
+    uint64_t t0 = now_ns();
+    int rc = dv_nccl_comm_create(A, R, SHORT, &c);
+    uint64_t took = now_ns() - t0;
+    char want[32];
+    snprintf(want, sizeof(want), "rank %d", late);
+    ok(rc == DV_ETIMEDOUT && c == NULL && strstr(dv_last_error()->message, want) != NULL,
+       "creation with rank %d's actor busy past the timeout: DV_ETIMEDOUT, naming it (%s)", late,
+       dv_last_error()->message);
+    is_status(dv_future_wait(&held), DV_OK, "the busy actor's own work finished (after %.2f s)",
+              (double)took / 1e9);
+    rc = dv_nccl_comm_create(A, R, SHORT, &c);
+    ok(rc == DV_OK && c != NULL, "once it is free, creation over the same actors succeeds");
+    dv_nccl_comm_destroy(c);
+}
+
 /* The id as text and back. */
 static void test_id_text(void)
 {
@@ -1089,7 +1137,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 11);
+    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 3 + 11);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
@@ -1098,6 +1146,7 @@ int main(void)
     test_misuse();
     test_timeout();
     test_id_text();
+    test_create_busy();
     test_join();
     test_lost();
     dv_nccl_comm_destroy(C);
