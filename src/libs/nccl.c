@@ -1909,19 +1909,21 @@ static int init_task(const dv_task_ctx *ctx, void *user)
     init_job *j = user;
     dv_nccl_comm *c = j->c;
     rank_state *rs = &c->local[j->li];
+    /* Under c->mu: the other ranks' meetings look at every rank's. */
+    pthread_mutex_lock(&c->mu);
     rs->gen = ctx->context_generation;
     rs->driver = ctx->driver_context;
+    int rc = DV_OK;
     if (c->meet_at_init) {
         /* Every local rank's actor is here before any enters NCCL: in the
          * blocking mode a rank that never came would hold the others
          * inside ncclCommInitRank for ever. */
         static ncall creation; /* no calls: every rank agrees */
-        pthread_mutex_lock(&c->mu);
-        int rc = meet(c, j->li, INIT_STEP, &creation, "comm_create");
-        pthread_mutex_unlock(&c->mu);
-        if (rc != DV_OK)
-            return rc;
+        rc = meet(c, j->li, INIT_STEP, &creation, "comm_create");
     }
+    pthread_mutex_unlock(&c->mu);
+    if (rc != DV_OK)
+        return rc;
     if (!c->cuda)
         return DV_OK;
     nccl_comm_t nc = NULL;
@@ -1953,7 +1955,7 @@ static int init_task(const dv_task_ctx *ctx, void *user)
         r = a;
     }
     if (r != NCCL_OK) {
-        int rc = nccl_failed(r, nc, "comm_create", "ncclCommInitRank");
+        rc = nccl_failed(r, nc, "comm_create", "ncclCommInitRank");
         if (nc != NULL)
             (void)lib.abort(nc);
         return rc;
