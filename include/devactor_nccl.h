@@ -36,7 +36,9 @@
  * mode, its local ranks meeting on their actors before creation as before
  * every collective, so that none of them waits inside NCCL for a rank
  * that never comes (such a creation answers DV_ETIMEDOUT, naming the
- * rank).  One that spans processes runs in the non-blocking mode:
+ * rank; the timeout counts from the first rank's arrival, and the call
+ * returns once every rank's actor took its part).  Such creations are
+ * made one at a time in the process.  One that spans processes runs in the non-blocking mode:
  * creation and each enqueue are polled under the timeout, so a remote
  * rank that never comes cannot hold an actor for ever, and an abort may
  * come at any time; each enqueue then costs NCCL a thread (about 150 us
@@ -196,8 +198,11 @@ DV_EXPORT int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int n
  * to c),
  * and for the local ranks' streams that ran collectives; destroy each
  * rank's NCCL communicator on its actor's thread (all at once), free c.
- * A rank whose actor is shut down or lost is aborted instead.  NULL is
- * fine.  Not from inside a task (it waits). */
+ * A rank whose actor is shut down or lost is aborted instead.  Destroy
+ * c before its actors for a clean end; an actor shut down or destroyed
+ * first makes c answer DV_ESHUTDOWN, and c never reads or posts to it
+ * again.  Left allocated (above), call it again later.  NULL is fine.
+ * Not from inside a task (it waits). */
 DV_EXPORT void dv_nccl_comm_destroy(dv_nccl_comm *c);
 /* DV_OK while c can be used, else why not, with a detail naming the
  * rank: DV_ESTALE (a rank's context rebuilt), DV_EDEVICE_LOST,

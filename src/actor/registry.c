@@ -209,6 +209,18 @@ bool dv__actor_uid_live(uint64_t uid)
     return found;
 }
 
+bool dv__actor_health_if_live(const dv_actor *a, uint64_t uid, dv_actor_health *h)
+{
+    bool found = false;
+    pthread_mutex_lock(&live_mu);
+    for (dv_actor *x = live_actors; x != NULL && !found; x = x->next_live)
+        found = x == a && x->uid == uid;
+    if (found)
+        found = dv_actor_health_get(a, h) == DV_OK;
+    pthread_mutex_unlock(&live_mu);
+    return found;
+}
+
 void dv__actor_bind_domain(dv_actor *a, bool bound)
 {
     uint8_t i = dv__ref_domain_index(a->refs);

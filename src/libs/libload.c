@@ -151,3 +151,13 @@ const dv_actor *dv__lib_actor_of(dv_ref ref)
 {
     return ref.bits != 0 ? dv__actor_of_ref(ref) : NULL;
 }
+
+uint64_t dv__lib_actor_uid(const dv_actor *a)
+{
+    return a != NULL ? a->uid : 0;
+}
+
+bool dv__lib_actor_health(const dv_actor *a, uint64_t uid, dv_actor_health *h)
+{
+    return a != NULL && dv__actor_health_if_live(a, uid, h);
+}

@@ -38,6 +38,13 @@ int dv__lib_operand(const char *call, const char *lead, const char *what, const 
  * wrapper whose task must not be refused at its fencing checks this on
  * the caller's thread. */
 const dv_actor *dv__lib_actor_of(dv_ref ref);
+/* An actor's identity for dv__lib_actor_health (never reused). */
+uint64_t dv__lib_actor_uid(const dv_actor *a);
+/* a's health while it is not shut down (its memory stays valid during
+ * the read even if another thread destroys it at once); false when it
+ * was shut down or destroyed: a library's own thread (a watchdog) may
+ * outlive the actors it looks at. */
+bool dv__lib_actor_health(const dv_actor *a, uint64_t uid, dv_actor_health *h);
 
 /* IEEE binary16 and bfloat16 to and from float, rounding to nearest even;
  * NaN stays NaN, overflow becomes infinity. */

@@ -313,6 +313,8 @@ typedef struct sim_job {
 
 typedef struct rank_state {
     dv_actor *actor;
+    uint64_t uid; /* the actor's, to look at it only while it lives */
+    int device;   /* the actor's, kept for messages once it is gone */
     int rank;
     nccl_comm_t nc;
     uint64_t gen;    /* context generation it was made in */
@@ -341,6 +343,7 @@ struct dv_nccl_comm {
     bool cuda;
     bool blocking;     /* NCCL's blocking mode (else non-blocking, polled) */
     bool meet_at_init; /* every rank is local: they meet before creation */
+    const char *call;  /* what made it: comm_create or comm_join */
     int nranks, nlocal;
     uint64_t timeout_ns;
     rank_state local[DV_MAX_DEVICES];
@@ -504,17 +507,19 @@ static void check_health_locked(dv_nccl_comm *c)
     for (int i = 0; i < c->nlocal && c->status == DV_OK; i++) {
         rank_state *rs = &c->local[i];
         dv_actor_health h;
-        if (dv_actor_health_get(rs->actor, &h) != DV_OK)
-            continue;
         char why[400];
-        if (h.state == DV_ACTOR_LOST) {
+        if (!dv__lib_actor_health(rs->actor, rs->uid, &h)) {
+            /* Shut down, maybe destroyed: not to be read again. */
+            snprintf(why, sizeof(why), "rank %d's actor (device %d) was shut down", rs->rank,
+                     rs->device);
+            abort_locked(c, DV_ESHUTDOWN, why);
+        } else if (h.state == DV_ACTOR_LOST) {
             snprintf(why, sizeof(why), "rank %d's actor (device %d) is lost: %s", rs->rank,
-                     dv_actor_device(rs->actor),
-                     h.first_fault.message[0] ? h.first_fault.message : "no detail");
+                     rs->device, h.first_fault.message[0] ? h.first_fault.message : "no detail");
             abort_locked(c, DV_EDEVICE_LOST, why);
         } else if (h.state == DV_ACTOR_STOPPING || h.state == DV_ACTOR_STOPPED) {
             snprintf(why, sizeof(why), "rank %d's actor (device %d) was shut down", rs->rank,
-                     dv_actor_device(rs->actor));
+                     rs->device);
             abort_locked(c, DV_ESHUTDOWN, why);
         } else if (h.context_generation != rs->gen && h.state == DV_ACTOR_RUNNING) {
             /* A rebuild after a fault reset the context: its NCCL
@@ -526,7 +531,7 @@ static void check_health_locked(dv_nccl_comm *c)
             snprintf(why, sizeof(why),
                      "rank %d's actor (device %d) rebuilt its context (generation %llu, the "
                      "communicator's %llu): make the communicator again",
-                     rs->rank, dv_actor_device(rs->actor), (unsigned long long)h.context_generation,
+                     rs->rank, rs->device, (unsigned long long)h.context_generation,
                      (unsigned long long)rs->gen);
             abort_locked(c, DV_ESTALE, why);
         }
@@ -1274,8 +1279,9 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
                          missing, (unsigned long long)(c->timeout_ns / 1000000));
             else
                 snprintf(s->why, sizeof(s->why),
-                         "step #%llu (%s): rank %s did not post within %llu ms; nothing was "
-                         "enqueued on any rank",
+                         "step #%llu (%s): rank %s did not come to it within %llu ms (not "
+                         "posted, or its actor busy with other work); nothing was enqueued on "
+                         "any rank",
                          (unsigned long long)seq, kind_names[k->ops[0].k], missing,
                          (unsigned long long)(c->timeout_ns / 1000000));
             pthread_cond_broadcast(&c->cv);
@@ -1919,7 +1925,7 @@ static int init_task(const dv_task_ctx *ctx, void *user)
          * blocking mode a rank that never came would hold the others
          * inside ncclCommInitRank for ever. */
         static ncall creation; /* no calls: every rank agrees */
-        rc = meet(c, j->li, INIT_STEP, &creation, "comm_create");
+        rc = meet(c, j->li, INIT_STEP, &creation, c->call);
     }
     pthread_mutex_unlock(&c->mu);
     if (rc != DV_OK)
@@ -1945,8 +1951,8 @@ static int init_task(const dv_task_ctx *ctx, void *user)
     while (nonblocking && r == NCCL_IN_PROGRESS) {
         if (now_ns() >= deadline) {
             (void)lib.abort(nc);
-            return dv_error_set(DV_ETIMEDOUT, "comm_create", 0, 0,
-                                "nccl_comm_create: rank %d: not every rank joined within %llu ms",
+            return dv_error_set(DV_ETIMEDOUT, c->call, 0, 0,
+                                "nccl_%s: rank %d: not every rank joined within %llu ms", c->call,
                                 rs->rank, (unsigned long long)(c->timeout_ns / 1000000));
         }
         usleep(200);
@@ -1955,7 +1961,7 @@ static int init_task(const dv_task_ctx *ctx, void *user)
         r = a;
     }
     if (r != NCCL_OK) {
-        rc = nccl_failed(r, nc, "comm_create", "ncclCommInitRank");
+        rc = nccl_failed(r, nc, c->call, "ncclCommInitRank");
         if (nc != NULL)
             (void)lib.abort(nc);
         return rc;
@@ -2086,6 +2092,8 @@ int dv_nccl_id_parse(dv_nccl_id *id, const char *text)
  * bounded there only by polling under the timeout.  DV_NCCL_BLOCKING=1
  * or =0 asks for one mode for every communicator.
  */
+static pthread_mutex_t local_create_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static bool blocking_mode(int nranks, int nlocal)
 {
     const char *e = getenv("DV_NCCL_BLOCKING");
@@ -2094,22 +2102,22 @@ static bool blocking_mode(int nranks, int nlocal)
     return nranks == nlocal;
 }
 
-int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int nranks,
-                      const dv_nccl_id *id, uint64_t timeout_ns, dv_nccl_comm **out)
+/* dv_nccl_comm_join, answering as call (comm_join, or comm_create). */
+static int comm_join_as(const char *call, dv_actor *const *actors, const int *ranks, int nlocal,
+                        int nranks, const dv_nccl_id *id, uint64_t timeout_ns, dv_nccl_comm **out)
 {
-    static const char call[] = "comm_join";
     if (out != NULL)
         *out = NULL;
     if (actors == NULL || ranks == NULL || id == NULL || out == NULL)
-        return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_comm_join: NULL %s",
+        return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_%s: NULL %s", call,
                             actors == NULL  ? "actors"
                             : ranks == NULL ? "ranks"
                             : id == NULL    ? "id"
                                             : "out");
     if (nlocal < 1 || nlocal > DV_MAX_DEVICES || nranks < nlocal)
         return dv_error_set(DV_EINVAL, call, 0, 0,
-                            "nccl_comm_join: %d local ranks of %d (1..%d local, no more than "
-                            "all)",
+                            "nccl_%s: %d local ranks of %d (1..%d local, no more than "
+                            "all)", call,
                             nlocal, nranks, DV_MAX_DEVICES);
     int rc = dv__lib_no_wait(call);
     if (rc != DV_OK)
@@ -2117,24 +2125,24 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
     bool cuda = false;
     for (int i = 0; i < nlocal; i++) {
         if (actors[i] == NULL)
-            return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_comm_join: actor %d is NULL", i);
+            return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_%s: actor %d is NULL", call, i);
         bool is_cuda = strcmp(dv_actor_backend_name(actors[i]), "cuda") == 0;
         if (i == 0)
             cuda = is_cuda;
         else if (is_cuda != cuda)
             return dv_error_set(DV_EINVAL, call, 0, 0,
-                                "nccl_comm_join: actors 0 and %d have different backends", i);
+                                "nccl_%s: actors 0 and %d have different backends", call, i);
         if (ranks[i] < 0 || ranks[i] >= nranks)
-            return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_comm_join: rank %d is not in 0..%d",
+            return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_%s: rank %d is not in 0..%d", call,
                                 ranks[i], nranks - 1);
         for (int j = 0; j < i; j++) {
             if (ranks[j] == ranks[i])
-                return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_comm_join: rank %d twice",
+                return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_%s: rank %d twice", call,
                                     ranks[i]);
             if (actors[j] == actors[i] ||
                 (cuda && dv_actor_device(actors[j]) == dv_actor_device(actors[i])))
                 return dv_error_set(DV_EINVAL, call, 0, 0,
-                                    "nccl_comm_join: ranks %d and %d are on one device (%d)",
+                                    "nccl_%s: ranks %d and %d are on one device (%d)", call,
                                     ranks[j], ranks[i], dv_actor_device(actors[i]));
         }
     }
@@ -2142,14 +2150,15 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
         return rc;
     if (!cuda && nranks > DV_MAX_DEVICES * 64)
         return dv_error_set(DV_EINVAL, call, 0, 0,
-                            "nccl_comm_join: %d ranks; the sim's communicators have at most %d",
+                            "nccl_%s: %d ranks; the sim's communicators have at most %d", call,
                             nranks, DV_MAX_DEVICES * 64);
     dv_nccl_comm *c = calloc(1, sizeof(*c));
     if (c == NULL)
-        return dv_error_set(DV_ENOMEM, call, sizeof(*c), 0, "nccl_comm_join: out of host memory");
+        return dv_error_set(DV_ENOMEM, call, sizeof(*c), 0, "nccl_%s: out of host memory", call);
     c->cuda = cuda;
     c->blocking = blocking_mode(nranks, nlocal);
     c->meet_at_init = nranks == nlocal && nlocal > 1;
+    c->call = call;
     c->nranks = nranks;
     c->nlocal = nlocal;
     c->timeout_ns = timeout_ns != 0 ? timeout_ns : DEFAULT_TIMEOUT_NS;
@@ -2159,6 +2168,8 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
     cond_init(&c->watch_cv);
     for (int i = 0; i < nlocal; i++) {
         c->local[i].actor = actors[i];
+        c->local[i].uid = dv__lib_actor_uid(actors[i]);
+        c->local[i].device = dv_actor_device(actors[i]);
         c->local[i].rank = ranks[i];
     }
     if (!cuda) {
@@ -2166,11 +2177,17 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
         if (c->world == NULL) {
             comm_free(c);
             return dv_error_set(DV_EINVAL, call, 0, 0,
-                                "nccl_comm_join: the id names a communicator of another size, "
-                                "or out of host memory");
+                                "nccl_%s: the id names a communicator of another size, "
+                                "or out of host memory", call);
         }
     }
-    /* Every local rank's communicator at once, each on its actor. */
+    /* Every local rank's communicator at once, each on its actor.  Two
+     * such creations over the same actors at once could each hold one
+     * actor at their meetings while the other's part waits behind it:
+     * communicators of local ranks are made one at a time. */
+    bool serial = c->meet_at_init;
+    if (serial)
+        pthread_mutex_lock(&local_create_mu);
     init_job jobs[DV_MAX_DEVICES];
     dv_future fs[DV_MAX_DEVICES];
     bool posted[DV_MAX_DEVICES] = {false};
@@ -2211,7 +2228,7 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
         for (int i = 0; i < nlocal && rc == DV_OK; i++)
             if (w->joined_ranks[ranks[i] / 64] >> (ranks[i] % 64) & 1)
                 rc = dv_error_set(DV_EINVAL, call, 0, 0,
-                                  "nccl_comm_join: rank %d of this id joined already", ranks[i]);
+                                  "nccl_%s: rank %d of this id joined already", call, ranks[i]);
         if (rc != DV_OK) {
             first = *dv_last_error();
             pthread_mutex_unlock(&w->mu);
@@ -2226,7 +2243,7 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
             ;
         if (w->joined < w->nranks) {
             rc = dv_error_set(DV_ETIMEDOUT, call, 0, 0,
-                              "nccl_comm_join: %d of %d ranks joined within %llu ms", w->joined,
+                              "nccl_%s: %d of %d ranks joined within %llu ms", call, w->joined,
                               w->nranks, (unsigned long long)(c->timeout_ns / 1000000));
             first = *dv_last_error();
             w->joined -= nlocal;
@@ -2236,6 +2253,8 @@ int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int
         pthread_mutex_unlock(&w->mu);
     }
 failed:
+    if (serial)
+        pthread_mutex_unlock(&local_create_mu);
     if (rc != DV_OK) {
         for (int i = 0; i < nlocal; i++)
             if (c->local[i].nc != NULL)
@@ -2249,6 +2268,12 @@ failed:
         c->watching = true;
     *out = c;
     return DV_OK;
+}
+
+int dv_nccl_comm_join(dv_actor *const *actors, const int *ranks, int nlocal, int nranks,
+                      const dv_nccl_id *id, uint64_t timeout_ns, dv_nccl_comm **out)
+{
+    return comm_join_as("comm_join", actors, ranks, nlocal, nranks, id, timeout_ns, out);
 }
 
 int dv_nccl_comm_create(dv_actor *const *actors, int n, uint64_t timeout_ns, dv_nccl_comm **out)
@@ -2271,7 +2296,7 @@ int dv_nccl_comm_create(dv_actor *const *actors, int n, uint64_t timeout_ns, dv_
     int ranks[DV_MAX_DEVICES];
     for (int i = 0; i < n; i++)
         ranks[i] = i;
-    return dv_nccl_comm_join(actors, ranks, n, n, &id, timeout_ns, out);
+    return comm_join_as(call, actors, ranks, n, n, &id, timeout_ns, out);
 }
 
 void dv_nccl_comm_destroy(dv_nccl_comm *c)
@@ -2297,7 +2322,8 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
         runnable = false;
         for (ncall *k = c->inflight; k != NULL && !runnable; k = k->next) {
             dv_actor_health h;
-            runnable = dv_actor_health_get(c->local[k->li].actor, &h) == DV_OK &&
+            rank_state *rs = &c->local[k->li];
+            runnable = dv__lib_actor_health(rs->actor, rs->uid, &h) &&
                        (h.state == DV_ACTOR_RUNNING || h.state == DV_ACTOR_REBUILDING);
         }
         if (!runnable || wait_until(&c->cv, &c->mu, deadline, WATCH_PERIOD_MS))
@@ -2305,6 +2331,13 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
     }
     check_health_locked(c);
     bool healthy = c->status == DV_OK;
+    /* An actor shut down, or destroyed before its communicator, is not
+     * posted to (nor read) again. */
+    bool live[DV_MAX_DEVICES];
+    for (int i = 0; i < c->nlocal; i++) {
+        dv_actor_health h;
+        live[i] = dv__lib_actor_health(c->local[i].actor, c->local[i].uid, &h);
+    }
     pthread_mutex_unlock(&c->mu);
     if (runnable) {
         /* A task that may still run would find c freed: leave it (and
@@ -2319,7 +2352,7 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
      * once (NCCL may need its peers for that); on the sim a task on each
      * actor, so that nothing of c runs there after it. */
     for (int i = 0; i < c->nlocal; i++) {
-        uint64_t used = atomic_load(&c->local[i].streams_used);
+        uint64_t used = live[i] ? atomic_load(&c->local[i].streams_used) : 0;
         for (unsigned s = 0; s < NSTREAMS; s++)
             if (used & (UINT64_C(1) << s))
                 (void)dv_sync(c->local[i].actor, s);
@@ -2328,9 +2361,9 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
     bool posted[DV_MAX_DEVICES] = {false};
     for (int i = 0; i < c->nlocal; i++) {
         dv_future_init(&fs[i], 0);
-        posted[i] =
-            dv_task_async(c->local[i].actor, destroy_task, healthy && c->cuda ? &c->local[i] : NULL,
-                          0, NULL, 0, &fs[i]) == DV_OK;
+        posted[i] = live[i] && dv_task_async(c->local[i].actor, destroy_task,
+                                             healthy && c->cuda ? &c->local[i] : NULL, 0, NULL, 0,
+                                             &fs[i]) == DV_OK;
     }
     for (int i = 0; i < c->nlocal; i++)
         if (posted[i])

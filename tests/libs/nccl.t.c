@@ -865,6 +865,48 @@ static void test_create_busy(void)
     dv_nccl_comm_destroy(c);
 }
 
+/* Threads that each make communicators over the same actors, at once. */
+typedef struct creator {
+    int n, failed;
+    char why[256];
+} creator;
+
+static void *create_many(void *arg)
+{
+    creator *cr = arg;
+    for (int i = 0; i < cr->n; i++) {
+        dv_nccl_comm *c = NULL;
+        if (dv_nccl_comm_create(A, R, SHORT, &c) != DV_OK) {
+            if (cr->failed++ == 0)
+                snprintf(cr->why, sizeof(cr->why), "%s", dv_last_error()->message);
+            continue;
+        }
+        dv_nccl_comm_destroy(c);
+    }
+    return NULL;
+}
+
+/* Two creations over the same actors at once must not hold one actor
+ * each at their meetings, each waiting for its part that is queued
+ * behind the other's. */
+static void test_create_concurrent(void)
+{
+    if (R < 2) {
+        skip("needs two ranks");
+        return;
+    }
+    creator cr[2] = {{NCCL_ON_CUDA ? 3 : 60, 0, ""}, {NCCL_ON_CUDA ? 3 : 60, 0, ""}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, create_many, &cr[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    ok(cr[0].failed == 0 && cr[1].failed == 0,
+       "two threads making %d communicators each over the same actors at once: every one made "
+       "(%d and %d failed; %s)",
+       cr[0].n, cr[0].failed, cr[1].failed, cr[0].failed ? cr[0].why : cr[1].why);
+}
+
 /* The id as text and back. */
 static void test_id_text(void)
 {
@@ -988,6 +1030,34 @@ static void pair_end(dv_nccl_comm *c, dv_actor **pair)
 {
     dv_nccl_comm_destroy(c);
     dv_actor_destroy(pair[1]);
+    dv_actor_destroy(pair[0]);
+}
+
+/* A rank's actor destroyed before its communicator: the communicator
+ * (its watchdog, its calls, its destroy) never reads the freed actor. */
+static void test_outlived(void)
+{
+    if (NCCL_ON_CUDA) {
+        for (int i = 0; i < 3; i++)
+            skip("two fresh simulated devices");
+        return;
+    }
+    dv_actor *pair[2];
+    dv_nccl_comm *c = fresh_pair(pair, false);
+    MUST(dv_actor_destroy(pair[1]));
+    struct timespec pause = {0, 100000000}; /* the watchdog looks meanwhile */
+    nanosleep(&pause, NULL);
+    is_status(dv_nccl_comm_status(c), DV_ESHUTDOWN,
+              "a rank's actor destroyed: the communicator answers DV_ESHUTDOWN (%s)",
+              dv_last_error()->message);
+    dv_ref s = DV_REF_NULL;
+    MUST(dv_alloc(pair[0], N * 4, 0, "s", &s));
+    is_status(dv_nccl_all_reduce(c, 0, 0, dv_nccl_at(s, 0), dv_nccl_at(s, 0), N, DV_NCCL_U32,
+                                 DV_NCCL_SUM, NULL),
+              DV_ESHUTDOWN, "and so does a collective of the other rank, posting nothing");
+    dv_ref_release(s);
+    dv_nccl_comm_destroy(c);
+    is_status(dv_sync(pair[0], 0), DV_OK, "destroyed after it, the other actor still works");
     dv_actor_destroy(pair[0]);
 }
 
@@ -1137,7 +1207,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 3 + 11);
+    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 3);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
@@ -1147,8 +1217,10 @@ int main(void)
     test_timeout();
     test_id_text();
     test_create_busy();
+    test_create_concurrent();
     test_join();
     test_lost();
+    test_outlived();
     dv_nccl_comm_destroy(C);
     for (int r = R - 1; r >= 0; r--) /* the first owns the driver the others share */
         dv_actor_destroy(A[r]);
