@@ -350,6 +350,18 @@ void dv__pending_host_done(dv_actor *a)
     }
 }
 
+/* rc from making, recording or asking a completion event on stream s.
+ * A failure that is not the device's (no event to be had: memory, a
+ * transient driver error) is no fault: the stream is waited for instead,
+ * so that what is pending there completes without an event, and nothing
+ * is rebuilt.  What remains is the device's. */
+static int event_or_drain(dv_actor *a, dv_stream s, int rc)
+{
+    if (rc == DV_OK || rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST || rc == DV_ENODEVICE)
+        return rc;
+    return dv__tracker_drain(a->done, s);
+}
+
 void dv__poll_completions(dv_actor *a)
 {
     uint64_t now = dv__now_ns();
@@ -359,6 +371,8 @@ void dv__poll_completions(dv_actor *a)
             dv_pending *p = &q->items[q->head];
             bool reached = false;
             int rc = dv__tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
+            if (rc != DV_OK && (rc = event_or_drain(a, s, rc)) == DV_OK)
+                continue; /* drained: every mark there is passed */
             if (rc != DV_OK) {
                 /* Asked even while a copy's host side is not done: that
                  * side may be waiting for the device's words, which a
@@ -400,7 +414,7 @@ void dv__flush_marks(dv_actor *a)
         }
         q->unguessed = 0;
         int rc = dv__tracker_flush(a->done, s);
-        if (rc != DV_OK) {
+        if (rc != DV_OK && (rc = event_or_drain(a, s, rc)) != DV_OK) {
             dv__on_fault(a, rc, s, NULL);
             return;
         }

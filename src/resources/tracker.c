@@ -264,6 +264,16 @@ int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
     return rc;
 }
 
+int dv__tracker_drain(dv_tracker *t, dv_stream_id stream)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    uint64_t epoch = s->epoch;
+    int rc = dv__drv_stream_sync(t->env->streams[stream]);
+    if (rc == DV_OK && epoch > s->passed)
+        s->passed = epoch;
+    return rc;
+}
+
 int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos)
 {
     struct dv__track_ring_slot *slot;

@@ -333,6 +333,45 @@ static void test_one_per_device(void)
     dv_actor_destroy(other_sim);
 }
 
+static int does_nothing(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    (void)user;
+    return DV_OK;
+}
+
+/* The actor's own completion event cannot be made or recorded (a failure
+ * that is not the device's): the stream is waited for instead; nothing is
+ * rebuilt and no handle goes stale. */
+static void test_completion_event_fails(void)
+{
+    static const char *const calls[] = {"event_create", "event_record"};
+    for (int i = 0; i < 2; i++) {
+        dv_actor *x = make(1); /* device 1's actor is gone by now */
+        if (x == NULL) {
+            ok(false, "an actor on device 1: %s", dv_last_error()->message);
+            continue;
+        }
+        dv_ref r = DV_REF_NULL;
+        uint32_t v = 0x5a5a5a5au, back = 0;
+        dv_alloc(x, 64, 0, "r", &r);
+        dv_copy_htod(x, r, 0, &v, 4, 0);
+        dv_actor_health h0, h1;
+        dv_actor_health_get(x, &h0);
+        dv_sim_inject(x, calls[i], 1, 1 /* CUDA_ERROR_INVALID_VALUE: not sticky */);
+        int rc = dv_task(x, does_nothing, NULL, 0, NULL, 0);
+        dv_actor_health_get(x, &h1);
+        int copy = dv_copy_dtoh(x, &back, r, 0, 4, 0);
+        ok(rc == DV_OK && h1.rebuilds == h0.rebuilds && h1.state == DV_ACTOR_RUNNING &&
+               copy == DV_OK && back == v,
+           "%s fails once under a task's completion: the task answers %s, %u rebuilds, the "
+           "older handle reads back %#x",
+           calls[i], dv_err_name(rc), h1.rebuilds - h0.rebuilds, back);
+        dv_ref_release(r);
+        dv_actor_destroy(x);
+    }
+}
+
 static void test_claim_after_shutdown(void)
 {
     dv_actor *c = make(1);
@@ -697,7 +736,7 @@ int main(void)
     dcfg.sim.memory_bytes = 128 << 20;
     if (dv__driver_open(&dcfg, &drv) != DV_OK)
         bail_out("no sim driver: %s", dv_last_error()->message);
-    plan(53);
+    plan(55);
     a = make(0);
     b = make(1);
     ok(a != NULL && b != NULL, "two actors, on devices 0 and 1");
@@ -721,6 +760,7 @@ int main(void)
     test_fork();
     dv_event_destroy(ev_b);
     dv_actor_destroy(b);
+    test_completion_event_fails();
     test_claim_after_shutdown();
     test_cleanup();
     test_reset_transient();
