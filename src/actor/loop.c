@@ -17,17 +17,20 @@
  * if a wake-up were lost. */
 #define PARK_IDLE_NS 100000000u /* 100 ms */
 /* The device is working for someone: after a few yields the actor parks
- * PARK_POLL_NS, twice as long every POLL_STEP parks, up to PARK_SLOW_NS,
- * and back to PARK_POLL_NS whenever a look finds something finished.
- * Short work is seen done within microseconds, and any work at most about
- * PARK_SLOW_NS late: a client that waits for a batch of long operations
- * (collectives of 64 MiB, each 0.3 ms) loses no more than that per batch.
- * With a cap of 1 ms (a fifth of a long operation's time late) such a
- * batch took 7-11% longer on two H100s.  A look costs a query per stream
- * that waits (about 1.6 us on an H100): a 100 ms copy costs the actor's
- * thread about 2,000 looks, a few percent of its time. */
-#define PARK_POLL_NS 5000u  /* 5 us */
-#define PARK_SLOW_NS 50000u /* 50 us */
+ * PARK_POLL_NS at a time while the device finishes something at least
+ * every few milliseconds; past that, a 64th of the time since it last did
+ * (doubling every POLL_STEP parks towards it), up to PARK_LONG_NS; back
+ * to PARK_POLL_NS whenever a look finds something finished.  So work is
+ * seen done at most about 0.1 ms late, or 1.6% of the time it has been
+ * running: a client waiting for a batch of long operations (collectives
+ * of 64 MiB, 0.3 ms each) loses little per batch (with parks of up to
+ * 1 ms, which ck_ec stretched to 6.4 ms, such a batch took 7-11% longer
+ * on two H100s), and a kernel of seconds costs the actor's thread a few
+ * hundred looks a second.  A look costs a query per stream that waits
+ * (about 1.6 us on an H100); a park, a futex wait. */
+#define PARK_POLL_NS 100000u  /* 0.1 ms */
+#define PARK_LONG_NS 4000000u /* 4 ms */
+#define PARK_SHARE   64       /* the cap: the time since the device finished something / 64 */
 #define POLL_YIELDS  64
 /* Every stream that waits, waits for a staged copy's host side: parks
  * this long (the pump's kick ends one sooner). */
@@ -45,15 +48,17 @@
  * soon, and needs no futex wake-up. */
 #define IDLE_LOOKS 512
 
-static uint32_t poll_park_ns(unsigned idle)
+/* since: how long ago the device last finished something the actor
+ * waits for (or the waiting began). */
+static uint32_t poll_park_ns(unsigned idle, uint64_t since)
 {
     if (idle < POLL_YIELDS)
         return POLL_GAP_NS;
+    uint64_t cap = since / PARK_SHARE;
+    cap = cap < PARK_POLL_NS ? PARK_POLL_NS : cap > PARK_LONG_NS ? PARK_LONG_NS : cap;
     unsigned doublings = (idle - POLL_YIELDS) / POLL_STEP;
-    if (doublings >= 8)
-        return PARK_SLOW_NS;
-    uint32_t park = PARK_POLL_NS << doublings;
-    return park < PARK_SLOW_NS ? park : PARK_SLOW_NS;
+    uint64_t park = doublings >= 16 ? cap : (uint64_t)PARK_POLL_NS << doublings;
+    return (uint32_t)(park < cap ? park : cap);
 }
 
 void *dv__actor_main(void *arg)
@@ -62,6 +67,7 @@ void *dv__actor_main(void *arg)
     const dv_envelope *batch;
     unsigned idle = 0, looks = 0;
     uint64_t last_poll = 0;
+    uint64_t progress = 0; /* the device last finished something waited for (0: nothing waits) */
 
     /* Parks are microseconds: without this the kernel's default timer
      * slack (50 us) would stretch every one. */
@@ -105,19 +111,27 @@ void *dv__actor_main(void *arg)
         }
         if (a->npending > 0) {
             uint64_t now = dv__now_ns();
+            if (progress == 0)
+                progress = now;
             if (lost) {
                 dv_error_detail d;
                 dv__lost_detail(a, &d);
                 dv__fail_pending(a, DV_EDEVICE_LOST, &d);
-            } else if (now - last_poll >= (n > 0 ? POLL_BUSY_NS : poll_park_ns(idle))) {
+            } else if (now - last_poll >=
+                       (n > 0 ? POLL_BUSY_NS : poll_park_ns(idle, now - progress))) {
                 uint64_t before = a->npending;
                 dv__poll_completions(a);
                 last_poll = now;
                 /* Work finishing one piece after another (a batch of
                  * copies): the rest is near, look often again. */
-                if (a->npending < before && idle > POLL_YIELDS)
-                    idle = POLL_YIELDS;
+                if (a->npending < before) {
+                    progress = now;
+                    if (idle > POLL_YIELDS)
+                        idle = POLL_YIELDS;
+                }
             }
+        } else {
+            progress = 0;
         }
         if (a->host_jobs != NULL)
             dv__host_jobs_sweep(a);
@@ -133,7 +147,8 @@ void *dv__actor_main(void *arg)
              * eagerly the longer it takes. */
             idle++;
             bool all_host;
-            uint64_t park = poll_park_ns(idle), eta = dv__pending_eta(a, &all_host);
+            uint64_t park = poll_park_ns(idle, progress != 0 ? dv__now_ns() - progress : 0),
+                     eta = dv__pending_eta(a, &all_host);
             if (all_host && !host_work) {
                 /* Every stream waits for a copy's host side, whose pump
                  * kicks when done: nothing to ask the device meanwhile

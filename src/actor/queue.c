@@ -117,6 +117,19 @@ static const struct ck_ec_ops ec_ops = {
 
 static const struct ck_ec_mode ec_mode = {.ops = &ec_ops, .single_producer = false};
 
+/* ck_ec's backoff sleeps to partial deadlines of 0.1, 0.8, 6.4 ms ... from
+ * the start of the wait without clamping them to the caller's deadline:
+ * a park of 50 us slept 0.1 ms and one of 0.9 ms slept 6.4 ms.  This
+ * predicate clamps each partial deadline to the caller's (data). */
+static int ec_clamp(const struct ck_ec_wait_state *state, struct timespec *partial)
+{
+    const struct timespec *end = state->data;
+    if (partial->tv_sec > end->tv_sec ||
+        (partial->tv_sec == end->tv_sec && partial->tv_nsec > end->tv_nsec))
+        *partial = *end;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------
  * Clients
  * ------------------------------------------------------------------------ */
@@ -771,7 +784,7 @@ void dv__inbox_park(dv_inbox *in, uint64_t timeout_ns, const atomic_bool *flag)
     }
     struct timespec rel = dv__timespec_of(timeout_ns), deadline;
     if (ck_ec_deadline(&deadline, &ec_mode, &rel) == 0)
-        ck_ec32_wait(&in->ec, &ec_mode, snap, &deadline);
+        ck_ec32_wait_pred(&in->ec, &ec_mode, snap, ec_clamp, &deadline, &deadline);
     if (ck_ec32_value(&in->ec) != snap)
         atomic_store_explicit(&in->parked, false, memory_order_relaxed);
 }
