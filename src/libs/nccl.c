@@ -374,6 +374,18 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A timeout as text, in the unit that shows it (buf: 32 bytes). */
+static const char *span_text(uint64_t ns, char *buf)
+{
+    if (ns >= 1000000 || ns == 0)
+        snprintf(buf, 32, "%llu ms", (unsigned long long)(ns / 1000000));
+    else if (ns >= 1000)
+        snprintf(buf, 32, "%llu us", (unsigned long long)(ns / 1000));
+    else
+        snprintf(buf, 32, "%llu ns", (unsigned long long)ns);
+    return buf;
+}
+
 /* now + t, saturating: a timeout of UINT64_MAX is for ever, not the past. */
 static uint64_t deadline_after(uint64_t t)
 {
@@ -981,8 +993,8 @@ static void sim_run_p2p(sim_job *j)
                 break;
             if (wait_until(&w->cv, &w->mu, deadline, 0) && w->status == DV_OK) {
                 world_fail_locked(w, DV_ETIMEDOUT,
-                                  "rank %d's receive from rank %d: no send came within %llu ms",
-                                  j->rank, x->peer, (unsigned long long)(w->timeout_ns / 1000000));
+                                  "rank %d's receive from rank %d: no send came within %s",
+                                  j->rank, x->peer, span_text(w->timeout_ns, (char[32]){0}));
                 break;
             }
         }
@@ -991,8 +1003,8 @@ static void sim_run_p2p(sim_job *j)
         while (!mine[i]->taken && w->status == DV_OK)
             if (wait_until(&w->cv, &w->mu, deadline, 0) && !mine[i]->taken && w->status == DV_OK)
                 world_fail_locked(w, DV_ETIMEDOUT,
-                                  "rank %d's send to rank %d: not received within %llu ms", j->rank,
-                                  mine[i]->dst, (unsigned long long)(w->timeout_ns / 1000000));
+                                  "rank %d's send to rank %d: not received within %s", j->rank,
+                                  mine[i]->dst, span_text(w->timeout_ns, (char[32]){0}));
         /* Taken or given up: out of the list. */
         for (sim_msg **pp = &w->msgs; *pp != NULL; pp = &(*pp)->next)
             if (*pp == mine[i]) {
@@ -1050,9 +1062,9 @@ static void sim_run(void *arg)
                     }
                 w->status = DV_ETIMEDOUT;
                 snprintf(w->why, sizeof(w->why),
-                         "step #%llu: the stream of rank %s did not reach it within %llu ms",
+                         "step #%llu: the stream of rank %s did not reach it within %s",
                          (unsigned long long)j->seq, missing,
-                         (unsigned long long)(w->timeout_ns / 1000000));
+                         span_text(w->timeout_ns, (char[32]){0}));
                 pthread_cond_broadcast(&w->cv);
             }
         }
@@ -1274,16 +1286,16 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
             s->status = DV_ETIMEDOUT;
             if (k->nops == 0)
                 snprintf(s->why, sizeof(s->why),
-                         "rank %s's actor did not take its part of the creation within %llu "
-                         "ms; no rank made its NCCL communicator",
-                         missing, (unsigned long long)(c->timeout_ns / 1000000));
+                         "rank %s's actor did not take its part of the creation within %s; "
+                         "no rank made its NCCL communicator",
+                         missing, span_text(c->timeout_ns, (char[32]){0}));
             else
                 snprintf(s->why, sizeof(s->why),
-                         "step #%llu (%s): rank %s did not come to it within %llu ms (not "
+                         "step #%llu (%s): rank %s did not come to it within %s (not "
                          "posted, or its actor busy with other work); nothing was enqueued on "
                          "any rank",
                          (unsigned long long)seq, kind_names[k->ops[0].k], missing,
-                         (unsigned long long)(c->timeout_ns / 1000000));
+                         span_text(c->timeout_ns, (char[32]){0}));
             pthread_cond_broadcast(&c->cv);
         }
     }
@@ -1368,8 +1380,8 @@ static int cuda_issue(const dv_task_ctx *ctx, dv_nccl_comm *c, rank_state *rs, c
         if (r == NCCL_IN_PROGRESS) {
             if (now_ns() >= deadline)
                 return dv_error_set(DV_ETIMEDOUT, call, 0, 0,
-                                    "nccl_%s: NCCL did not enqueue it within %llu ms", call,
-                                    (unsigned long long)(c->timeout_ns / 1000000));
+                                    "nccl_%s: NCCL did not enqueue it within %s", call,
+                                    span_text(c->timeout_ns, (char[32]){0}));
             if (__atomic_load_n(&c->status, __ATOMIC_RELAXED) != DV_OK)
                 return dv_error_set(DV_ESTALE, call, 0, 0,
                                     "nccl_%s: the communicator was aborted while NCCL enqueued it",
@@ -1952,8 +1964,8 @@ static int init_task(const dv_task_ctx *ctx, void *user)
         if (now_ns() >= deadline) {
             (void)lib.abort(nc);
             return dv_error_set(DV_ETIMEDOUT, c->call, 0, 0,
-                                "nccl_%s: rank %d: not every rank joined within %llu ms", c->call,
-                                rs->rank, (unsigned long long)(c->timeout_ns / 1000000));
+                                "nccl_%s: rank %d: not every rank joined within %s", c->call,
+                                rs->rank, span_text(c->timeout_ns, (char[32]){0}));
         }
         usleep(200);
         int a = NCCL_OK;
@@ -2210,6 +2222,19 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
         if (prc != DV_OK && rc == DV_OK) {
             rc = prc;
             first = *dv_last_error();
+            /* Which rank: every actor of dv_actor_create may be device 0. */
+            char msg[sizeof(first.message)];
+            snprintf(msg, sizeof(msg), "nccl_%s: rank %d's actor: %.200s", call, ranks[i],
+                     first.message);
+            memcpy(first.message, msg, sizeof(msg));
+            /* The ranks posted already do not wait at the meeting for it. */
+            pthread_mutex_lock(&c->mu);
+            if (c->status == DV_OK) {
+                c->status = prc;
+                snprintf(c->why, sizeof(c->why), "%.200s", first.message);
+            }
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
         }
     }
     for (int i = 0; i < nlocal; i++) {
@@ -2243,8 +2268,8 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
             ;
         if (w->joined < w->nranks) {
             rc = dv_error_set(DV_ETIMEDOUT, call, 0, 0,
-                              "nccl_%s: %d of %d ranks joined within %llu ms", call, w->joined,
-                              w->nranks, (unsigned long long)(c->timeout_ns / 1000000));
+                              "nccl_%s: %d of %d ranks joined within %s", call, w->joined,
+                              w->nranks, span_text(c->timeout_ns, (char[32]){0}));
             first = *dv_last_error();
             w->joined -= nlocal;
             for (int i = 0; i < nlocal; i++)
@@ -2343,9 +2368,11 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
         /* A task that may still run would find c freed: leave it (and
          * say so) rather than free it under that task. */
         (void)dv_error_set(DV_ETIMEDOUT, "comm_destroy", 0, 0,
-                           "nccl_comm_destroy: calls still queued after %llu ms; the "
+                           "nccl_comm_destroy: calls still queued after %s; the "
                            "communicator is left allocated",
-                           (unsigned long long)(c->timeout_ns / 500000));
+                           span_text(c->timeout_ns > UINT64_MAX / 2 ? UINT64_MAX
+                                                                    : 2 * c->timeout_ns,
+                                     (char[32]){0}));
         return;
     }
     /* The streams that ran collectives, then every rank's communicator at

@@ -1038,12 +1038,27 @@ static void pair_end(dv_nccl_comm *c, dv_actor **pair)
 static void test_outlived(void)
 {
     if (NCCL_ON_CUDA) {
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             skip("two fresh simulated devices");
         return;
     }
     dv_actor *pair[2];
-    dv_nccl_comm *c = fresh_pair(pair, false);
+    /* Creation over an actor shut down: refused at once, naming its rank,
+     * and the other rank does not wait out the (60 s) timeout. */
+    pair[0] = fresh(NULL, 0);
+    pair[1] = fresh(NULL, 0);
+    MUST(dv_actor_shutdown(pair[1]));
+    dv_nccl_comm *c = NULL;
+    uint64_t t0 = now_ns();
+    int rc = dv_nccl_comm_create(pair, 2, 0, &c);
+    double secs = (double)(now_ns() - t0) / 1e9;
+    ok(rc == DV_ESHUTDOWN && c == NULL && strstr(dv_last_error()->message, "rank 1") != NULL &&
+           secs < 30,
+       "creation over an actor shut down: DV_ESHUTDOWN naming rank 1, in %.2f s (%s)", secs,
+       dv_last_error()->message);
+    dv_actor_destroy(pair[1]);
+    dv_actor_destroy(pair[0]);
+    c = fresh_pair(pair, false);
     MUST(dv_actor_destroy(pair[1]));
     struct timespec pause = {0, 100000000}; /* the watchdog looks meanwhile */
     nanosleep(&pause, NULL);
@@ -1207,7 +1222,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 3);
+    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 4);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
