@@ -67,7 +67,12 @@ void *dv__actor_main(void *arg)
     const dv_envelope *batch;
     unsigned idle = 0, looks = 0;
     uint64_t last_poll = 0;
-    uint64_t progress = 0; /* the device last finished something waited for (0: nothing waits) */
+    /* When the device last finished something waited for, or new work
+     * was given it (0: nothing waits), and the gap the last park left
+     * between looks: a look is due once the park that followed the last
+     * one is over, not by a threshold computed again later (which grows
+     * with the time and skipped every other look). */
+    uint64_t progress = 0, look_gap = POLL_GAP_NS;
 
     /* Parks are microseconds: without this the kernel's default timer
      * slack (50 us) would stretch every one. */
@@ -85,8 +90,13 @@ void *dv__actor_main(void *arg)
             clock_gettime(CLOCK_REALTIME_COARSE, &t);
             a->batch_time = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
         }
+        uint64_t pending_before = a->npending;
         for (unsigned i = 0; i < n; i++)
             dv__handle(a, &batch[i]);
+        /* New work: its end is looked for from its start, not at the
+         * pace of older work that has run long. */
+        if (a->npending > pending_before)
+            progress = 0;
         a->env.poster = 0;
         bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
         if (lost && !a->lost_seen) {
@@ -99,8 +109,14 @@ void *dv__actor_main(void *arg)
                 dv__flush_marks(a);
             dv__ref_flush_recycled(a->refs);
             dv__ref_wake_settled(a->refs);
-            idle = 0;
             looks = 0;
+            /* Looked for eagerly again only where the messages gave the
+             * device new work: a flush or an allocation during a long
+             * kernel leaves the pace of its looks as it was. */
+            if (a->npending != pending_before || a->npending == 0) {
+                idle = 0;
+                look_gap = POLL_GAP_NS;
+            }
         }
         /* A copy's host side finished (staging.c): its end is near. */
         if (atomic_load_explicit(&a->look_soon, memory_order_relaxed) &&
@@ -117,8 +133,7 @@ void *dv__actor_main(void *arg)
                 dv_error_detail d;
                 dv__lost_detail(a, &d);
                 dv__fail_pending(a, DV_EDEVICE_LOST, &d);
-            } else if (now - last_poll >=
-                       (n > 0 ? POLL_BUSY_NS : poll_park_ns(idle, now - progress))) {
+            } else if (now - last_poll >= (n > 0 ? POLL_BUSY_NS : look_gap)) {
                 uint64_t before = a->npending;
                 dv__poll_completions(a);
                 last_poll = now;
@@ -149,6 +164,7 @@ void *dv__actor_main(void *arg)
             bool all_host;
             uint64_t park = poll_park_ns(idle, progress != 0 ? dv__now_ns() - progress : 0),
                      eta = dv__pending_eta(a, &all_host);
+            look_gap = park;
             if (all_host && !host_work) {
                 /* Every stream waits for a copy's host side, whose pump
                  * kicks when done: nothing to ask the device meanwhile
@@ -164,6 +180,7 @@ void *dv__actor_main(void *arg)
                     last_poll = 0;
                 } else if (eta - now < park) {
                     park = eta - now;
+                    look_gap = park;
                 }
             }
             if (idle < POLL_YIELDS)
