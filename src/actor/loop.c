@@ -17,10 +17,11 @@
  * if a wake-up were lost. */
 #define PARK_IDLE_NS 100000000u /* 100 ms */
 /* The device is working for someone: after a few yields the actor parks
- * PARK_POLL_NS at a time while the device finishes something at least
- * every few milliseconds; past that, a 64th of the time since it last did
- * (doubling every POLL_STEP parks towards it), up to PARK_LONG_NS; back
- * to PARK_POLL_NS whenever a look finds something finished.  So work is
+ * PARK_POLL_NS at a time while the device finishes something (or is
+ * given new work) at least every few milliseconds; past that, a 64th of
+ * the time since it last did (doubling every POLL_STEP parks towards it),
+ * up to PARK_LONG_NS; back to PARK_POLL_NS whenever a look finds
+ * something finished or a message gives the device work.  So work is
  * seen done at most about 0.1 ms late, or 1.6% of the time it has been
  * running: a client waiting for a batch of long operations (collectives
  * of 64 MiB, 0.3 ms each) loses little per batch (with parks of up to
