@@ -303,9 +303,11 @@ void dv__host_jobs_cancel(dv_actor *a, int status);
 void dv__actor_unlink(dv_actor *a);
 /* Is an actor of this uid alive in the process? */
 bool dv__actor_uid_live(uint64_t uid);
-/* a's health, if a (whose uid is uid) has not been shut down: it is
- * read under the lock its shutdown takes to leave the list, so a is not
- * freed meanwhile.  False, *h untouched, when it is gone or going. */
+/* a's health, if a (whose uid is uid) is still on the list of live
+ * actors: it is read under the lock its shutdown takes to leave the list
+ * (once its thread is joined), so a is not freed meanwhile.  False, *h
+ * untouched, once it left (shut down, maybe destroyed); a stopping actor
+ * is still there, its state STOPPING. */
 bool dv__actor_health_if_live(const dv_actor *a, uint64_t uid, dv_actor_health *h);
 /* The process's actors on one driver become LOST (fault is the cause). */
 void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault);

@@ -352,14 +352,16 @@ void dv__pending_host_done(dv_actor *a)
 
 /* rc from making, recording or asking a completion event on stream s.
  * A failure that is not the device's (no event to be had: memory, a
- * transient driver error) is no fault: the stream is waited for instead,
- * so that what is pending there completes without an event, and nothing
+ * transient driver error) is no fault: the stream itself is asked
+ * instead (never waited for: the actor's thread goes on), and once it is
+ * idle what is pending there completes without an event (*idle); nothing
  * is rebuilt.  What remains is the device's. */
-static int event_or_drain(dv_actor *a, dv_stream s, int rc)
+static int event_or_drained(dv_actor *a, dv_stream s, int rc, bool *idle)
 {
+    *idle = false;
     if (rc == DV_OK || rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST || rc == DV_ENODEVICE)
         return rc;
-    return dv__tracker_drain(a->done, s);
+    return dv__tracker_drained(a->done, s, idle);
 }
 
 void dv__poll_completions(dv_actor *a)
@@ -371,8 +373,14 @@ void dv__poll_completions(dv_actor *a)
             dv_pending *p = &q->items[q->head];
             bool reached = false;
             int rc = dv__tracker_reached(a->done, (dv_stream_pos){s, p->epoch}, &reached);
-            if (rc != DV_OK && (rc = event_or_drain(a, s, rc)) == DV_OK)
-                continue; /* drained: every mark there is passed */
+            if (rc != DV_OK) {
+                bool idle;
+                if ((rc = event_or_drained(a, s, rc, &idle)) == DV_OK) {
+                    if (idle)
+                        continue; /* every mark there is passed */
+                    break;        /* asked again at the next look */
+                }
+            }
             if (rc != DV_OK) {
                 /* Asked even while a copy's host side is not done: that
                  * side may be waiting for the device's words, which a
@@ -414,7 +422,8 @@ void dv__flush_marks(dv_actor *a)
         }
         q->unguessed = 0;
         int rc = dv__tracker_flush(a->done, s);
-        if (rc != DV_OK && (rc = event_or_drain(a, s, rc)) != DV_OK) {
+        bool idle; /* not idle: the next look asks again */
+        if (rc != DV_OK && (rc = event_or_drained(a, s, rc, &idle)) != DV_OK) {
             dv__on_fault(a, rc, s, NULL);
             return;
         }

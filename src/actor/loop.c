@@ -146,8 +146,6 @@ void *dv__actor_main(void *arg)
                         idle = POLL_YIELDS;
                 }
             }
-        } else {
-            progress = 0;
         }
         if (a->host_jobs != NULL)
             dv__host_jobs_sweep(a);
@@ -163,8 +161,10 @@ void *dv__actor_main(void *arg)
              * eagerly the longer it takes. */
             idle++;
             bool all_host;
-            uint64_t park = poll_park_ns(idle, progress != 0 ? dv__now_ns() - progress : 0),
-                     eta = dv__pending_eta(a, &all_host);
+            uint64_t at = dv__now_ns();
+            if (progress == 0) /* host work alone: its wait counts too */
+                progress = at;
+            uint64_t park = poll_park_ns(idle, at - progress), eta = dv__pending_eta(a, &all_host);
             look_gap = park;
             if (all_host && !host_work) {
                 /* Every stream waits for a copy's host side, whose pump
@@ -189,9 +189,11 @@ void *dv__actor_main(void *arg)
             else
                 dv__inbox_park(a->inbox, park, &a->look_soon);
         } else if (looks < IDLE_LOOKS) {
+            progress = 0;
             looks++;
             __builtin_ia32_pause();
         } else {
+            progress = 0;
             dv__inbox_park(a->inbox, PARK_IDLE_NS, &a->look_soon);
         }
     }

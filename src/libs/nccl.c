@@ -490,9 +490,11 @@ static void abort_locked(dv_nccl_comm *c, int status, const char *why)
         rank_state *rs = &c->local[i];
         /* A rank inside NCCL with nc comes out soon: a non-blocking one
          * polls and sees the status; a blocking one went in only once
-         * every local rank met.  One held there past 100 ms (by a remote
-         * peer) is aborted anyway, which NCCL allows on a non-blocking
-         * communicator at any time. */
+         * every local rank met.  One held there past 100 ms (by a peer
+         * that will not come: lost, or failed before its part) is
+         * aborted anyway: NCCL allows that on a non-blocking communicator
+         * at any time, and on a blocking one it is what ends a call a
+         * peer holds (NCCL's waits look at the abort flag). */
         uint64_t until = deadline_after(100000000ull);
         while (rs->busy && !wait_until(&c->cv, &c->mu, until, 0))
             ;
@@ -1286,9 +1288,10 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
             s->status = DV_ETIMEDOUT;
             if (k->nops == 0)
                 snprintf(s->why, sizeof(s->why),
-                         "rank %s's actor did not take its part of the creation within %s; "
+                         "%s %s's actor did not take its part of the creation within %s; "
                          "no rank made its NCCL communicator",
-                         missing, span_text(c->timeout_ns, (char[32]){0}));
+                         strchr(missing, ',') != NULL ? "ranks" : "rank", missing,
+                         span_text(c->timeout_ns, (char[32]){0}));
             else
                 snprintf(s->why, sizeof(s->why),
                          "step #%llu (%s): rank %s did not come to it within %s (not "
@@ -2198,8 +2201,26 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
      * actor at their meetings while the other's part waits behind it:
      * communicators of local ranks are made one at a time. */
     bool serial = c->meet_at_init;
-    if (serial)
-        pthread_mutex_lock(&local_create_mu);
+    if (serial) {
+        /* Bounded by the timeout: a creation held by a busy actor must
+         * not hold up one over other actors for longer. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + c->timeout_ns % 1000000000u;
+        uint64_t secs = c->timeout_ns / 1000000000u + ns / 1000000000u;
+        if (secs > UINT64_C(1) << 32) /* for ever, as far as a lock goes */
+            secs = UINT64_C(1) << 32;
+        until.tv_sec += (time_t)secs;
+        until.tv_nsec = (long)(ns % 1000000000u);
+        if (pthread_mutex_timedlock(&local_create_mu, &until) != 0) {
+            rc = dv_error_set(DV_ETIMEDOUT, call, 0, 0,
+                              "nccl_%s: another creation of a communicator of this process's "
+                              "ranks did not end within %s",
+                              call, span_text(c->timeout_ns, (char[32]){0}));
+            comm_free(c);
+            return rc;
+        }
+    }
     init_job jobs[DV_MAX_DEVICES];
     dv_future fs[DV_MAX_DEVICES];
     bool posted[DV_MAX_DEVICES] = {false};
@@ -2334,6 +2355,7 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
         pthread_cond_broadcast(&c->watch_cv);
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->watch, NULL);
+        c->watching = false;
     }
     /* Tasks posted and not over yet (other threads', queued or at the
      * meeting) hold their calls and c: wait for them while their actors
@@ -2367,6 +2389,10 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
     if (runnable) {
         /* A task that may still run would find c freed: leave it (and
          * say so) rather than free it under that task. */
+        /* Still c: watched again, and destroyed by a later call. */
+        c->stop = false;
+        if (pthread_create(&c->watch, NULL, watch_main, c) == 0)
+            c->watching = true;
         (void)dv_error_set(DV_ETIMEDOUT, "comm_destroy", 0, 0,
                            "nccl_comm_destroy: calls still queued after %s; the "
                            "communicator is left allocated",

@@ -264,12 +264,13 @@ int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
     return rc;
 }
 
-int dv__tracker_drain(dv_tracker *t, dv_stream_id stream)
+int dv__tracker_drained(dv_tracker *t, dv_stream_id stream, bool *idle)
 {
     struct dv__track_stream *s = &t->st[stream];
     uint64_t epoch = s->epoch;
-    int rc = dv__drv_stream_sync(t->env->streams[stream]);
-    if (rc == DV_OK && epoch > s->passed)
+    *idle = false;
+    int rc = dv__drv_stream_query(t->env->streams[stream], idle);
+    if (rc == DV_OK && *idle && epoch > s->passed)
         s->passed = epoch;
     return rc;
 }

@@ -187,10 +187,10 @@ int dv__tracker_flush(dv_tracker *t, dv_stream_id stream);
 int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached);
 /* Block until the device has finished pos. */
 int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos);
-/* Block until the device has finished everything enqueued on stream (a
- * stream sync, no event): every epoch marked there so far is passed.  For
- * when an event cannot be made or recorded. */
-int dv__tracker_drain(dv_tracker *t, dv_stream_id stream);
+/* Has the device finished everything enqueued on stream?  A stream
+ * query, no event, never blocks; when it has (*idle), every epoch marked
+ * there so far is passed.  For when an event cannot be made or recorded. */
+int dv__tracker_drained(dv_tracker *t, dv_stream_id stream, bool *idle);
 
 /*
  * Register a block just allocated on block->alloc_stream (the allocation

@@ -835,8 +835,8 @@ static int hold_actor(const dv_task_ctx *ctx, void *user)
 }
 
 /* Creation while one rank's actor is busy past the timeout: the ranks
- * whose actors came do not wait inside NCCL for it (in NCCL's blocking
- * mode they would, for as long as it is busy). */
+ * whose actors came give up at the meeting (in NCCL's blocking mode they
+ * would otherwise wait inside NCCL for as long as it is busy). */
 static void test_create_busy(void)
 {
     if (R < 2) {
@@ -1038,7 +1038,7 @@ static void pair_end(dv_nccl_comm *c, dv_actor **pair)
 static void test_outlived(void)
 {
     if (NCCL_ON_CUDA) {
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             skip("two fresh simulated devices");
         return;
     }
@@ -1073,6 +1073,38 @@ static void test_outlived(void)
     dv_ref_release(s);
     dv_nccl_comm_destroy(c);
     is_status(dv_sync(pair[0], 0), DV_OK, "destroyed after it, the other actor still works");
+    dv_actor_destroy(pair[0]);
+
+    /* Destroy returns early while a call waits behind a busy actor, and
+     * is called again once it is over: it must not join the (new)
+     * watchdog of another communicator made meanwhile. */
+    pair[0] = fresh(NULL, 0);
+    pair[1] = fresh(NULL, 0);
+    MUST(dv_nccl_comm_create(pair, 2, 20000000ull, &c));
+    dv_ref b = DV_REF_NULL;
+    MUST(dv_alloc(pair[0], N * 4, 0, "b", &b));
+    uint64_t hold = 300000000ull;
+    dv_future held, f;
+    dv_future_init(&held, 0);
+    dv_future_init(&f, 0);
+    MUST(dv_task_async(pair[0], hold_actor, &hold, 0, NULL, 0, &held));
+    /* Queued behind the busy actor; rank 1 never comes. */
+    (void)dv_nccl_all_reduce(c, 0, 0, dv_nccl_at(b, 0), dv_nccl_at(b, 0), N, DV_NCCL_U32,
+                             DV_NCCL_SUM, &f);
+    dv_nccl_comm_destroy(c);
+    int early = dv_last_error()->status;
+    (void)dv_future_wait(&f);
+    (void)dv_future_wait(&held);
+    dv_nccl_comm *other = NULL;
+    MUST(dv_nccl_comm_create(pair, 2, 0, &other));
+    dv_nccl_comm_destroy(c); /* again: now it frees c */
+    ok(early == DV_ETIMEDOUT && dv_nccl_comm_status(other) == DV_OK,
+       "destroy left a communicator allocated (%s), another was made, the first destroyed "
+       "again: no hang, the other still usable",
+       dv_err_name(early));
+    dv_nccl_comm_destroy(other);
+    dv_ref_release(b);
+    dv_actor_destroy(pair[1]);
     dv_actor_destroy(pair[0]);
 }
 
@@ -1222,7 +1254,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 4);
+    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 5);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
