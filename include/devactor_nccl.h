@@ -38,7 +38,8 @@
  * that never comes (such a creation answers DV_ETIMEDOUT, naming the
  * rank; the timeout counts from the first rank's arrival, and the call
  * returns once every rank's actor took its part).  Such creations are
- * made one at a time in the process.  One that spans processes runs in the non-blocking mode:
+ * made one at a time in the process (one that waits longer than its
+ * timeout for another answers DV_ETIMEDOUT).  One that spans processes runs in the non-blocking mode:
  * creation and each enqueue are polled under the timeout, so a remote
  * rank that never comes cannot hold an actor for ever, and an abort may
  * come at any time; each enqueue then costs NCCL a thread (about 150 us
