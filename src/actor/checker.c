@@ -45,9 +45,15 @@ typedef struct chk_rec {
 } chk_rec;
 
 /* An event's clock, as of its last record. */
+/* The list of event shadows: its head is links alone (a struct with a
+ * flexible array may not sit inside another, in ISO C). */
+typedef struct ev_link {
+    struct ev_link *next, *prev;
+} ev_link;
+
 typedef struct ev_shadow {
+    ev_link link; /* first: a shadow's link converts back to the shadow */
     dv_checker *owner;
-    struct ev_shadow *next, *prev;
     dv_drv_event *event;
     uint64_t vc[];
 } ev_shadow;
@@ -101,7 +107,7 @@ struct dv_checker {
     uint64_t pieces, nshadows;
     uint64_t since_retire; /* commits since the last retirement sweep */
     uint64_t *floor;       /* per stream: what every stream's clock has seen */
-    ev_shadow events;  /* list head of the event shadows made */
+    ev_link events;    /* list head of the event shadows made */
     uint64_t *tmp;     /* a clock for one check */
     chk_rec **scratch; /* overlapping pieces of one query */
     uint32_t nscratch, cap_scratch;
@@ -169,10 +175,10 @@ static void on_record(void *self, dv_drv_event *ev, dv_drv_stream *st)
             return; /* the event stays unknown: a wait on it orders nothing */
         e->owner = c;
         e->event = ev;
-        e->next = c->events.next;
-        e->prev = &c->events;
-        c->events.next->prev = e;
-        c->events.next = e;
+        e->link.next = c->events.next;
+        e->link.prev = &c->events;
+        c->events.next->prev = &e->link;
+        c->events.next = &e->link;
         *slot = e;
         c->nshadows++;
     }
@@ -209,8 +215,8 @@ static void on_stream_done(void *self, dv_drv_stream *st)
 static void shadow_free(ev_shadow *e)
 {
     e->owner->nshadows--;
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
+    e->link.prev->next = e->link.next;
+    e->link.next->prev = e->link.prev;
     *dv__drv_shadow(e->event) = NULL;
     free(e);
 }
@@ -1333,7 +1339,7 @@ void dv__checker_destroy(dv_checker *c)
         return;
     dv__drv_ctx_set_observer(c->env->ctx, NULL);
     while (c->events.next != &c->events)
-        shadow_free(c->events.next);
+        shadow_free((ev_shadow *)c->events.next);
     for (uint32_t s = 0; s < c->ns; s++)
         *dv__drv_shadow(c->env->streams[s]) = NULL;
     set_free(&c->dev);

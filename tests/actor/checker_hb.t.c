@@ -176,7 +176,7 @@ static void test_peer(void)
         }
     }
     dv_kernel *afill = NULL, *bfill = NULL, *bspin = NULL, *aspin = NULL;
-    dv_ref x, y;
+    dv_ref x = DV_REF_NULL, y = DV_REF_NULL;
     dv_actor_stats st;
     if (a == NULL || b == NULL || dv_kernel_get(a, NULL, 0, "fill_u32", &afill) != DV_OK ||
         dv_kernel_get(b, NULL, 0, "fill_u32", &bfill) != DV_OK ||

@@ -67,7 +67,7 @@ int main(void)
         int rc = dv_task_async(a, task, NULL, 0, NULL, 0, &f);
         if (rc == DV_OK)
             rc = dv_future_wait_ordered(&f);
-        dv_ref b;
+        dv_ref b = DV_REF_NULL;
         static uint32_t host[WORDS];
         if (rc == DV_OK)
             rc = dv_alloc(a, WORDS * 4, 1, "b", &b);
