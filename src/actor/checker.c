@@ -44,13 +44,13 @@ typedef struct chk_rec {
     chk_stamp reads[]; /* outstanding reads, one per stream */
 } chk_rec;
 
-/* An event's clock, as of its last record. */
 /* The list of event shadows: its head is links alone (a struct with a
  * flexible array may not sit inside another, in ISO C). */
 typedef struct ev_link {
     struct ev_link *next, *prev;
 } ev_link;
 
+/* An event's clock, as of its last record. */
 typedef struct ev_shadow {
     ev_link link; /* first: a shadow's link converts back to the shadow */
     dv_checker *owner;

@@ -359,7 +359,7 @@ void dv__pending_host_done(dv_actor *a)
 static int event_or_drained(dv_actor *a, dv_stream s, int rc, bool *idle)
 {
     *idle = false;
-    if (rc == DV_OK || rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST || rc == DV_ENODEVICE)
+    if (rc == DV_OK || dv__fault_of_device(rc))
         return rc;
     return dv__tracker_drained(a->done, s, idle);
 }

@@ -283,9 +283,7 @@ static void become_failed(dv_actor *a, const dv_error_detail *cause)
     dv__actor_mark_lost(a, &d);
 }
 
-/* Is this failure the device's (a fault the driver keeps), or one a later
- * try may not meet (memory, a transient driver error)? */
-static bool fault_of_device(int status)
+bool dv__fault_of_device(int status)
 {
     return status == DV_ECONTEXT_LOST || status == DV_EDEVICE_LOST || status == DV_ENODEVICE;
 }
@@ -355,7 +353,7 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
             if (rc == DV_OK)
                 break;
             /* A fault met on the way needs the context reset after all. */
-            keep_context = !fault_of_device(rc);
+            keep_context = !dv__fault_of_device(rc);
             continue;
         }
         teardown_state(a, false); /* what a failed try built, the first time the old state */
@@ -373,7 +371,7 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
     }
     if (rc != DV_OK) {
         dv_error_detail cause = *dv_last_error();
-        if (fault_of_device(rc))
+        if (dv__fault_of_device(rc))
             become_lost(a, &cause); /* the driver's: every actor on it */
         else
             become_failed(a, &cause);

@@ -188,13 +188,14 @@ void *dv__actor_main(void *arg)
                 sched_yield();
             else
                 dv__inbox_park(a->inbox, park, &a->look_soon);
-        } else if (looks < IDLE_LOOKS) {
-            progress = 0;
-            looks++;
-            __builtin_ia32_pause();
         } else {
-            progress = 0;
-            dv__inbox_park(a->inbox, PARK_IDLE_NS, &a->look_soon);
+            progress = 0; /* nothing waits */
+            if (looks < IDLE_LOOKS) {
+                looks++;
+                __builtin_ia32_pause();
+            } else {
+                dv__inbox_park(a->inbox, PARK_IDLE_NS, &a->look_soon);
+            }
         }
     }
     dv__actor_stop_state(a);

@@ -199,24 +199,27 @@ void dv__actor_unlink(dv_actor *a)
     pthread_mutex_unlock(&live_mu);
 }
 
+/* The live actor of this uid, or NULL.  live_mu held. */
+static dv_actor *live_with_uid(uint64_t uid)
+{
+    dv_actor *a = live_actors;
+    while (a != NULL && a->uid != uid)
+        a = a->next_live;
+    return a;
+}
+
 bool dv__actor_uid_live(uint64_t uid)
 {
-    bool found = false;
     pthread_mutex_lock(&live_mu);
-    for (dv_actor *a = live_actors; a != NULL && !found; a = a->next_live)
-        found = a->uid == uid;
+    bool found = live_with_uid(uid) != NULL;
     pthread_mutex_unlock(&live_mu);
     return found;
 }
 
 bool dv__actor_health_if_live(const dv_actor *a, uint64_t uid, dv_actor_health *h)
 {
-    bool found = false;
     pthread_mutex_lock(&live_mu);
-    for (dv_actor *x = live_actors; x != NULL && !found; x = x->next_live)
-        found = x == a && x->uid == uid;
-    if (found)
-        found = dv_actor_health_get(a, h) == DV_OK;
+    bool found = live_with_uid(uid) == a && a != NULL && dv_actor_health_get(a, h) == DV_OK;
     pthread_mutex_unlock(&live_mu);
     return found;
 }
