@@ -2204,14 +2204,11 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
     if (serial) {
         /* Bounded by the timeout: a creation held by a busy actor must
          * not hold up one over other actors for longer. */
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + c->timeout_ns % 1000000000u;
-        uint64_t secs = c->timeout_ns / 1000000000u + ns / 1000000000u;
-        if (secs > UINT64_C(1) << 32) /* for ever, as far as a lock goes */
-            secs = UINT64_C(1) << 32;
-        until.tv_sec += (time_t)secs;
-        until.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now); /* the clock timedlock reads */
+        uint64_t t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        uint64_t end = c->timeout_ns > UINT64_MAX - t ? UINT64_MAX : t + c->timeout_ns;
+        struct timespec until = {(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
         if (pthread_mutex_timedlock(&local_create_mu, &until) != 0) {
             rc = dv_error_set(DV_ETIMEDOUT, call, 0, 0,
                               "nccl_%s: another creation of a communicator of this process's "

@@ -1056,8 +1056,7 @@ static void test_outlived(void)
            secs < 30,
        "creation over an actor shut down: DV_ESHUTDOWN naming rank 1, in %.2f s (%s)", secs,
        dv_last_error()->message);
-    dv_actor_destroy(pair[1]);
-    dv_actor_destroy(pair[0]);
+    pair_end(NULL, pair);
     c = fresh_pair(pair, false);
     MUST(dv_actor_destroy(pair[1]));
     struct timespec pause = {0, 100000000}; /* the watchdog looks meanwhile */
@@ -1102,10 +1101,8 @@ static void test_outlived(void)
        "destroy left a communicator allocated (%s), another was made, the first destroyed "
        "again: no hang, the other still usable",
        dv_err_name(early));
-    dv_nccl_comm_destroy(other);
     dv_ref_release(b);
-    dv_actor_destroy(pair[1]);
-    dv_actor_destroy(pair[0]);
+    pair_end(other, pair);
 }
 
 static void test_lost(void)
