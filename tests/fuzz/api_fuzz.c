@@ -2450,6 +2450,7 @@ static void op_launch(rd *r)
                 args[hi].kind = 9;
             ex.h[0].buf = -1;
             ex.h[0].range = 0;
+            ex.h[0].owner = -1; /* refused for what it is, whoever owned it */
             ex.h[0].code = bad == 7 ? DV_ESTREAM_MISUSE : DV_EINVAL;
         }
         break;
