@@ -922,6 +922,7 @@ static bool reown_reached(pool_res *p, dv_stream_id s)
     pool_range *cand[BATCH];
     unsigned n = 0;
     uint64_t others = p->streams_with_free & ~(UINT64_C(1) << s);
+    uint64_t look = dv__tracker_new_look(p->t); /* one query per event, not per range */
 
     /* Candidates first: re-binning as they are found would disturb the
      * lists being walked.  None of them merges before its turn: they
@@ -936,7 +937,8 @@ static bool reown_reached(pool_res *p, dv_stream_id s)
                 for (pool_range *r = l->bins[fl][__builtin_ctz(sm)]; r != NULL && n < BATCH;
                      r = r->free_next) {
                     bool reached = false;
-                    if (dv__tracker_reached(p->t, freed_pos(r), &reached) == DV_OK && reached)
+                    if (dv__tracker_reached_in(p->t, look, freed_pos(r), &reached) == DV_OK &&
+                        reached)
                         cand[n++] = r;
                 }
             }
@@ -1342,23 +1344,25 @@ static bool extent_free(pool_range *r, dv_dptr b, pool_range **last)
 
 /*
  * Has the device passed every free in [r, b)?  Where it has not yet, look
- * again until deadline_ns (0: look once): a free marked a moment ago is
- * past on an idle stream as soon as the device sees the event recorded
- * for it, and an unmap that waits a few microseconds for that costs less
- * than memory mapped for good.
+ * again until deadline_ns (0: look once, within the caller's look): a free
+ * marked a moment ago is past on an idle stream as soon as the device sees
+ * the event recorded for it, and an unmap that waits a few microseconds
+ * for that costs less than memory mapped for good.
  */
-static bool frees_passed(pool_res *p, pool_range *r, dv_dptr b, uint64_t deadline_ns)
+static bool frees_passed(pool_res *p, pool_range *r, dv_dptr b, uint64_t deadline_ns,
+                         uint64_t look)
 {
     for (; r != NULL && r->ptr < b; r = r->phys_next) {
         for (;;) {
             bool reached = false;
-            if (dv__tracker_reached(p->t, freed_pos(r), &reached) != DV_OK)
+            if (dv__tracker_reached_in(p->t, look, freed_pos(r), &reached) != DV_OK)
                 return false;
             if (reached)
                 break;
             if (deadline_ns == 0 || dv__now_ns() > deadline_ns)
                 return false;
             sched_yield();
+            look = dv__tracker_new_look(p->t); /* ask the driver again */
         }
     }
     return true;
@@ -1374,6 +1378,7 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
 {
     pool_range *r = ch->first;
     uint32_t i = 0, k = 0;
+    uint64_t look = dv__tracker_new_look(p->t);
     while (i < ch->nmaps && (pick == NULL || k < npick)) {
         if (pick != NULL && ch->maps[i].off != pick[k]) {
             if (ch->maps[i].off > pick[k])
@@ -1386,7 +1391,7 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
         while (r->ptr + r->bytes <= a)
             r = r->phys_next;
         pool_range *x = NULL;
-        if (!extent_free(r, b, &x) || (reached_only && !frees_passed(p, r, b, 0))) {
+        if (!extent_free(r, b, &x) || (reached_only && !frees_passed(p, r, b, 0, look))) {
             i++, k++;
             continue;
         }
@@ -1518,6 +1523,7 @@ static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi,
         bool passed;
     } cand[RECLAIM_SCAN];
     uint32_t n = 0;
+    uint64_t look = dv__tracker_new_look(p->t);
 
     for (pool_chunk *ch = p->chunks; ch != NULL && n < RECLAIM_SCAN; ch = ch->next) {
         if (ch->va_bytes == 0)
@@ -1537,7 +1543,7 @@ static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi,
             for (pool_range *y = r->phys_next; y != NULL && y->state == RANGE_FREE; y = y->phys_next)
                 space += y->bytes;
             cand[n++] = (struct cand){ch, r, ch->maps[i].off, ch->maps[i].bytes, space,
-                                      frees_passed(p, r, b, 0)};
+                                      frees_passed(p, r, b, 0, look)};
         }
     }
     /* Passed first, then the smallest free space (an insertion sort: n is
@@ -1571,7 +1577,7 @@ static int reclaim(pool_res *p, uint64_t want, dv_dptr keep_lo, dv_dptr keep_hi,
             if (deadline == 0)
                 deadline = dv__now_ns() + RECLAIM_WAIT_NS;
             dv_dptr b = cand[i].ch->block.ptr + cand[i].off + cand[i].bytes;
-            if (!frees_passed(p, cand[i].first, b, deadline))
+            if (!frees_passed(p, cand[i].first, b, deadline, dv__tracker_new_look(p->t)))
                 break; /* the device is busy: not now */
         }
         sum += cand[i].bytes;

@@ -250,18 +250,43 @@ static void note_passed(struct dv__track_stream *s, const struct dv__track_ring_
 
 int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached)
 {
+    return dv__tracker_reached_in(t, 0, pos, reached);
+}
+
+uint64_t dv__tracker_new_look(dv_tracker *t)
+{
+    return ++t->looks;
+}
+
+int dv__tracker_reached_in(dv_tracker *t, uint64_t look, dv_stream_pos pos, bool *reached)
+{
     struct dv__track_stream *s = &t->st[pos.stream];
     struct dv__track_ring_slot *slot;
+    bool known = look != 0 && s->unseen_look == look;
     int rc;
 
     *reached = true;
     if (pos.epoch <= s->passed)
         return DV_OK;
+    if (known && pos.epoch >= s->unseen) {
+        *reached = false; /* at or after an event this look saw not done */
+        return DV_OK;
+    }
     if ((rc = event_for(t, pos, &slot)) != DV_OK)
         return rc;
-    if ((rc = dv__drv_event_query(slot->ev, reached)) == DV_OK && *reached)
+    if (known && slot->epoch >= s->unseen) {
+        *reached = false; /* that event's answer */
+        return DV_OK;
+    }
+    if ((rc = dv__drv_event_query(slot->ev, reached)) != DV_OK)
+        return rc;
+    if (*reached) {
         note_passed(s, slot);
-    return rc;
+    } else if (look != 0) {
+        s->unseen_look = look;
+        s->unseen = slot->epoch;
+    }
+    return DV_OK;
 }
 
 int dv__tracker_drained(dv_tracker *t, dv_stream_id stream, bool *idle)

@@ -185,6 +185,13 @@ void dv__tracker_note_wait(dv_tracker *t, dv_stream_id waiter, dv_stream_id sign
 int dv__tracker_flush(dv_tracker *t, dv_stream_id stream);
 /* Has the device finished pos?  Queries an event, never blocks. */
 int dv__tracker_reached(dv_tracker *t, dv_stream_pos pos, bool *reached);
+/* A look: the questions of one walk over many positions (free ranges of
+ * several streams, say).  Within one look an event of a stream found not
+ * done answers for every later position of that stream with no driver
+ * call, the device finishing a stream's work in order; a new look asks
+ * afresh.  dv__tracker_reached itself never remembers a "not yet". */
+uint64_t dv__tracker_new_look(dv_tracker *t);
+int dv__tracker_reached_in(dv_tracker *t, uint64_t look, dv_stream_pos pos, bool *reached);
 /* Block until the device has finished pos. */
 int dv__tracker_sync(dv_tracker *t, dv_stream_pos pos);
 /* Has the device finished everything enqueued on stream?  A stream
@@ -246,6 +253,8 @@ struct dv__track_stream {
     uint64_t work;     /* dv__drv_stream_work when the newest event was recorded */
     uint64_t uncaptured; /* fence_always: the newest free marked without an event */
     uint64_t passed;   /* newest epoch the device was seen past (an event done) */
+    /* Within look unseen_look, the event of epoch unseen was not done. */
+    uint64_t unseen_look, unseen;
     struct dv__track_ring_slot ring[DV__TRACK_RING];
     uint32_t next; /* slot the next record uses */
     /* The driver stream's hook that captures a use before the next
@@ -283,6 +292,7 @@ struct dv_tracker {
     uint32_t slots;       /* in all slabs */
     uint32_t *free_slots; /* a stack: the slot freed last on top; room for every slot */
     uint32_t nfree;
+    uint64_t looks; /* dv__tracker_new_look */
     atomic_uint_fast64_t waits, waits_skipped, records, events, live_blocks;
     struct dv__track_stream st[DV_MAX_STREAMS];
 };

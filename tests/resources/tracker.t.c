@@ -5,6 +5,7 @@
  * kind waits on exactly what the contract says.
  */
 #include "resources/tracker.h"
+#include "driver/sim.h"
 #include "support/env_setup.h"
 
 /* The async resource's tracker is private; count driver work instead
@@ -325,10 +326,53 @@ static void test_async_retired(test_env *t)
     dv__res_destroy_stack(r);
 }
 
+/* Within one look an event seen not done answers for every later position
+ * of its stream with no driver call; a new look, or a plain question, asks
+ * the driver again; once the device is past, every look says so. */
+static void test_look(test_env *t)
+{
+    dv_tracker *tr;
+    dv_dptr mem = 0;
+    const dv_stream_id s = 5;
+    dv_drv_stream *ds = t->env.streams[s];
+
+    is_status(dv__tracker_create(&t->env, &tr), DV_OK, "a tracker for looks");
+    is_status(dv__drv_mem_alloc(t->env.ctx, 256, &mem), DV_OK, "memory to set");
+    dv__sim_stream_set_delay(ds, 300 * 1000);
+    is_status(dv__drv_memset_d8(ds, mem, 1, 256), DV_OK, "a slow set on stream 5");
+    dv_stream_pos early = {s, dv__tracker_mark(tr, s)};
+    dv__tracker_flush(tr, s);
+    dv_stream_pos late = {s, dv__tracker_mark(tr, s)};
+    dv__tracker_flush(tr, s);
+
+    uint64_t q0 = dv__sim_calls(t->drv, DV_CALL_EVENT_QUERY);
+    uint64_t look = dv__tracker_new_look(tr);
+    bool r1 = true, r2 = true, r3 = true;
+    dv__tracker_reached_in(tr, look, early, &r1);
+    dv__tracker_reached_in(tr, look, late, &r2);
+    dv__tracker_reached_in(tr, look, early, &r3);
+    ok(!r1 && !r2 && !r3, "within a look: the early and the late position are not reached");
+    is_u64(dv__sim_calls(t->drv, DV_CALL_EVENT_QUERY) - q0, 1,
+           "... and the driver was asked once");
+    dv__tracker_reached(tr, late, &r1);
+    dv__tracker_reached(tr, late, &r2);
+    dv__tracker_reached_in(tr, dv__tracker_new_look(tr), late, &r3);
+    ok(!r1 && !r2 && !r3, "plain questions and a new look: still not reached");
+    is_u64(dv__sim_calls(t->drv, DV_CALL_EVENT_QUERY) - q0, 4,
+           "... each of them asked the driver");
+    dv__sim_stream_set_delay(ds, 0);
+    is_status(dv__tracker_sync(tr, late), DV_OK, "wait for the set");
+    dv__tracker_reached_in(tr, look, early, &r1);
+    dv__tracker_reached_in(tr, look, late, &r2);
+    ok(r1 && r2, "once the device is past, the old look says so too");
+    dv__drv_mem_free(t->env.ctx, mem);
+    dv__tracker_destroy(tr);
+}
+
 int main(void)
 {
     test_env t;
-    plan(46);
+    plan(55);
     is_status(test_env_sim(&t, 6, 20), DV_OK, "sim environment");
     test_tracker_direct(&t);
     test_fence(&t);
@@ -337,6 +381,7 @@ int main(void)
     test_generations();
     test_many_live(&t);
     test_async_retired(&t);
+    test_look(&t);
     test_env_close(&t);
     return tap_done();
 }
