@@ -437,6 +437,13 @@ typedef struct dv_actor_config {
      * thread), more memory held; dv_resource_trim still gives free memory
      * back.  Default false: memory moves. */
     bool pool_keep_mapped;
+    /* The pool growing in place binds physical memory to the address space
+     * granule by granule (2 MiB on current GPUs) as blocks come, and keeps
+     * a granule mapped at every address that used it: memory moves between
+     * those addresses with no driver call, so a workload that repeats
+     * itself (training steps, batches) stops calling the driver once it
+     * has run once or twice.  Default false. */
+    bool pool_alias;
 } dv_actor_config;
 
 /* Defaults, and size (ABI, above); the macro passes the caller's sizeof. */
@@ -449,7 +456,7 @@ DV_EXPORT void dv_actor_config_init_sized(dv_actor_config *cfg, size_t size);
  *     "budget:8G,pool_initial:256M,streams:8,guard:1,log:/tmp/dv-%d.csv"
  *
  * Keys: backend (auto, cuda, sim), streams, queue, pool, pool_initial,
- * pool_max_chunk, pool_chunks, pool_keep_mapped, sim_memory, budget,
+ * pool_max_chunk, pool_chunks, pool_keep_mapped, pool_alias, sim_memory, budget,
  * guard, log, synchronous, permissive, check_order, host_budget, staging,
  * staging_chunk, copy_threads (the fields of dv_actor_config).  Sizes and counts take K, M, G or T, either
  * case, powers of 1024 ("1M", "1MiB", "1MB" and "1m" read the same);

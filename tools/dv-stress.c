@@ -491,6 +491,7 @@ typedef struct options {
     bool check_order;
     int device;
     int devices; /* --devices N: N actors, peer copies and collectives; 0: one */
+    const char *conf; /* --conf: over the actors' configuration; NULL: none */
 } options;
 
 /* A task's copy on the sim: the host function's arguments, in one of the
@@ -2324,7 +2325,7 @@ static void usage(FILE *out)
             "usage: dv-stress [--threads N] [--seconds S | --ops N] [--seed N]\n"
             "                 [--backend cuda|sim|auto] [--budget BYTES] [--faults]\n"
             "                 [--sim-delay US] [--streams N] [--blocks N] [--no-pool]\n"
-            "                 [--no-check-order] [--device N | --devices N]\n"
+            "                 [--no-check-order] [--device N | --devices N] [--conf TEXT]\n"
             "\n"
             "N client threads post a random mix on one actor: allocate (256 B .. 16 MiB,\n"
             "log-uniform, random stream), write a pattern host->device, memset a\n"
@@ -2386,6 +2387,9 @@ static void usage(FILE *out)
             "  --blocks N      live blocks per thread at most (default: 8, or more so that\n"
             "                  all threads together average 1.25x the budget)\n"
             "  --no-pool       allocate straight from the driver's stream-ordered allocator\n"
+            "  --conf TEXT     more of the actors' configuration, as DEVACTOR_CONF, over the\n"
+            "                  options above (e.g. pool_alias:1 for the pool with aliases;\n"
+            "                  keys: dv_actor_config_parse in devactor.h)\n"
             "  --no-check-order  run without the stream-order checker (on by default; the\n"
             "                  summary's throughput shows its overhead; DV_CHECK_ORDER=1\n"
             "                  in the environment turns it on regardless)\n"
@@ -2554,6 +2558,7 @@ static int parse_options(int argc, char **argv, options *o)
                                          {"no-check-order", no_argument, NULL, 'C'},
                                          {"self-test", no_argument, NULL, 'T'},
                                          {"devices", required_argument, NULL, 'N'},
+                                         {"conf", required_argument, NULL, 'c'},
                                          {NULL, 0, NULL, 0}};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bool seeded = false, threads_given = false;
@@ -2640,6 +2645,17 @@ static int parse_options(int argc, char **argv, options *o)
                 goto bad_value;
             o->devices = (int)v;
             break;
+        case 'c': {
+            /* Parsed here too, so that a bad key is a usage error. */
+            dv_actor_config probe;
+            dv_actor_config_init(&probe);
+            if (dv_actor_config_parse(&probe, optarg) != DV_OK) {
+                fprintf(stderr, "dv-stress: --conf: %s\n", dv_last_error()->message);
+                return 2;
+            }
+            o->conf = optarg;
+            break;
+        }
         case 'h':
             usage(stdout);
             exit(0);
@@ -2952,6 +2968,10 @@ int main(int argc, char **argv)
     cfg.pool = o->pool;
     cfg.budget_bytes = o->budget != 0 ? o->budget : sim ? 256 * MIB : 2 * GIB;
     cfg.check_order = o->check_order;
+    if (o->conf != NULL && (rc = dv_actor_config_parse(&cfg, o->conf)) != DV_OK) {
+        fprintf(stderr, "dv-stress: --conf: %s\n", dv_last_error()->message);
+        return 2;
+    }
 
     run.streams = o->streams;
     /* The threads are spread over the devices: the working sets of a

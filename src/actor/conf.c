@@ -47,6 +47,8 @@ static const conf_key keys[] = {
     {"pool_chunks", K_BOOL, F(pool_chunks), "the pool grows by chunks, not by mapping"},
     {"pool_keep_mapped", K_BOOL, F(pool_keep_mapped),
      "the pool maps more rather than moving free memory"},
+    {"pool_alias", K_BOOL, F(pool_alias),
+     "the pool binds memory to addresses granule by granule, kept mapped at each"},
     {"sim_memory", K_SIZE, F(sim_memory_bytes), "the simulated device's memory"},
     {"budget", K_SIZE, F(budget_bytes), "device bytes the actor may hold (0: no limit)"},
     {"guard", K_BOOL, F(guard), "canaries, poison and quarantine"},

@@ -119,6 +119,7 @@ static int build_stack(dv_actor *a)
         pcfg.chunks =
             a->cfg.pool_chunks || a->cfg.pool_initial_bytes || a->cfg.pool_max_chunk_bytes;
         pcfg.keep_mapped = a->cfg.pool_keep_mapped;
+        pcfg.alias = a->cfg.pool_alias;
         if ((rc = dv__pool_resource_create(top, &pcfg, &top)) != DV_OK)
             goto fail;
     }

@@ -176,12 +176,16 @@ struct sim_device {
      * past its first size bytes: mem_alloc never hands it out. */
     struct sim_range *va;
     size_t nva, cap_va;
-    /* Physical memory unmapped and kept (mem_unmap_keep): its bytes stay
-     * in allocated until mem_release; mem_remap maps it again. */
-    struct sim_kept {
+    /* Physical memory mem_map made, mapped at maps addresses (mem_remap
+     * maps it at one more, mem_unmap_keep unmaps one and keeps it): its
+     * bytes count once in allocated until it is released (mem_release,
+     * or mem_unmap) and mapped nowhere, as the driver frees it. */
+    struct sim_phys {
         uint64_t handle, bytes;
-    } *kept;
-    uint32_t nkept, cap_kept;
+        uint32_t maps;
+        bool released;
+    } *phys;
+    uint32_t nphys, cap_phys;
     uint64_t next_handle; /* mem_map's tokens: never reused */
     uint64_t release_threshold;
     struct sim_stream *streams; /* list, for synchronous free */
@@ -499,7 +503,7 @@ static void free_list_reset(struct sim_device *dev)
     dev->nlive = 0;
     dev->allocated = 0;
     dev->nva = 0; /* mappings went with the live list */
-    dev->nkept = 0;
+    dev->nphys = 0;
 }
 
 /* Take a range and register it live.  Caller holds dev->mu. */
@@ -817,7 +821,7 @@ static void device_fini(struct sim_device *dev)
     if (dev->arena != NULL)
         munmap(dev->arena, SIM_SPAN(dev->size));
     free(dev->va);
-    free(dev->kept);
+    free(dev->phys);
     dev->va = NULL;
     dev->arena = NULL;
     while (dev->free_list != NULL) {
@@ -1519,6 +1523,30 @@ static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
     return DV_CU_SUCCESS;
 }
 
+/* The physical memory of handle: its index, or -1.  Caller holds dev->mu. */
+static long phys_find(const struct sim_device *dev, uint64_t handle)
+{
+    for (uint32_t i = 0; i < dev->nphys; i++)
+        if (dev->phys[i].handle == handle)
+            return (long)i;
+    return -1;
+}
+
+/* One mapping of phys[i] fewer, or (released) its release: mapped nowhere
+ * and released, its memory goes back.  Caller holds dev->mu. */
+static void phys_drop(struct sim_device *dev, long i, bool unmapped, bool release)
+{
+    struct sim_phys *ph = &dev->phys[i];
+    if (unmapped)
+        ph->maps--;
+    if (release)
+        ph->released = true;
+    if (ph->maps == 0 && ph->released) {
+        dev->allocated -= ph->bytes;
+        *ph = dev->phys[--dev->nphys];
+    }
+}
+
 static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle)
 {
     struct sim_device *dev = CTX(ctx)->dev;
@@ -1531,10 +1559,14 @@ static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *ha
     int rc = va_containing(dev, va, bytes) < 0 || mapped_within(dev, va, bytes)
                  ? DV_CU_INVALID_VALUE
              : bytes > dev->size - dev->allocated ? DV_CU_OUT_OF_MEMORY
-                                                  : map_locked(dev, va, bytes);
+             : dv__array_reserve((void **)&dev->phys, &dev->cap_phys, (uint64_t)dev->nphys + 1,
+                                 sizeof(*dev->phys)) != 0
+                 ? DV_CU_OUT_OF_MEMORY
+                 : map_locked(dev, va, bytes);
     if (rc == DV_CU_SUCCESS) {
         dev->allocated += bytes;
         *handle = ++dev->next_handle;
+        dev->phys[dev->nphys++] = (struct sim_phys){*handle, bytes, 1, false};
     }
     pthread_mutex_unlock(&dev->mu);
     return rc;
@@ -1544,42 +1576,30 @@ static int sim_mem_unmap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t h
 {
     struct sim_device *dev = CTX(ctx)->dev;
     SIM_ENTER(dev, DV_CALL_MEM_UNMAP);
-    (void)handle;
     pthread_mutex_lock(&dev->mu);
-    int rc = unmap_locked(dev, va, bytes);
+    long i = phys_find(dev, handle);
+    int rc = i < 0 || dev->phys[i].maps == 0 || dev->phys[i].released ? DV_CU_INVALID_VALUE
+                                                                       : unmap_locked(dev, va, bytes);
     if (rc == DV_CU_SUCCESS)
-        dev->allocated -= bytes;
+        phys_drop(dev, i, true, true);
     pthread_mutex_unlock(&dev->mu);
     return rc;
-}
-
-/* The kept handle's index, or -1. */
-static long kept_find(const struct sim_device *dev, uint64_t handle)
-{
-    for (uint32_t i = 0; i < dev->nkept; i++)
-        if (dev->kept[i].handle == handle)
-            return (long)i;
-    return -1;
 }
 
 static int sim_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
     struct sim_device *dev = CTX(ctx)->dev;
     SIM_ENTER(dev, DV_CALL_MEM_UNMAP_KEEP);
-    int rc = DV_CU_OUT_OF_MEMORY;
     pthread_mutex_lock(&dev->mu);
-    if (handle == 0 || kept_find(dev, handle) >= 0) {
-        rc = DV_CU_INVALID_VALUE;
-    } else if (dv__array_reserve((void **)&dev->kept, &dev->cap_kept, (uint64_t)dev->nkept + 1,
-                                 sizeof(*dev->kept)) == 0) {
-        rc = unmap_locked(dev, va, bytes);
-        if (rc == DV_CU_SUCCESS)
-            dev->kept[dev->nkept++] = (struct sim_kept){handle, bytes};
-    }
+    long i = phys_find(dev, handle);
+    int rc = i < 0 || dev->phys[i].maps == 0 ? DV_CU_INVALID_VALUE : unmap_locked(dev, va, bytes);
+    if (rc == DV_CU_SUCCESS)
+        phys_drop(dev, i, true, false);
     pthread_mutex_unlock(&dev->mu);
     return rc;
 }
 
+/* Memory mem_map made, mapped (again, or once more: an alias) at va. */
 static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
     struct sim_device *dev = CTX(ctx)->dev;
@@ -1587,25 +1607,26 @@ static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t h
     if (va % SIM_GRANULE != 0)
         return DV_CU_INVALID_VALUE;
     pthread_mutex_lock(&dev->mu);
-    long i = kept_find(dev, handle);
-    int rc = i < 0 || dev->kept[i].bytes != bytes ? DV_CU_INVALID_VALUE : map_locked(dev, va, bytes);
+    long i = phys_find(dev, handle);
+    int rc = i < 0 || dev->phys[i].bytes != bytes || dev->phys[i].released
+                 ? DV_CU_INVALID_VALUE
+                 : map_locked(dev, va, bytes);
     if (rc == DV_CU_SUCCESS)
-        dev->kept[i] = dev->kept[--dev->nkept];
+        dev->phys[i].maps++;
     pthread_mutex_unlock(&dev->mu);
     return rc;
 }
 
+/* Released: its memory goes back once it is mapped nowhere. */
 static int sim_mem_release(dv_drv_obj *ctx, uint64_t handle)
 {
     struct sim_device *dev = CTX(ctx)->dev;
     SIM_ENTER(dev, DV_CALL_MEM_RELEASE);
     pthread_mutex_lock(&dev->mu);
-    long i = kept_find(dev, handle);
-    int rc = i < 0 ? DV_CU_INVALID_VALUE : DV_CU_SUCCESS;
-    if (i >= 0) {
-        dev->allocated -= dev->kept[i].bytes;
-        dev->kept[i] = dev->kept[--dev->nkept];
-    }
+    long i = phys_find(dev, handle);
+    int rc = i < 0 || dev->phys[i].released ? DV_CU_INVALID_VALUE : DV_CU_SUCCESS;
+    if (rc == DV_CU_SUCCESS)
+        phys_drop(dev, i, false, true);
     pthread_mutex_unlock(&dev->mu);
     return rc;
 }

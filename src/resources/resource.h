@@ -257,6 +257,9 @@ typedef struct dv_pool_config {
     bool chunks;                  /* grow by chunks from upstream even where the
                                    * pool could map memory in place */
     bool keep_mapped;             /* never move memory: map more instead */
+    bool alias;                   /* bind physical granules to address granules
+                                   * as blocks come, keeping them mapped at every
+                                   * address that used them (aliases) */
 } dv_pool_config;
 void dv__pool_config_init(dv_pool_config *cfg);
 int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
@@ -276,6 +279,14 @@ int dv__pool_trim(dv_resource *pool, uint64_t *released);
 /* Tests: ask the device how far each stream got, as a growth would, so
  * that the pool knows which frees are passed (owner thread). */
 int dv__pool_learn_passed(dv_resource *pool);
+/* Tests: a pool's alias books (granules, physical memory, the idle list)
+ * agree with its ranges; DV_EINVAL naming the first thing that does not
+ * (DV_OK for a pool without aliases). */
+int dv__pool_check(dv_resource *pool);
+/* A pool's alias region: granules live now and at most, physical granules
+ * held (0s without aliases). */
+void dv__pool_alias_counts(dv_resource *pool, uint32_t *live, uint32_t *peak_live,
+                           uint32_t *phys);
 
 /* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
  * requested and remaining bytes in the detail. */

@@ -45,7 +45,7 @@ int main(void)
                                     "pool_max_chunk:1GiB,budget:3G,guard:on,log:/tmp/x-%d.csv,"
                                     "synchronous:false,permissive:yes,check_order:TRUE,"
                                     "host_budget:512m,staging:64MB,staging_chunk:1k,copy_threads:2,"
-                                    "pool_chunks:1,pool_keep_mapped:yes"),
+                                    "pool_chunks:1,pool_keep_mapped:yes,pool_alias:on"),
               DV_OK, "every key at once");
     ok(cfg.backend == DV_BACKEND_SIM && cfg.streams == 8 && cfg.queue_capacity == 4096 && !cfg.pool,
        "backend, streams, queue, pool");
@@ -57,7 +57,8 @@ int main(void)
     ok(cfg.host_budget_bytes == 512u << 20 && cfg.staging_bytes == 64u << 20 &&
            cfg.staging_chunk_bytes == 1024 && cfg.copy_threads == 2,
        "host_budget 512m, staging 64MB, staging_chunk 1k, copy_threads 2");
-    ok(cfg.pool_chunks && cfg.pool_keep_mapped, "pool_chunks 1, pool_keep_mapped yes");
+    ok(cfg.pool_chunks && cfg.pool_keep_mapped && cfg.pool_alias,
+       "pool_chunks 1, pool_keep_mapped yes, pool_alias on");
     ok(cfg.log_path != NULL && strcmp(cfg.log_path, "/tmp/x-%d.csv") == 0, "log kept: %s",
        cfg.log_path ? cfg.log_path : "(null)");
     const char *kept = cfg.log_path;

@@ -135,7 +135,7 @@ static rg_move rg_twelve_over_pieces(test_env *t, bool keep_mapped)
 #define REGION_TESTS 28
 
 /* granule: the device's (2 MiB on the sim and the H100). */
-static void region_tests(test_env *t)
+static TAP_UNUSED void region_tests(test_env *t)
 {
     uint64_t g = 0;
     int rc = dv__drv_vmm_granularity(t->env.ctx, &g);

@@ -1,0 +1,36 @@
+#!/bin/sh
+# TAP: dv-stress --conf on the sim: the pool with aliases (pool_alias:1)
+# under the mix, with and without injected faults and rebuilds, every
+# byte read back right; a key dv_actor_config_parse refuses exits 2.
+#   stress_conf.sh DV_STRESS
+stress=$1
+echo "1..3"
+n=0 failed=0
+run() {
+    n=$((n + 1))
+    what=$1
+    shift
+    out=$("$stress" "$@" 2>&1)
+    rc=$?
+    if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^result: PASS$' &&
+       printf '%s\n' "$out" | grep -q '^integrity: .*(0 bytes wrong)'; then
+        echo "ok $n - $what: PASS, 0 bytes wrong"
+    else
+        echo "not ok $n - $what: exit $rc"
+        printf '%s\n' "$out" | sed 's/^/# /'
+        failed=1
+    fi
+}
+run "pool_alias:1, 3 s" --backend sim --threads 2 --seconds 3 --seed 5 --conf pool_alias:1
+run "pool_alias:1 with faults, 4 s" --backend sim --threads 2 --seconds 4 --seed 6 --faults \
+    --conf pool_alias:1
+n=$((n + 1))
+err=$("$stress" --backend sim --conf no_such_key:1 2>&1)
+rc=$?
+if [ "$rc" -eq 2 ] && printf '%s\n' "$err" | grep -q 'no_such_key: unknown key'; then
+    echo "ok $n - --conf no_such_key:1: exit 2, the key named"
+else
+    echo "not ok $n - --conf no_such_key:1: exit $rc"
+    failed=1
+fi
+exit $failed
