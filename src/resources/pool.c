@@ -259,6 +259,7 @@ typedef struct pool_gran {
     uint8_t nfree;  /* frees here the device may not have passed yet: */
     bool many;      /* (more streams than are kept: every stream's newest) */
     uint8_t fstream[GRAN_FREES];
+    uint32_t learnt; /* the pool's binds when this granule last learnt */
     uint64_t fepoch[GRAN_FREES];
 } pool_gran;
 
@@ -338,6 +339,7 @@ typedef struct pool_res {
     uint64_t *live_bits;           /* [live_words] */
     uint64_t *seen;                /* seen_n rows of seen_n bits */
     uint32_t seen_n;
+    uint32_t binds; /* memory moved or made for a granule, ever (wraps) */
     pool_range **range_dir; /* range slabs: RANGES_FIRST << k ranges each */
     uint32_t nrange_slabs;
     atomic_uint_fast64_t outstanding; /* read from any thread */
@@ -1912,9 +1914,15 @@ static bool seen_together(const pool_res *p, uint32_t v, uint32_t w)
 
 /* Granule v becomes live: it learns which others are live with it.  The
  * matrix grows with the highest granule used, up to SEEN_MAX granules
- * (beyond, nothing is learnt: no conflicts are known there). */
+ * (beyond, nothing is learnt: no conflicts are known there).  Where no
+ * granule got memory anew (moved or made) since v last learnt, the
+ * workload is repeating what v has seen: the row stays, and a steady
+ * state costs no walk of the live set. */
 static void seen_note(pool_res *p, uint32_t v)
 {
+    if (p->gran[v].learnt == p->binds && p->gran[v].learnt != 0)
+        return;
+    p->gran[v].learnt = p->binds;
     if (v >= p->seen_n && v < SEEN_MAX) {
         uint32_t n = p->seen_n != 0 ? p->seen_n : 64;
         while (n <= v)
@@ -2161,6 +2169,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
             }
             gr->phys = q;
             p->nphys++;
+            p->binds++;
             mapped_add(p, p->areg, (int64_t)p->granule);
             atomic_fetch_add_explicit(&p->base.env->maps, 1, memory_order_relaxed);
             return DV_OK;
@@ -2192,6 +2201,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     idle_unlink(p, best);
     ph->active = ph->last = g;
     gr->phys = best;
+    p->binds++;
     return DV_OK;
 }
 
