@@ -260,6 +260,7 @@ typedef struct pool_gran {
     bool many;      /* (more streams than are kept: every stream's newest) */
     uint8_t fstream[GRAN_FREES];
     uint32_t learnt; /* the pool's binds when this granule last learnt */
+    uint32_t sid;    /* its row and column of what was seen live together */
     uint64_t fepoch[GRAN_FREES];
 } pool_gran;
 
@@ -331,14 +332,14 @@ typedef struct pool_res {
     pool_chunk *areg;
     unsigned gshift; /* log2(granule) */
     pool_gran *gran; /* [ngran] */
-    uint32_t ngran, live_words;
+    uint32_t ngran;
     pool_phys *phys; /* [nphys_slots]: nphys of them hold memory */
     uint32_t nphys, nphys_slots, cap_phys, phys_free;
     uint32_t idle_head, idle_tail; /* idle physical granules, oldest first */
     uint32_t nlive, peak_live;     /* granules with users, now and at most */
-    uint64_t *live_bits;           /* [live_words] */
-    uint64_t *seen;                /* seen_n rows of seen_n bits */
-    uint32_t seen_n;
+    uint64_t *live_sids;           /* [SEEN_MAX / 64]: live granules, by sid */
+    uint64_t *seen;                /* seen_n rows of seen_n bits, by sid */
+    uint32_t seen_n, nsid;         /* sids are given as granules first go live */
     uint32_t binds; /* memory moved or made for a granule, ever (wraps) */
     pool_range **range_dir; /* range slabs: RANGES_FIRST << k ranges each */
     uint32_t nrange_slabs;
@@ -1903,8 +1904,9 @@ static void idle_unlink(pool_res *p, uint32_t q)
 }
 
 /* Was w ever live while v became live, or v while w did? */
-static bool seen_together(const pool_res *p, uint32_t v, uint32_t w)
+static bool seen_together(const pool_res *p, uint32_t gv, uint32_t gw)
 {
+    uint32_t v = p->gran[gv].sid, w = p->gran[gw].sid;
     if (v >= p->seen_n || w >= p->seen_n)
         return false;
     uint32_t words = p->seen_n / 64;
@@ -1918,12 +1920,19 @@ static bool seen_together(const pool_res *p, uint32_t v, uint32_t w)
  * granule got memory anew (moved or made) since v last learnt, the
  * workload is repeating what v has seen: the row stays, and a steady
  * state costs no walk of the live set. */
-static void seen_note(pool_res *p, uint32_t v)
+static void seen_note(pool_res *p, uint32_t g)
 {
-    if (p->gran[v].learnt == p->binds && p->gran[v].learnt != 0)
+    pool_gran *gr = &p->gran[g];
+    if (gr->sid == NO_GRAN && p->nsid < SEEN_MAX)
+        gr->sid = p->nsid++;
+    uint32_t v = gr->sid;
+    if (v == NO_GRAN)
         return;
-    p->gran[v].learnt = p->binds;
-    if (v >= p->seen_n && v < SEEN_MAX) {
+    p->live_sids[v / 64] |= UINT64_C(1) << (v % 64);
+    if (gr->learnt == p->binds && gr->learnt != 0)
+        return;
+    gr->learnt = p->binds;
+    if (v >= p->seen_n) {
         uint32_t n = p->seen_n != 0 ? p->seen_n : 64;
         while (n <= v)
             n *= 2;
@@ -1939,9 +1948,8 @@ static void seen_note(pool_res *p, uint32_t v)
     }
     if (v < p->seen_n) {
         uint64_t *row = &p->seen[(uint64_t)v * (p->seen_n / 64)];
-        uint32_t words = p->seen_n / 64 < p->live_words ? p->seen_n / 64 : p->live_words;
-        for (uint32_t i = 0; i < words; i++)
-            row[i] |= p->live_bits[i];
+        for (uint32_t i = 0; i < p->seen_n / 64; i++)
+            row[i] |= p->live_sids[i];
     }
 }
 
@@ -1976,21 +1984,26 @@ static void gran_note_free(pool_res *p, pool_gran *gr, dv_stream_id s, uint64_t 
     }
 }
 
-/* Has the device passed every free in granule g (within look)?  Where
- * the frees came from more streams than are kept, every stream's newest
- * position counts. */
-static bool gran_passed(pool_res *p, const pool_gran *gr, uint64_t look)
+/* May memory leave granule g for work on stream s: has the device passed
+ * every free there (within look), but those on s itself, which s's later
+ * work follows in stream order (and work on another stream that uses a
+ * block s allocates later waits for s)?  Where the frees came from more
+ * streams than are kept, every stream's newest position counts.  s
+ * NO_STREAM: every free counts (memory about to be released). */
+#define NO_STREAM UINT32_MAX
+static bool gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, uint32_t s)
 {
     bool reached = true;
     if (gr->many) {
-        for (uint32_t s = 0; s < p->nstreams && reached; s++)
-            if (dv__tracker_reached_in(p->t, look, dv__tracker_now(p->t, (dv_stream_id)s),
+        for (uint32_t t = 0; t < p->nstreams && reached; t++)
+            if (dv__tracker_reached_in(p->t, look, dv__tracker_now(p->t, (dv_stream_id)t),
                                        &reached) != DV_OK)
                 return false;
         return reached;
     }
     for (uint32_t i = 0; i < gr->nfree && reached; i++)
-        if (dv__tracker_reached_in(p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]},
+        if (gr->fstream[i] != s &&
+            dv__tracker_reached_in(p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]},
                                    &reached) != DV_OK)
             return false;
     return reached;
@@ -2009,7 +2022,8 @@ static int gran_wait(pool_res *p, const pool_gran *gr, dv_stream_id s)
         return rc;
     }
     for (uint32_t i = 0; i < gr->nfree && rc == DV_OK; i++)
-        rc = dv__tracker_wait(p->t, s, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]});
+        if (gr->fstream[i] != s)
+            rc = dv__tracker_wait(p->t, s, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]});
     return rc;
 }
 
@@ -2037,15 +2051,35 @@ static void alias_remove(pool_phys *ph, uint32_t g)
     }
 }
 
-/* Unmap what granule g maps (nothing serves there).  The physical memory
- * stays, mapped at its other addresses or at none. */
+/* Wait, on the host, until the device passed every free in granule g: an
+ * unmap takes effect at once.  (Memory left g for another granule of the
+ * same stream without the host seeing those frees done.) */
+static int gran_sync(pool_res *p, const pool_gran *gr)
+{
+    int rc = DV_OK;
+    if (gr->many) {
+        for (uint32_t t = 0; t < p->nstreams && rc == DV_OK; t++)
+            rc = dv__tracker_sync(p->t, dv__tracker_now(p->t, (dv_stream_id)t));
+        return rc;
+    }
+    for (uint32_t i = 0; i < gr->nfree && rc == DV_OK; i++)
+        rc = dv__tracker_sync(p->t, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]});
+    return rc;
+}
+
+/* Unmap what granule g maps (nothing serves there), once the device is
+ * past every free there.  The physical memory stays, mapped at its other
+ * addresses or at none. */
 static int gran_unbind(pool_res *p, uint32_t g)
 {
     pool_gran *gr = &p->gran[g];
     if (gr->phys == NO_PHYS)
         return DV_OK;
     pool_phys *ph = &p->phys[gr->phys];
-    int rc = dv__drv_mem_unmap_keep(p->base.env->ctx, gran_va(p, g), p->granule, ph->handle);
+    int rc = gran_sync(p, gr);
+    if (rc != DV_OK)
+        return rc;
+    rc = dv__drv_mem_unmap_keep(p->base.env->ctx, gran_va(p, g), p->granule, ph->handle);
     if (rc != DV_OK)
         return rc;
     atomic_fetch_add_explicit(&p->base.env->unmaps, 1, memory_order_relaxed);
@@ -2088,14 +2122,15 @@ static void phys_drop(pool_res *p, uint32_t q)
 
 /* The best idle granule for g whose frees the device has passed: the
  * fewest conflicts, the oldest first; NO_PHYS if none. */
-static uint32_t idle_best(pool_res *p, uint32_t g, uint64_t look, uint32_t *conf)
+static uint32_t idle_best(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look,
+                          uint32_t *conf)
 {
     uint32_t best = NO_PHYS;
     *conf = UINT32_MAX;
     for (uint32_t q = p->idle_head; q != NO_PHYS && *conf != 0; q = p->phys[q].idle_next) {
         pool_phys *ph = &p->phys[q];
         uint32_t c = conflicts(p, g, ph);
-        if (c < *conf && gran_passed(p, &p->gran[ph->last], look)) {
+        if (c < *conf && gran_passed(p, &p->gran[ph->last], look, s)) {
             best = q;
             *conf = c;
         }
@@ -2120,7 +2155,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     uint32_t own = gr->phys;
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
         pool_phys *ph = &p->phys[own];
-        if (ph->last == g || gran_passed(p, &p->gran[ph->last], look)) {
+        if (ph->last == g || gran_passed(p, &p->gran[ph->last], look, s)) {
             int rc = ph->last == g ? DV_OK : gran_wait(p, &p->gran[ph->last], s);
             if (rc != DV_OK)
                 return rc;
@@ -2129,7 +2164,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
             return DV_OK;
         }
     }
-    uint32_t best_conf, best = idle_best(p, g, look, &best_conf);
+    uint32_t best_conf, best = idle_best(p, g, s, look, &best_conf);
     if (best == NO_PHYS && p->idle_head != NO_PHYS) {
         /* Idle memory whose frees the device has not passed yet: a free
          * marked a moment ago is past as soon as the device sees its
@@ -2138,7 +2173,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         uint64_t deadline = dv__now_ns() + RECLAIM_WAIT_NS;
         while (best == NO_PHYS && dv__now_ns() < deadline) {
             sched_yield();
-            best = idle_best(p, g, dv__tracker_new_look(p->t), &best_conf);
+            best = idle_best(p, g, s, dv__tracker_new_look(p->t), &best_conf);
         }
     }
     uint64_t cap = p->cfg.max_pool_bytes;
@@ -2209,7 +2244,8 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
 static void gran_idle(pool_res *p, uint32_t g)
 {
     pool_gran *gr = &p->gran[g];
-    p->live_bits[g / 64] &= ~(UINT64_C(1) << (g % 64));
+    if (gr->sid != NO_GRAN)
+        p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
     p->nlive--;
     if (gr->phys != NO_PHYS && p->phys[gr->phys].active == g) {
         p->phys[gr->phys].active = NO_GRAN;
@@ -2229,7 +2265,6 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
         pool_gran *gr = &p->gran[g];
         if (gr->users++ != 0)
             continue;
-        p->live_bits[g / 64] |= UINT64_C(1) << (g % 64);
         if (++p->nlive > p->peak_live)
             p->peak_live = p->nlive;
         seen_note(p, g);
@@ -2237,7 +2272,8 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
             look = dv__tracker_new_look(p->t);
         if ((rc = gran_bind(p, g, s, look)) != DV_OK) {
             gr->users--;
-            p->live_bits[g / 64] &= ~(UINT64_C(1) << (g % 64));
+            if (gr->sid != NO_GRAN)
+                p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
             p->nlive--;
             break;
         }
@@ -2282,33 +2318,47 @@ static int alias_region_new(pool_res *p, dv_stream_id s)
         return rc;
     }
     p->ngran = (uint32_t)(va_bytes / p->granule);
-    p->live_words = (p->ngran + 63) / 64;
     p->gran = malloc(p->ngran * sizeof(*p->gran));
-    p->live_bits = calloc(p->live_words, sizeof(uint64_t));
-    if (p->gran == NULL || p->live_bits == NULL) {
+    p->live_sids = calloc(SEEN_MAX / 64, sizeof(uint64_t));
+    if (p->gran == NULL || p->live_sids == NULL || spare_reserve(p, p->nstreams) != DV_OK) {
         free(p->gran);
-        free(p->live_bits);
+        free(p->live_sids);
         p->gran = NULL;
-        p->live_bits = NULL;
+        p->live_sids = NULL;
         (void)dv__drv_va_release(p->base.env->ctx, va, va_bytes);
         free(ch);
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool region");
     }
     for (uint32_t g = 0; g < p->ngran; g++)
-        p->gran[g] = (pool_gran){.phys = NO_PHYS};
-    pool_range *r = spare_take(p);
-    uint32_t index = r->index;
-    *r = (pool_range){.ptr = va, .bytes = va_bytes, .index = index};
+        p->gran[g] = (pool_gran){.phys = NO_PHYS, .sid = NO_GRAN};
     ch->block = (dv_block){.ptr = va, .bytes = va_bytes, .device = p->base.device};
     ch->va_bytes = va_bytes;
-    ch->first = ch->last = r;
+    /* A slice of the address space for each stream, in its bins: what one
+     * stream places does not interleave with what another does, so each
+     * stream's layout repeats when its work does. */
+    uint64_t slice = (va_bytes / p->nstreams) & ~(p->granule - 1);
+    for (uint32_t k = 0; k < p->nstreams; k++) {
+        pool_range *r = spare_take(p);
+        uint32_t index = r->index;
+        dv_dptr at = va + k * slice;
+        *r = (pool_range){.ptr = at,
+                          .bytes = k + 1 < p->nstreams ? slice : va + va_bytes - at,
+                          .index = index,
+                          .phys_prev = ch->last};
+        if (ch->last != NULL)
+            ch->last->phys_next = r;
+        else
+            ch->first = r;
+        ch->last = r;
+        bin_insert(p, (dv_stream_id)k, r);
+    }
+    (void)s;
     ch->next = p->chunks;
     if (p->chunks != NULL)
         p->chunks->prev = ch;
     p->chunks = ch;
     p->nchunks++;
     p->areg = ch;
-    bin_insert(p, s, r);
     return DV_OK;
 }
 
@@ -2320,8 +2370,11 @@ static int alias_trim(pool_res *p, uint64_t *released)
     for (uint32_t q = p->idle_head, next; q != NO_PHYS; q = next) {
         pool_phys *ph = &p->phys[q];
         next = ph->idle_next;
-        if (!gran_passed(p, &p->gran[ph->last], look))
-            continue;
+        bool passed = true;
+        for (uint32_t k = 0; k < ph->nalias && passed; k++)
+            passed = gran_passed(p, &p->gran[ph->alias[k]], look, NO_STREAM);
+        if (!passed)
+            continue; /* not now: a later trim */
         while (ph->nalias > 0) {
             int rc = gran_unbind(p, ph->alias[ph->nalias - 1]);
             if (rc != DV_OK)
@@ -2359,7 +2412,7 @@ static void alias_drop(pool_res *p)
     free(ch);
     free(p->phys);
     free(p->gran);
-    free(p->live_bits);
+    free(p->live_sids);
     free(p->seen);
     p->areg = NULL;
 }

@@ -129,6 +129,10 @@ static int capture_marks(dv_tracker *t, dv_stream_id stream)
     struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
     if (last->ev != NULL && last->epoch == s->recorded && !t->env->fence_always &&
         dv__drv_stream_work(t->env->streams[stream]) == s->work) {
+        /* Seen done already, with nothing enqueued since: so is every
+         * epoch it now captures. */
+        if (s->passed >= last->epoch)
+            s->passed = s->epoch;
         last->epoch = s->epoch;
         s->recorded = s->epoch;
         return DV_OK;

@@ -369,10 +369,46 @@ static void test_look(test_env *t)
     dv__tracker_destroy(tr);
 }
 
+/* A mark captured by the newest event, nothing enqueued since it was seen
+ * done: known passed with no driver call.  Work enqueued in between: not
+ * known, a new event. */
+static void test_idle_capture(test_env *t)
+{
+    dv_tracker *tr;
+    dv_dptr mem = 0;
+    const dv_stream_id s = 4;
+    dv_drv_stream *ds = t->env.streams[s];
+    uint64_t e1 = 0, e2 = 0, e3 = 0;
+
+    is_status(dv__tracker_create(&t->env, &tr), DV_OK, "a tracker for idle captures");
+    is_status(dv__drv_mem_alloc(t->env.ctx, 256, &mem), DV_OK, "memory to set");
+    dv__drv_memset_d8(ds, mem, 1, 256);
+    dv__tracker_mark_captured(tr, s, &e1);
+    is_status(dv__tracker_sync(tr, (dv_stream_pos){s, e1}), DV_OK, "a free's event seen done");
+    uint64_t q0 = dv__sim_calls(t->drv, DV_CALL_EVENT_QUERY);
+    uint64_t r0 = dv__sim_calls(t->drv, DV_CALL_EVENT_RECORD);
+    dv__tracker_mark_captured(tr, s, &e2);
+    ok(dv__tracker_known_passed(tr, (dv_stream_pos){s, e2}),
+       "a free marked after it, nothing enqueued: known passed");
+    ok(dv__sim_calls(t->drv, DV_CALL_EVENT_QUERY) == q0 &&
+           dv__sim_calls(t->drv, DV_CALL_EVENT_RECORD) == r0,
+       "... with no query and no record");
+    dv__sim_stream_set_delay(ds, 200 * 1000);
+    dv__drv_memset_d8(ds, mem, 2, 256);
+    dv__tracker_mark_captured(tr, s, &e3);
+    ok(!dv__tracker_known_passed(tr, (dv_stream_pos){s, e3}) &&
+           dv__sim_calls(t->drv, DV_CALL_EVENT_RECORD) == r0 + 1,
+       "a set enqueued before the next free: not known passed, a new event");
+    dv__sim_stream_set_delay(ds, 0);
+    is_status(dv__tracker_sync(tr, (dv_stream_pos){s, e3}), DV_OK, "wait for the set");
+    dv__drv_mem_free(t->env.ctx, mem);
+    dv__tracker_destroy(tr);
+}
+
 int main(void)
 {
     test_env t;
-    plan(55);
+    plan(62);
     is_status(test_env_sim(&t, 6, 20), DV_OK, "sim environment");
     test_tracker_direct(&t);
     test_fence(&t);
@@ -382,6 +418,7 @@ int main(void)
     test_many_live(&t);
     test_async_retired(&t);
     test_look(&t);
+    test_idle_capture(&t);
     test_env_close(&t);
     return tap_done();
 }
