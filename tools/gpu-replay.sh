@@ -7,6 +7,9 @@
 #   kept-xN    the same with pool_keep_mapped:1 (memory never moves)
 #   stack-xN   REPEAT passes on the actor's thread through its resource
 #              stack (dv-replay --stack: the allocator without messages)
+#   alias-post-xN, alias-stack-xN
+#              post-xN and stack-xN with pool_alias:1 (the pool with
+#              aliases)
 #   awaited    one pass, each allocation awaited (dv_ref_access)
 #
 #   tools/gpu-replay.sh [BUILD_DIR] [OUT_DIR]
@@ -38,6 +41,8 @@ for t in $traces; do
             post-x*) args+=(--post --repeat "$repeat") ;;
             kept-x*) args+=(--post --repeat "$repeat" --conf pool_keep_mapped:1) ;;
             stack-x*) args+=(--stack --repeat "$repeat") ;;
+            alias-post-x*) args+=(--post --repeat "$repeat" --conf pool_alias:1) ;;
+            alias-stack-x*) args+=(--stack --repeat "$repeat" --conf pool_alias:1) ;;
             esac
             # The peer in the same run (after the actor).
             [ -n "$peer" ] && args+=(--peer "$peer")

@@ -1361,10 +1361,11 @@ static int region_new(pool_res *p, uint64_t bytes, pool_chunk **out)
     return DV_OK;
 }
 
-/* Wait, on the host, until the device is past every free in [from, to]. */
+/* Wait, on the host, until the device is past every free in [from, to]
+ * (to NULL: to the chunk's end). */
 static int ranges_sync(pool_res *p, pool_range *from, pool_range *to)
 {
-    for (pool_range *r = from;; r = r->phys_next) {
+    for (pool_range *r = from; r != NULL; r = r->phys_next) {
         if (r->state != RANGE_HOLE) { /* a live block at a destroy: stamped as freed */
             int rc = dv__tracker_sync(p->t, freed_pos(r));
             if (rc != DV_OK)
@@ -1373,6 +1374,7 @@ static int ranges_sync(pool_res *p, pool_range *from, pool_range *to)
         if (r == to)
             return DV_OK;
     }
+    return DV_OK;
 }
 
 /* Unmap ch->maps[i], every byte of it free and reached: its space becomes
@@ -1989,24 +1991,26 @@ static void gran_note_free(pool_res *p, pool_gran *gr, dv_stream_id s, uint64_t 
  * work follows in stream order (and work on another stream that uses a
  * block s allocates later waits for s)?  Where the frees came from more
  * streams than are kept, every stream's newest position counts.  s
- * NO_STREAM: every free counts (memory about to be released). */
+ * NO_STREAM: every free counts (memory about to be released).  A
+ * driver error (a fault) is the caller's. */
 #define NO_STREAM UINT32_MAX
-static bool gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, uint32_t s)
+static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, uint32_t s, bool *passed)
 {
-    bool reached = true;
+    int rc = DV_OK;
+    *passed = true;
     if (gr->many) {
-        for (uint32_t t = 0; t < p->nstreams && reached; t++)
-            if (dv__tracker_reached_in(p->t, look, dv__tracker_now(p->t, (dv_stream_id)t),
-                                       &reached) != DV_OK)
-                return false;
-        return reached;
+        for (uint32_t t = 0; t < p->nstreams && *passed && rc == DV_OK; t++)
+            rc = dv__tracker_reached_in(p->t, look, dv__tracker_now(p->t, (dv_stream_id)t),
+                                        passed);
+    } else {
+        for (uint32_t i = 0; i < gr->nfree && *passed && rc == DV_OK; i++)
+            if (gr->fstream[i] != s)
+                rc = dv__tracker_reached_in(
+                    p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]}, passed);
     }
-    for (uint32_t i = 0; i < gr->nfree && reached; i++)
-        if (gr->fstream[i] != s &&
-            dv__tracker_reached_in(p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]},
-                                   &reached) != DV_OK)
-            return false;
-    return reached;
+    if (rc != DV_OK)
+        *passed = false;
+    return rc;
 }
 
 /* Stream s waits on the device for every free in granule g (the order the
@@ -2122,20 +2126,26 @@ static void phys_drop(pool_res *p, uint32_t q)
 
 /* The best idle granule for g whose frees the device has passed: the
  * fewest conflicts, the oldest first; NO_PHYS if none. */
-static uint32_t idle_best(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look,
-                          uint32_t *conf)
+static int idle_best(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look, uint32_t *best,
+                     uint32_t *conf)
 {
-    uint32_t best = NO_PHYS;
+    *best = NO_PHYS;
     *conf = UINT32_MAX;
     for (uint32_t q = p->idle_head; q != NO_PHYS && *conf != 0; q = p->phys[q].idle_next) {
         pool_phys *ph = &p->phys[q];
         uint32_t c = conflicts(p, g, ph);
-        if (c < *conf && gran_passed(p, &p->gran[ph->last], look, s)) {
-            best = q;
+        bool passed = false;
+        if (c >= *conf)
+            continue;
+        int rc = gran_passed(p, &p->gran[ph->last], look, s, &passed);
+        if (rc != DV_OK)
+            return rc;
+        if (passed) {
+            *best = q;
             *conf = c;
         }
     }
-    return best;
+    return DV_OK;
 }
 
 /*
@@ -2153,18 +2163,23 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
 {
     pool_gran *gr = &p->gran[g];
     uint32_t own = gr->phys;
+    int rc;
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
         pool_phys *ph = &p->phys[own];
-        if (ph->last == g || gran_passed(p, &p->gran[ph->last], look, s)) {
-            int rc = ph->last == g ? DV_OK : gran_wait(p, &p->gran[ph->last], s);
-            if (rc != DV_OK)
+        bool passed = ph->last == g;
+        if (!passed && (rc = gran_passed(p, &p->gran[ph->last], look, s, &passed)) != DV_OK)
+            return rc;
+        if (passed) {
+            if (ph->last != g && (rc = gran_wait(p, &p->gran[ph->last], s)) != DV_OK)
                 return rc;
             idle_unlink(p, own);
             ph->active = ph->last = g;
             return DV_OK;
         }
     }
-    uint32_t best_conf, best = idle_best(p, g, s, look, &best_conf);
+    uint32_t best_conf, best;
+    if ((rc = idle_best(p, g, s, look, &best, &best_conf)) != DV_OK)
+        return rc;
     if (best == NO_PHYS && p->idle_head != NO_PHYS) {
         /* Idle memory whose frees the device has not passed yet: a free
          * marked a moment ago is past as soon as the device sees its
@@ -2173,7 +2188,9 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         uint64_t deadline = dv__now_ns() + RECLAIM_WAIT_NS;
         while (best == NO_PHYS && dv__now_ns() < deadline) {
             sched_yield();
-            best = idle_best(p, g, s, dv__tracker_new_look(p->t), &best_conf);
+            rc = idle_best(p, g, s, dv__tracker_new_look(p->t), &best, &best_conf);
+            if (rc != DV_OK)
+                return rc;
         }
     }
     uint64_t cap = p->cfg.max_pool_bytes;
@@ -2182,7 +2199,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     bool make = best == NO_PHYS || (best_conf > 0 && room);
     if (make && p->stacked_bytes != 0)
         return ALIAS_FLUSH;
-    int rc = gran_unbind(p, g);
+    rc = gran_unbind(p, g);
     if (rc != DV_OK)
         return rc;
     gr->nfree = 0; /* frees of memory no longer here */
@@ -2300,7 +2317,7 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
 
 /* The alias region: address space of ALIAS_VA times the device's memory,
  * free on stream s from the start; nothing mapped. */
-static int alias_region_new(pool_res *p, dv_stream_id s)
+static int alias_region_new(pool_res *p)
 {
     uint64_t va_bytes = 0;
     pool_chunk *ch = calloc(1, sizeof(*ch));
@@ -2352,7 +2369,6 @@ static int alias_region_new(pool_res *p, dv_stream_id s)
         ch->last = r;
         bin_insert(p, (dv_stream_id)k, r);
     }
-    (void)s;
     ch->next = p->chunks;
     if (p->chunks != NULL)
         p->chunks->prev = ch;
@@ -2371,8 +2387,11 @@ static int alias_trim(pool_res *p, uint64_t *released)
         pool_phys *ph = &p->phys[q];
         next = ph->idle_next;
         bool passed = true;
-        for (uint32_t k = 0; k < ph->nalias && passed; k++)
-            passed = gran_passed(p, &p->gran[ph->alias[k]], look, NO_STREAM);
+        for (uint32_t k = 0; k < ph->nalias && passed; k++) {
+            int rc = gran_passed(p, &p->gran[ph->alias[k]], look, NO_STREAM, &passed);
+            if (rc != DV_OK)
+                return rc;
+        }
         if (!passed)
             continue; /* not now: a later trim */
         while (ph->nalias > 0) {
@@ -2420,19 +2439,21 @@ static void alias_drop(pool_res *p)
 /* Grow by one chunk that can hold need bytes, allocated on stream s. */
 static int grow(pool_res *p, uint64_t need, dv_stream_id s)
 {
-    if (p->granule != 0 && p->cfg.alias) {
-        if (p->areg != NULL) {
-            int rc = dv__fail(DV_EDEVICE_OOM, "allocate",
-                              "allocate: no free address range of %llu bytes in the pool's %llu",
-                              (unsigned long long)need, (unsigned long long)p->areg->va_bytes);
-            dv__detail()->requested = need;
-            return rc;
-        }
-        int rc = alias_region_new(p, s);
-        if (rc != DV_OK && dv__short_of_memory(rc)) {
-            p->granule = 0; /* no address space: chunks instead */
-            return grow(p, need, s);
-        }
+    if (p->areg != NULL) {
+        /* The alias region's addresses are all free space from the start:
+         * a request none of it holds is more than the device, or finds
+         * the addresses too cut up. */
+        int rc;
+        if (need > p->va_step)
+            rc = dv__fail(DV_EDEVICE_OOM, "allocate",
+                          "allocate: %llu bytes is more than the device's %llu",
+                          (unsigned long long)need, (unsigned long long)p->va_step);
+        else
+            rc = dv__fail(DV_EDEVICE_OOM, "allocate",
+                          "allocate: no free address range of %llu bytes in the pool's %llu",
+                          (unsigned long long)need, (unsigned long long)p->areg->va_bytes);
+        dv__detail()->requested = need;
+        dv__detail()->remaining = p->va_step;
         return rc;
     }
     if (p->granule != 0)
@@ -2506,6 +2527,14 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     /* A split needs one node, a new chunk one more. */
     if (p->nspare < 2 && (rc = spare_reserve(p, 2)) != DV_OK)
         return rc;
+    if (p->cfg.alias && p->granule != 0 && p->areg == NULL) {
+        /* Aliases: the region, all of it free space, at the first request. */
+        rc = alias_region_new(p);
+        if (rc != DV_OK && p->nchunks == 0 && dv__short_of_memory(rc))
+            p->granule = 0; /* no address space: chunks instead */
+        else if (rc != DV_OK)
+            return rc;
+    }
     if (c == NO_CLASS && p->stacked_bytes != 0)
         /* A large request sees the space small blocks freed around it
          * merged (each stacked block is flushed once per push). */
@@ -2667,7 +2696,9 @@ static void pool_destroy(dv_resource *res)
         pool_chunk *ch = p->chunks;
         if (ch->va_bytes != 0) {
             /* Unmapping is at once: the device must be past every free. */
-            (void)ranges_sync(p, ch->first, ch->last);
+            /* (An alias region's last range may have split or merged:
+             * its ch->last is not kept.) */
+            (void)ranges_sync(p, ch->first, ch == p->areg ? NULL : ch->last);
             if (ch == p->areg)
                 alias_drop(p);
             else

@@ -110,7 +110,7 @@ static long al_random(test_env *t, dv_resource *pool, uint32_t seed, long n, boo
     return dv__pool_check(pool) == DV_OK ? -1 : n;
 }
 
-#define ALIAS_TESTS 15
+#define ALIAS_TESTS 17
 
 static void alias_tests(test_env *t)
 {
@@ -204,6 +204,22 @@ static void alias_tests(test_env *t)
     ok(rc == DV_OK && rg_stats(pool).chunk_bytes <= 6 * RG_MIB && dv__pool_check(pool) == DV_OK,
        "alias: once the first is freed, it fits under the cap (%s)", dv_err_name(rc));
     rc = dv__res_deallocate(pool, &b);
+    dv__res_destroy_stack(pool);
+
+    /* More than the device: refused as such.  More than a stream's slice
+     * of the addresses but not than the device: served across slices. */
+    pool = al_pool(t, 0);
+    uint64_t dev_bytes = 0, free_now = 0;
+    dv__drv_mem_info(t->env.ctx, &free_now, &dev_bytes);
+    rc = dv__res_allocate(pool, dev_bytes + dev_bytes / 2, 0, rg_tag(13), &a);
+    ok(rc == DV_EDEVICE_OOM && dv__pool_check(pool) == DV_OK,
+       "alias: one and a half times the device: DV_EDEVICE_OOM (%s)", dv_err_name(rc));
+    rc = dv__res_allocate(pool, dev_bytes * 3 / 4, 1, rg_tag(14), &a);
+    ok(rc == DV_OK && rg_stats(pool).chunk_bytes <= dev_bytes && dv__pool_check(pool) == DV_OK,
+       "alias: three quarters of the device, more than a stream's slice, served (%s)",
+       dv_err_name(rc));
+    if (rc == DV_OK)
+        (void)dv__res_deallocate(pool, &a);
     dv__res_destroy_stack(pool);
 
     /* Random work on three streams. */
