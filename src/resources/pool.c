@@ -2124,6 +2124,34 @@ static void phys_drop(pool_res *p, uint32_t q)
     mapped_add(p, p->areg, -(int64_t)p->granule);
 }
 
+/* New physical memory mapped at granule g (which maps nothing), serving
+ * it. */
+static int gran_make(pool_res *p, uint32_t g)
+{
+    uint32_t q = phys_slot(p);
+    uint64_t handle = 0;
+    if (q == NO_PHYS)
+        return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for memory");
+    int rc = dv__drv_mem_map(p->base.env->ctx, gran_va(p, g), p->granule, &handle);
+    if (rc == DV_OK) {
+        p->phys[q] = (pool_phys){.handle = handle, .active = g, .last = g,
+                                 .idle_prev = NO_PHYS, .idle_next = NO_PHYS};
+        if ((rc = alias_add(&p->phys[q], g)) != DV_OK)
+            (void)dv__drv_mem_unmap(p->base.env->ctx, gran_va(p, g), p->granule, handle);
+    }
+    if (rc != DV_OK) {
+        p->phys[q] = (pool_phys){.idle_next = p->phys_free};
+        p->phys_free = q;
+        return rc;
+    }
+    p->gran[g].phys = q;
+    p->nphys++;
+    p->binds++;
+    mapped_add(p, p->areg, (int64_t)p->granule);
+    atomic_fetch_add_explicit(&p->base.env->maps, 1, memory_order_relaxed);
+    return DV_OK;
+}
+
 /* The best idle granule for g whose frees the device has passed: the
  * fewest conflicts, the oldest first; NO_PHYS if none. */
 static int idle_best(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look, uint32_t *best,
@@ -2205,30 +2233,8 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     gr->nfree = 0; /* frees of memory no longer here */
     gr->many = false;
     if (make && (cap == 0 || p->chunk_bytes + p->granule <= cap)) {
-        uint32_t q = phys_slot(p);
-        uint64_t handle = 0;
-        if (q == NO_PHYS)
-            return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for memory");
-        rc = dv__drv_mem_map(p->base.env->ctx, gran_va(p, g), p->granule, &handle);
-        if (rc == DV_OK) {
-            p->phys[q] = (pool_phys){.handle = handle, .active = g, .last = g,
-                                     .idle_prev = NO_PHYS, .idle_next = NO_PHYS};
-            if ((rc = alias_add(&p->phys[q], g)) != DV_OK) {
-                (void)dv__drv_mem_unmap(p->base.env->ctx, gran_va(p, g), p->granule, handle);
-                p->phys[q] = (pool_phys){.idle_next = p->phys_free};
-                p->phys_free = q;
-                return rc;
-            }
-            gr->phys = q;
-            p->nphys++;
-            p->binds++;
-            mapped_add(p, p->areg, (int64_t)p->granule);
-            atomic_fetch_add_explicit(&p->base.env->maps, 1, memory_order_relaxed);
-            return DV_OK;
-        }
-        p->phys[q] = (pool_phys){.idle_next = p->phys_free};
-        p->phys_free = q;
-        if (!dv__short_of_memory(rc) || best == NO_PHYS)
+        rc = gran_make(p, g);
+        if (rc == DV_OK || !dv__short_of_memory(rc) || best == NO_PHYS)
             return rc; /* the device's answer */
     } else if (best == NO_PHYS) {
         rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
@@ -2247,7 +2253,13 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         return rc;
     if ((rc = dv__drv_mem_remap(p->base.env->ctx, gran_va(p, g), p->granule, ph->handle)) != DV_OK) {
         ph->nalias--;
-        return rc;
+        /* Not mapped here (the driver refuses a second address, say):
+         * new memory instead, where there is room, unless the device is
+         * gone. */
+        if (rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST || rc == DV_ENODEVICE ||
+            (cap != 0 && p->chunk_bytes + p->granule > cap))
+            return rc;
+        return gran_make(p, g);
     }
     atomic_fetch_add_explicit(&p->base.env->remaps, 1, memory_order_relaxed);
     idle_unlink(p, best);

@@ -1096,8 +1096,13 @@ static void decode_config(rd *r, dv_actor_config *cfg)
     cfg->backend = DV_BACKEND_SIM;
     cfg->streams = 1 + (c0 & 7);
     cfg->pool = !(c0 & 8);
-    cfg->pool_initial_bytes = UINT64_C(1) << 20;
-    cfg->pool_max_chunk_bytes = UINT64_C(8) << 20;
+    /* The pool grows by small chunks, or (bits 0x20, 0x40 of the second
+     * byte) in place by mapping, or with aliases. */
+    if (!(c1 & 0x60)) {
+        cfg->pool_initial_bytes = UINT64_C(1) << 20;
+        cfg->pool_max_chunk_bytes = UINT64_C(8) << 20;
+    }
+    cfg->pool_alias = (c1 & 0x40) != 0;
     cfg->guard = c0 & 16;
     cfg->budget_bytes = c0 & 32 ? BUDGET : 0;
     cfg->check_order = c0 & 64;
@@ -3144,11 +3149,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     dv_actor_config cfg;
     decode_config(&r, &cfg);
-    note("config: streams %u queue %u pool %d guard %d budget %d check %d sync %d shared %d "
+    note("config: streams %u queue %u pool %d (%s) guard %d budget %d check %d sync %d shared %d "
          "delay %u direct %d devices %d",
-         cfg.streams, cfg.queue_capacity, cfg.pool, cfg.guard, cfg.budget_bytes != 0,
-         cfg.check_order, cfg.synchronous, cfg.shared_queue, cfg.sim_delay_max_us, cfg.direct_alloc,
-         cfg.sim_devices);
+         cfg.streams, cfg.queue_capacity, cfg.pool,
+         cfg.pool_alias ? "aliases" : cfg.pool_initial_bytes ? "chunks" : "in place", cfg.guard,
+         cfg.budget_bytes != 0, cfg.check_order, cfg.synchronous, cfg.shared_queue,
+         cfg.sim_delay_max_us, cfg.direct_alloc, cfg.sim_devices);
     actor_start(0, &cfg);
 
     for (Z.op = 0; Z.op < MAX_OPS && r.n > 0; Z.op++) {

@@ -1,13 +1,40 @@
-/* The pool with aliases on the sim (support/alias_tests.h). */
+/* The pool with aliases on the sim (support/alias_tests.h), and what only
+ * the sim can do: a driver that refuses to map memory at a second address
+ * (new memory is made instead) or faults while memory moves. */
+#include "driver/sim.h"
 #include "support/alias_tests.h"
+
+static void sim_only(test_env *t)
+{
+    dv_resource *pool = al_pool(t, 0);
+    dv_block a, b, c;
+    /* A: one granule; C: 1 KiB in the next; A freed; B, 4 MiB, does not
+     * fit A's place and goes past C: its two new granules would take A's
+     * idle memory and one made anew.  The remap is refused once (not a
+     * fault): new memory instead, and the next granule takes A's. */
+    int rc = dv__res_allocate(pool, 2 * RG_MIB, 0, rg_tag(1), &a);
+    rc |= dv__res_allocate(pool, 1024, 0, rg_tag(2), &c);
+    rc |= dv__res_deallocate(pool, &a) | dv__res_env_sync(&t->env);
+    uint64_t maps0 = atomic_load(&t->env.maps), remaps0 = atomic_load(&t->env.remaps);
+    dv__sim_inject(t->drv, DV_CALL_MEM_REMAP, 1, DV_CU_INVALID_VALUE);
+    rc |= dv__res_allocate(pool, 4 * RG_MIB, 0, rg_tag(3), &b);
+    uint64_t made = atomic_load(&t->env.maps) - maps0, moved = atomic_load(&t->env.remaps) - remaps0;
+    ok(rc == DV_OK && made == 1 && moved == 1 && dv__pool_check(pool) == DV_OK,
+       "alias: a remap refused, new memory instead (%s, %llu made, %llu moved)", dv_err_name(rc),
+       (unsigned long long)made, (unsigned long long)moved);
+    rc = dv__res_deallocate(pool, &b) | dv__res_deallocate(pool, &c);
+    ok(rc == DV_OK && dv__pool_check(pool) == DV_OK, "alias: and freed, the books straight");
+    dv__res_destroy_stack(pool);
+}
 
 int main(void)
 {
     test_env t;
-    plan(1 + ALIAS_TESTS);
+    plan(3 + ALIAS_TESTS);
     if (!is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment with 3 streams"))
         return tap_done();
     alias_tests(&t);
+    sim_only(&t);
     test_env_close(&t);
     return tap_done();
 }
