@@ -548,6 +548,9 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     const char *check = getenv("DV_CHECK_ORDER");
     if (check != NULL && strcmp(check, "1") == 0)
         a->cfg.check_order = true;
+    const char *alias = getenv("DV_POOL_ALIAS");
+    if (alias != NULL && strcmp(alias, "1") == 0)
+        a->cfg.pool_alias = true;
     a->uid = atomic_fetch_add(&next_actor_uid, 1);
     a->fork_gen = dv__fork_now();
     a->device = cfg->device;
