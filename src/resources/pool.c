@@ -2221,6 +2221,15 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
                 return rc;
         }
     }
+    if (best != NO_PHYS && best == own) {
+        /* Its own, once the device passed the frees where it was since. */
+        pool_phys *ph = &p->phys[own];
+        if ((rc = gran_wait(p, &p->gran[ph->last], s)) != DV_OK)
+            return rc;
+        idle_unlink(p, own);
+        ph->active = ph->last = g;
+        return DV_OK;
+    }
     uint64_t cap = p->cfg.max_pool_bytes;
     bool room = (cap == 0 || p->chunk_bytes + p->granule <= cap) &&
                 (uint64_t)p->nphys * 100 < (uint64_t)SLACK_PCT * p->peak_live;
