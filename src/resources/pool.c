@@ -173,8 +173,10 @@
 #define FL_COUNT 38
 
 #define CHUNK_GRANULE (2 * MIB)
-/* Ranges a large request looks at in a bin for the best fit. */
-#define BEST_SCAN 16
+/* Ranges a large request looks at in a bin for the best fit; with
+ * aliases, any request, in its own bin and the next non-empty one. */
+#define BEST_SCAN       16
+#define BEST_SCAN_ALIAS 256
 /* A region maps in extents of at most this (each unmapped whole). */
 #define EXTENT_MAX (64 * MIB)
 /* A move looks at this many mappings at most (and keeps as many). */
@@ -546,6 +548,39 @@ static bool smaller(const pool_range *a, const pool_range *b)
  * first non-empty bin above fit.  Then the request's own bin, which may
  * hold a range that fits although the bin's lower bound does not.
  */
+/*
+ * With aliases: the smallest range that holds need (the lower address of
+ * equal ones), among the first BEST_SCAN_ALIAS of the request's own bin
+ * and of the next non-empty bin above it.  Placement decides how many
+ * granules hold memory, and address space costs nothing, so the fit is
+ * worth the walk; the lists are short where the free space is.
+ */
+static pool_range *bins_find_best(pool_lists *l, uint64_t need)
+{
+    unsigned fl, sl, n = 0;
+    pool_range *best = NULL;
+    bin_of(need >> GRANULE_SHIFT, &fl, &sl);
+    for (pool_range *r = l->bins[fl][sl]; r != NULL && n < BEST_SCAN_ALIAS; r = r->free_next, n++)
+        if (r->bytes >= need && (best == NULL || smaller(r, best)))
+            best = r;
+    if (best != NULL)
+        return best;
+    uint32_t sbits = sl + 1 < SL_COUNT ? l->sl_map[fl] & (~0u << (sl + 1)) : 0;
+    if (sbits == 0) {
+        uint64_t fbits = fl + 1 < FL_COUNT ? l->fl_map & (~UINT64_C(0) << (fl + 1)) : 0;
+        if (fbits == 0)
+            return NULL;
+        fl = (unsigned)__builtin_ctzll(fbits);
+        sbits = l->sl_map[fl];
+    }
+    n = 0;
+    for (pool_range *r = l->bins[fl][__builtin_ctz(sbits)]; r != NULL && n < BEST_SCAN_ALIAS;
+         r = r->free_next, n++)
+        if (best == NULL || smaller(r, best))
+            best = r;
+    return best;
+}
+
 static pool_range *bins_find(pool_lists *l, uint64_t need)
 {
     uint64_t g = need >> GRANULE_SHIFT;
@@ -594,6 +629,13 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
         if (r->bytes >= need)
             return r;
     return NULL;
+}
+
+/* A free range of l for need bytes: the best fit with aliases, else the
+ * good fit (bins_find). */
+static pool_range *fit(const pool_res *p, pool_lists *l, uint64_t need)
+{
+    return p->areg != NULL ? bins_find_best(l, need) : bins_find(l, need);
 }
 
 /* Put a range in its owner's bins, merged with free neighbours of the same
@@ -753,7 +795,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
         *out = stack_pop(p, s, c);
         return DV_OK;
     }
-    r = bins_find(own, need);
+    r = fit(p, own, need);
     if (c != NO_CLASS && (r == NULL || r->bytes > SMALL_HOLE) && !p->base.env->fence_always) {
         /* A small block would split a large range of s's, or find none:
          * a small hole another stream freed, the device known past its
@@ -762,7 +804,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
          * with small blocks where one stream's would reuse its holes.) */
         for (uint64_t o = p->streams_with_free & ~(UINT64_C(1) << s); o != 0; o &= o - 1) {
             dv_stream_id t = (dv_stream_id)__builtin_ctzll(o);
-            pool_range *q = bins_find(&p->lists[t], need);
+            pool_range *q = fit(p, &p->lists[t], need);
             if (q != NULL && q->bytes <= SMALL_HOLE &&
                 dv__tracker_known_passed(p->t, freed_pos(q))) {
                 r = q;
@@ -788,7 +830,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
         while (r == NULL && others != 0) {
             from = (dv_stream_id)__builtin_ctzll(others);
             others &= others - 1;
-            r = bins_find(&p->lists[from], need);
+            r = fit(p, &p->lists[from], need);
         }
         if (r == NULL) {
             *found = false;
@@ -2642,6 +2684,11 @@ static int pool_deallocate(dv_resource *res, dv_block *block)
     p->live_bytes -= bytes;
     /* Only this thread writes it: a store, not a locked add. */
     atomic_store_explicit(&p->outstanding, p->live_bytes, memory_order_relaxed);
+    if (p->areg != NULL && p->live_bytes == 0 && p->stacked_bytes >= p->granule)
+        /* Nothing live: the free space whole again, as at the start, so
+         * that work that starts over places as it did (and finds the
+         * memory where it left it). */
+        flush_stacks(p);
     block->state = DV_BLOCK_FREED;
     return DV_OK;
 }

@@ -110,7 +110,7 @@ static long al_random(test_env *t, dv_resource *pool, uint32_t seed, long n, boo
     return dv__pool_check(pool) == DV_OK ? -1 : n;
 }
 
-#define ALIAS_TESTS 17
+#define ALIAS_TESTS 18
 
 static void alias_tests(test_env *t)
 {
@@ -205,6 +205,29 @@ static void alias_tests(test_env *t)
        "alias: once the first is freed, it fits under the cap (%s)", dv_err_name(rc));
     rc = dv__res_deallocate(pool, &b);
     dv__res_destroy_stack(pool);
+
+    /* 40 small blocks (2.5 MiB) freed, nothing live: their stacks are
+     * flushed, the free space whole again; the next 40 take the same
+     * granules (no driver call). */
+    {
+        dv_block sm[40];
+        pool = al_pool(t, 0);
+        rc = DV_OK;
+        for (int i = 0; i < 40; i++)
+            rc |= dv__res_allocate(pool, 64 * 1024, 0, rg_tag(20 + (uint64_t)i), &sm[i]);
+        for (int i = 0; i < 40; i++)
+            rc |= dv__res_deallocate(pool, &sm[i]);
+        uint64_t stacked = rg_stats(pool).stacked_bytes, calls0 = al_calls(t);
+        for (int i = 0; i < 40; i++)
+            rc |= dv__res_allocate(pool, 64 * 1024, 0, rg_tag(60 + (uint64_t)i), &sm[i]);
+        ok(rc == DV_OK && stacked == 0 && al_calls(t) == calls0 && dv__pool_check(pool) == DV_OK,
+           "alias: nothing live, the small blocks' stacks flushed (%llu stacked), and the next"
+           " ones placed again with no driver call",
+           (unsigned long long)stacked);
+        for (int i = 0; i < 40; i++)
+            (void)dv__res_deallocate(pool, &sm[i]);
+        dv__res_destroy_stack(pool);
+    }
 
     /* More than the device: refused as such.  More than a stream's slice
      * of the addresses but not than the device: served across slices. */
