@@ -117,26 +117,33 @@
  * several streams free side by side from splitting by who freed it.
  *
  * Aliases (an option: alias).  The region's whole address space, twice
- * the device's memory, is free space from the start, and physical memory
- * is bound to it one granule at a time as blocks come: a granule with a
- * used range in it (a live or stacked block) is live and holds memory of
- * its own; one with nothing used is idle and keeps its memory mapped.
- * When a granule becomes live it takes back the memory it had, with no
- * driver call, if that memory is idle and last served it.  Else idle
- * memory moves there (mapped at one more address: an alias; the old
- * mapping stays), chosen so that none of its other addresses was ever
- * live together with this granule, the oldest idle first; such memory
- * will not be wanted back while this granule is live.  Only where every
- * idle granule conflicts so, and the pool holds under 108% of the most
- * granules ever live at once, is new memory made (after stacked blocks
- * are flushed).  Memory leaves an address only once the device has
- * passed every free there (waited for up to RECLAIM_WAIT_NS).  So a
- * workload that repeats itself learns which granules are live together
- * in its first pass or two and then maps nothing: on the sim, over 20
- * passes of the captured training and inference traces, 1.02-1.09 times
- * their live peak with no mapping after the second pass.  Trim releases
- * idle memory (unmapped at every address).  The matrix of granules seen
- * live together covers the first SEEN_MAX granules.
+ * the device's memory, one slice per stream, is free space from the
+ * start, and physical memory is bound to it one granule at a time as
+ * blocks come: a granule with a used range in it (a live or stacked
+ * block) is live and holds memory of its own; one with nothing used is
+ * idle and keeps its memory mapped.  When a granule becomes live it takes
+ * back the memory it had, with no driver call, if that memory is idle and
+ * last served it.  Else idle memory moves there (mapped at one more
+ * address: an alias; the old mapping stays), chosen so that none of its
+ * other addresses was ever live together with this granule, the oldest
+ * idle first; such memory will not be wanted back while this granule is
+ * live.  Only where every idle granule conflicts so, and the pool holds
+ * under 108% of the most granules ever live at once, is new memory made
+ * (after stacked blocks are flushed).  Memory leaves an address for
+ * another stream's work once the host saw the device pass every free
+ * there (waited for up to RECLAIM_WAIT_NS); for the same stream's work
+ * stream order is enough; an address is unmapped only once the device is
+ * past every free there.  Each stream places in its own slice (one
+ * stream's layout does not move with another's timing), by best fit
+ * (bins_find_best: placement decides how many granules hold memory, and
+ * addresses cost nothing), and when nothing is live the stacks are
+ * flushed, so that work that starts over places as it did.  So a workload
+ * that repeats itself learns which granules are live together in its
+ * first pass or two and then maps nothing: on the sim, over 20 passes of
+ * the captured training and inference traces, 1.01-1.09 times their live
+ * peak, no driver call after the second pass.  Trim releases idle memory
+ * (unmapped at every address).  The matrix of granules seen live together
+ * covers the first SEEN_MAX granules.
  *
  * Returning chunks.  A chunk with nothing live or stacked is empty; trim
  * makes the chunk's alloc stream wait on the free position of each of its
