@@ -920,8 +920,9 @@ static int cu_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64
     return (int)cu_api_of(ctx)->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
 }
 
-/* Kept physical memory mapped at va, readable and writable there; on
- * failure it is kept still, unmapped. */
+/* Physical memory mapped at va, readable and writable there, whether it
+ * is mapped at other addresses too (cuMemMap takes a handle any number of
+ * times) or nowhere; on failure it stays as it was. */
 static int cu_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
     CU_TRY(cu_enter(ctx));

@@ -270,11 +270,13 @@ int dv__drv_va_reserve(dv_drv_ctx *ctx, uint64_t bytes, dv_dptr *va);
 int dv__drv_va_release(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes);
 int dv__drv_mem_map(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle);
 int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
-/* A mapping moved rather than made anew: mem_unmap_keep unmaps it and
- * keeps its physical memory (still the device's, still counted), and
- * mem_remap maps that memory at va (bytes as when it was made, va a
- * multiple of the granularity) readable and writable, after which it is
- * a mapping like any other; mem_release gives kept memory back. */
+/* Physical memory apart from its addresses: mem_unmap_keep unmaps one
+ * mapping and keeps its physical memory (still the device's, still
+ * counted); mem_remap maps memory mem_map made at va as well (bytes as
+ * when it was made, va a multiple of the granularity), readable and
+ * writable, whether it is mapped elsewhere still (an alias: the same
+ * bytes at two addresses) or nowhere; mem_release gives the memory back
+ * once it is mapped nowhere (at once if it is already). */
 int dv__drv_mem_unmap_keep(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 int dv__drv_mem_release(dv_drv_ctx *ctx, uint64_t handle);
