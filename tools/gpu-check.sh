@@ -10,15 +10,18 @@
 # OUT_DIR (default $OUT, else /tmp) receives gpu-check-summary.txt and
 # gpu-check-logs.txt (every step's full output).
 #
-# Steps: every TAP test (tests on the sim run too), dv-demo on cuda, then
+# Steps: every TAP test (tests on the sim run too), four actor tests again
+# with DV_POOL_ALIAS=1 (the pool with aliases), dv-demo on cuda, then
 # compute-sanitizer (memcheck over the device-port and resource conformance
 # suites, the guard's tests, the demo, the actor's basic, launch and
 # checker tests, the GEMM task, the BLAS and FFT library actors' tests and a
 # short dv-stress run; racecheck and
-# synccheck over the device-port suite, the launch tests and the GEMM task)
+# synccheck over the device-port suite, the launch tests and the GEMM task;
+# memcheck over the pool with aliases, alias_cuda)
 # where compute-sanitizer is installed, then dv-stress with the
 # stream-order checker for GPU_CHECK_STRESS_SECONDS (60; its report goes to
-# OUT_DIR/dv-stress.txt), then two runs of GPU_CHECK_OVERHEAD_SECONDS (20;
+# OUT_DIR/dv-stress.txt), and as long over the pool with aliases
+# (dv-stress-alias.txt), then two runs of GPU_CHECK_OVERHEAD_SECONDS (20;
 # 0 skips them) with one seed, with and without the checker, for its cost
 # (dv-stress-check.txt, dv-stress-nocheck.txt), then dv-bench (its table
 # goes to OUT_DIR/dv-bench.txt; GPU_CHECK_BENCH=0 skips it) with PyTorch's
@@ -66,6 +69,10 @@ for t in "$build"/tests/*/*.t; do
     run_step "test $name" "$t"
 done
 run_step "tool dv-demo (cuda)" "$build/tools/dv-demo" --backend cuda
+# Programs written for the default pool, again over the pool with aliases.
+for t in actor/basic_cuda actor/oom_cuda actor/reuse_cuda actor/uses_cuda; do
+    [ -x "$build/tests/$t.t" ] && run_step "test $t.t +pool_alias" env DV_POOL_ALIAS=1 "$build/tests/$t.t"
+done
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
     cs="compute-sanitizer --error-exitcode 99 --print-limit 20"
@@ -97,6 +104,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     run_step "synccheck actor/launch_cuda.t" $cs --tool synccheck "$build/tests/actor/launch_cuda.t"
     run_step "memcheck actor/checker_cuda.t" $cs --tool memcheck --leak-check full \
         --report-api-errors no "$build/tests/actor/checker_cuda.t"
+    run_step "memcheck resources/alias_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/resources/alias_cuda.t"
     run_step "memcheck libs/blas_cuda.t" $cs --tool memcheck --report-api-errors no \
         "$build/tests/libs/blas_cuda.t"
     run_step "memcheck libs/fft_cuda.t" $cs --tool memcheck --report-api-errors no \
@@ -113,6 +122,7 @@ if [ -x "$build/tools/dv-stress" ]; then
     mkdir -p "$out"
     secs=${GPU_CHECK_STRESS_SECONDS:-60}
     run_step "stress dv-stress (cuda, $secs s, checker on)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $secs | tee '$out/dv-stress.txt'"
+    run_step "stress dv-stress (cuda, $secs s, pool_alias:1)" sh -c "'$build/tools/dv-stress' --backend cuda --seconds $secs --conf pool_alias:1 | tee '$out/dv-stress-alias.txt'"
     # The checker's cost: the same run without it, for the throughput line.
     osecs=${GPU_CHECK_OVERHEAD_SECONDS:-20}
     if [ "$osecs" != 0 ]; then
