@@ -2020,6 +2020,8 @@ static void gran_note_free(pool_res *p, pool_gran *gr, dv_stream_id s, uint64_t 
     uint32_t k = 0;
     for (uint32_t i = 0; i < gr->nfree; i++) {
         dv_stream_pos f = {gr->fstream[i], gr->fepoch[i]};
+        if (f.stream == s && f.epoch > epoch)
+            epoch = f.epoch; /* stacks flush newest first: the later counts */
         if (f.stream == s || dv__tracker_known_passed(p->t, f))
             continue;
         gr->fstream[k] = gr->fstream[i];
@@ -2035,15 +2037,14 @@ static void gran_note_free(pool_res *p, pool_gran *gr, dv_stream_id s, uint64_t 
     }
 }
 
-/* May memory leave granule g for work on stream s: has the device passed
- * every free there (within look), but those on s itself, which s's later
- * work follows in stream order (and work on another stream that uses a
- * block s allocates later waits for s)?  Where the frees came from more
- * streams than are kept, every stream's newest position counts.  s
- * NO_STREAM: every free counts (memory about to be released).  A
+/* May memory leave granule g: has the host seen the device pass every
+ * free there (within look)?  Where the frees came from more streams than
+ * are kept, every stream's newest position counts.  (Not the frees on the
+ * stream that takes the memory either: its stream order would cover its
+ * own work, but the free ranges around the block take their stamps from
+ * the address, and another stream that took one would not wait.)  A
  * driver error (a fault) is the caller's. */
-#define NO_STREAM UINT32_MAX
-static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, uint32_t s, bool *passed)
+static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, bool *passed)
 {
     int rc = DV_OK;
     *passed = true;
@@ -2053,9 +2054,8 @@ static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, uint32_t
                                         passed);
     } else {
         for (uint32_t i = 0; i < gr->nfree && *passed && rc == DV_OK; i++)
-            if (gr->fstream[i] != s)
-                rc = dv__tracker_reached_in(
-                    p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]}, passed);
+            rc = dv__tracker_reached_in(p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]},
+                                        passed);
     }
     if (rc != DV_OK)
         *passed = false;
@@ -2203,8 +2203,7 @@ static int gran_make(pool_res *p, uint32_t g)
 
 /* The best idle granule for g whose frees the device has passed: the
  * fewest conflicts, the oldest first; NO_PHYS if none. */
-static int idle_best(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look, uint32_t *best,
-                     uint32_t *conf)
+static int idle_best(pool_res *p, uint32_t g, uint64_t look, uint32_t *best, uint32_t *conf)
 {
     *best = NO_PHYS;
     *conf = UINT32_MAX;
@@ -2214,7 +2213,7 @@ static int idle_best(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look, uin
         bool passed = false;
         if (c >= *conf)
             continue;
-        int rc = gran_passed(p, &p->gran[ph->last], look, s, &passed);
+        int rc = gran_passed(p, &p->gran[ph->last], look, &passed);
         if (rc != DV_OK)
             return rc;
         if (passed) {
@@ -2244,7 +2243,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
         pool_phys *ph = &p->phys[own];
         bool passed = ph->last == g;
-        if (!passed && (rc = gran_passed(p, &p->gran[ph->last], look, s, &passed)) != DV_OK)
+        if (!passed && (rc = gran_passed(p, &p->gran[ph->last], look, &passed)) != DV_OK)
             return rc;
         if (passed) {
             if (ph->last != g && (rc = gran_wait(p, &p->gran[ph->last], s)) != DV_OK)
@@ -2255,7 +2254,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         }
     }
     uint32_t best_conf, best;
-    if ((rc = idle_best(p, g, s, look, &best, &best_conf)) != DV_OK)
+    if ((rc = idle_best(p, g, look, &best, &best_conf)) != DV_OK)
         return rc;
     if (best == NO_PHYS && p->idle_head != NO_PHYS) {
         /* Idle memory whose frees the device has not passed yet: a free
@@ -2265,7 +2264,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         uint64_t deadline = dv__now_ns() + RECLAIM_WAIT_NS;
         while (best == NO_PHYS && dv__now_ns() < deadline) {
             sched_yield();
-            rc = idle_best(p, g, s, dv__tracker_new_look(p->t), &best, &best_conf);
+            rc = idle_best(p, g, dv__tracker_new_look(p->t), &best, &best_conf);
             if (rc != DV_OK)
                 return rc;
         }
@@ -2292,9 +2291,9 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     gr->many = false;
     if (make && (cap == 0 || p->chunk_bytes + p->granule <= cap)) {
         rc = gran_make(p, g);
-        if (rc == DV_OK || !dv__short_of_memory(rc) || best == NO_PHYS)
+        if (rc == DV_OK || !dv__short_of_memory(rc) || (best == NO_PHYS && p->idle_head == NO_PHYS))
             return rc; /* the device's answer */
-    } else if (best == NO_PHYS) {
+    } else if (best == NO_PHYS && p->idle_head == NO_PHYS) {
         rc = dv__fail(DV_EOUT_OF_BUDGET, "allocate",
                       "allocate: another granule would take the pool past max_pool_bytes %llu "
                       "(%llu mapped, none idle)",
@@ -2302,6 +2301,14 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         dv__detail()->requested = p->granule;
         dv__detail()->remaining = cap > p->chunk_bytes ? cap - p->chunk_bytes : 0;
         return rc;
+    }
+    if (best == NO_PHYS) {
+        /* No room for more, and the idle memory still has frees the device
+         * has not passed: wait for the oldest's on the host (as an unmap
+         * would) rather than refuse. */
+        best = p->idle_head;
+        if ((rc = gran_sync(p, &p->gran[p->phys[best].last])) != DV_OK)
+            return rc;
     }
     /* An idle granule moves here. */
     pool_phys *ph = &p->phys[best];
@@ -2346,6 +2353,7 @@ static void gran_idle(pool_res *p, uint32_t g)
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
+    uint32_t peak = p->peak_live;
     uint64_t look = 0;
     int rc = DV_OK;
     for (g = g0; g <= g1; g++) {
@@ -2370,6 +2378,7 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     while (g-- > g0)
         if (--p->gran[g].users == 0)
             gran_idle(p, g);
+    p->peak_live = peak; /* nothing was placed */
     return rc;
 }
 
@@ -2458,7 +2467,7 @@ static int alias_trim(pool_res *p, uint64_t *released)
         next = ph->idle_next;
         bool passed = true;
         for (uint32_t k = 0; k < ph->nalias && passed; k++) {
-            int rc = gran_passed(p, &p->gran[ph->alias[k]], look, NO_STREAM, &passed);
+            int rc = gran_passed(p, &p->gran[ph->alias[k]], look, &passed);
             if (rc != DV_OK)
                 return rc;
         }
