@@ -129,11 +129,13 @@
  * idle first; such memory will not be wanted back while this granule is
  * live.  Only where every idle granule conflicts so, and the pool holds
  * under 108% of the most granules ever live at once, is new memory made
- * (after stacked blocks are flushed).  Memory leaves an address for
- * another stream's work once the host saw the device pass every free
- * there (waited for up to RECLAIM_WAIT_NS); for the same stream's work
- * stream order is enough; an address is unmapped only once the device is
- * past every free there.  Each stream places in its own slice (one
+ * (after stacked blocks are flushed).  Memory leaves an address, and an
+ * address is unmapped, only once the host saw the device pass every free
+ * there (waited for up to RECLAIM_WAIT_NS, or as long as it takes where
+ * no more memory may be made): not even the stream whose frees they were
+ * may take it on stream order alone, as the free ranges around its block
+ * keep the address's stamps, and another stream taking one would wait for
+ * nothing.  Each stream places in its own slice (one
  * stream's layout does not move with another's timing), by best fit
  * (bins_find_best: placement decides how many granules hold memory, and
  * addresses cost nothing), and when nothing is live the stacks are
