@@ -1563,6 +1563,19 @@ static int region_trim(pool_res *p, pool_chunk *ch, uint64_t *released, bool rea
     return DV_OK;
 }
 
+/* A region whose mappings are gone goes: what it counted as mapped, its
+ * address space back, its ranges spare. */
+static void region_forget(pool_res *p, pool_chunk *ch)
+{
+    if (ch->bytes != 0)
+        mapped_add(p, ch, -(int64_t)ch->bytes);
+    (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
+    chunk_ranges_put(p, ch);
+    chunk_unlink(p, ch);
+    free(ch->maps);
+    free(ch);
+}
+
 /* A region with nothing mapped goes: its address space back, its ranges
  * spare. */
 static void region_drop(pool_res *p, pool_chunk *ch)
@@ -1575,13 +1588,7 @@ static void region_drop(pool_res *p, pool_chunk *ch)
             (void)dv__drv_mem_unmap(p->base.env->ctx, va, ch->maps[i].bytes, ch->maps[i].handle);
     }
     atomic_fetch_add_explicit(&p->base.env->unmaps, ch->nmaps, memory_order_relaxed);
-    if (ch->bytes != 0)
-        mapped_add(p, ch, -(int64_t)ch->bytes);
-    (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
-    chunk_ranges_put(p, ch);
-    chunk_unlink(p, ch);
-    free(ch->maps);
-    free(ch);
+    region_forget(p, ch);
 }
 
 static pool_chunk *region_of(pool_res *p, dv_dptr ptr)
@@ -2502,14 +2509,7 @@ static void alias_drop(pool_res *p)
         }
         free(p->phys[q].alias);
     }
-    pool_chunk *ch = p->areg;
-    if (ch->bytes != 0)
-        mapped_add(p, ch, -(int64_t)ch->bytes);
-    (void)dv__drv_va_release(p->base.env->ctx, ch->block.ptr, ch->va_bytes);
-    chunk_ranges_put(p, ch);
-    chunk_unlink(p, ch);
-    free(ch->maps);
-    free(ch);
+    region_forget(p, p->areg);
     free(p->phys);
     free(p->gran);
     free(p->live_sids);
@@ -3006,15 +3006,6 @@ int dv__pool_trim(dv_resource *pool, uint64_t *released)
     if (released != NULL)
         *released = n;
     return rc;
-}
-
-void dv__pool_alias_counts(dv_resource *pool, uint32_t *live, uint32_t *peak_live, uint32_t *phys)
-{
-    pool_res *p = pool_of(pool);
-    bool on = p != NULL && p->areg != NULL;
-    *live = on ? p->nlive : 0;
-    *peak_live = on ? p->peak_live : 0;
-    *phys = on ? p->nphys : 0;
 }
 
 static int check_fail(const char *what, uint64_t a, uint64_t b)

@@ -283,10 +283,6 @@ int dv__pool_learn_passed(dv_resource *pool);
  * agree with its ranges; DV_EINVAL naming the first thing that does not
  * (DV_OK for a pool without aliases). */
 int dv__pool_check(dv_resource *pool);
-/* A pool's alias region: granules live now and at most, physical granules
- * held (0s without aliases). */
-void dv__pool_alias_counts(dv_resource *pool, uint32_t *live, uint32_t *peak_live,
-                           uint32_t *phys);
 
 /* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
  * requested and remaining bytes in the detail. */

@@ -18,18 +18,11 @@
 
 static dv_resource *al_pool(test_env *t, uint64_t max_pool)
 {
-    dv_resource *async = NULL, *pool = NULL;
     dv_pool_config cfg;
     dv__pool_config_init(&cfg);
     cfg.max_pool_bytes = max_pool;
     cfg.alias = true;
-    if (dv__async_resource_create(&t->env, &async) != DV_OK)
-        return NULL;
-    if (dv__pool_resource_create(async, &cfg, &pool) != DV_OK) {
-        dv__res_destroy_stack(async);
-        return NULL;
-    }
-    return pool;
+    return rg_pool_with(t, &cfg);
 }
 
 /* Driver mapping calls so far: maps, remaps and unmaps. */

@@ -18,20 +18,26 @@
 
 #define RG_MIB (UINT64_C(1) << 20)
 
-static dv_resource *rg_pool_kept(test_env *t, uint64_t max_pool, bool keep_mapped)
+/* A pool of cfg over the driver's allocator; NULL if it cannot be made. */
+static TAP_UNUSED dv_resource *rg_pool_with(test_env *t, const dv_pool_config *cfg)
 {
     dv_resource *async = NULL, *pool = NULL;
-    dv_pool_config cfg;
-    dv__pool_config_init(&cfg);
-    cfg.max_pool_bytes = max_pool;
-    cfg.keep_mapped = keep_mapped;
     if (dv__async_resource_create(&t->env, &async) != DV_OK)
         return NULL;
-    if (dv__pool_resource_create(async, &cfg, &pool) != DV_OK) {
+    if (dv__pool_resource_create(async, cfg, &pool) != DV_OK) {
         dv__res_destroy_stack(async);
         return NULL;
     }
     return pool;
+}
+
+static dv_resource *rg_pool_kept(test_env *t, uint64_t max_pool, bool keep_mapped)
+{
+    dv_pool_config cfg;
+    dv__pool_config_init(&cfg);
+    cfg.max_pool_bytes = max_pool;
+    cfg.keep_mapped = keep_mapped;
+    return rg_pool_with(t, &cfg);
 }
 
 static dv_resource *rg_pool(test_env *t, uint64_t max_pool)
