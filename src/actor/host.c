@@ -131,18 +131,30 @@ static void stat_add(atomic_uint_fast64_t *c, int64_t delta)
  * Regions
  * ------------------------------------------------------------------------ */
 
+/* Fields dv__host_pinned reads (pinned, unregister) change under the
+ * write lock: a listed region is re-pinned or unpinned by a rebuild while
+ * clients look it up. */
+static void set_pinned(dv_hostmem *h, dv_host_region *r, bool pinned)
+{
+    pthread_rwlock_wrlock(&h->lock);
+    r->pinned = pinned;
+    pthread_rwlock_unlock(&h->lock);
+}
+
 static int pin(dv_actor *a, dv_host_region *r)
 {
     int rc = dv__drv_host_register(a->env.ctx, (void *)r->start, r->bytes);
-    r->pinned = rc == DV_OK;
+    set_pinned(&a->host, r, rc == DV_OK);
     return rc;
 }
 
 static void unpin(dv_actor *a, dv_host_region *r)
 {
-    if (r->pinned && a->env.ctx != NULL)
+    if (!r->pinned)
+        return;
+    if (a->env.ctx != NULL)
         (void)dv__drv_host_unregister(a->env.ctx, (void *)r->start);
-    r->pinned = false;
+    set_pinned(&a->host, r, false);
 }
 
 /* Pin a region made (its memory mapped, or the caller's) and list it;
@@ -568,7 +580,9 @@ static int host_unregister(dv_actor *a, const dv_envelope *e, void *p)
         dv__host_region_release(a, r);
         return DV_OK;
     }
+    pthread_rwlock_wrlock(&a->host.lock);
     r->unregister = e->m.reply;
+    pthread_rwlock_unlock(&a->host.lock);
     a->host.unregistering++;
     return DV_EAGAIN;
 }
