@@ -900,17 +900,22 @@ static int alloc_block(worker *w, uint64_t size, dv_stream s, const char *tag, d
 {
     int rc, early = -1;
     uint64_t t0 = now_ns();
+    dv_actor_health h0 = {0}, h1 = {0};
+    (void)dv_actor_health_get(w->dev->actor, &h0);
     rc = dv_alloc(w->dev->actor, size, s, tag, ref);
     if (rc == DV_OK && early_value != NULL && rnd_below(&w->rng, 2) == 0) {
         early = (int)(rnd(&w->rng) & 0xff);
         *early_stream = pick_other_stream(w, s);
         int mrc = dv_memset(w->dev->actor, *ref, 0, (uint8_t)early, size, *early_stream);
         rc = dv_ref_access(*ref, info);
+        (void)dv_actor_health_get(w->dev->actor, &h1);
         /* A use of a pending handle must answer what its allocation did;
          * a context lost meanwhile (--faults) may fail the memset, or come
-         * after it, and leaves the handle stale. */
+         * after it (after the memset heard the allocation's failure, too),
+         * and leaves the handle stale. */
         bool rebuilt = rc == DV_ESTALE &&
-                       (mrc == DV_OK || mrc == DV_ECONTEXT_LOST || mrc == DV_EDEVICE_LOST);
+                       (mrc == DV_OK || mrc == DV_ECONTEXT_LOST || mrc == DV_EDEVICE_LOST ||
+                        h1.context_generation != h0.context_generation);
         if (mrc != rc && !rebuilt && (rc == DV_OK || mrc != DV_ESTALE)) {
             w->unexpected++;
             pthread_mutex_lock(&run.report_mu);

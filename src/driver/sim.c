@@ -22,6 +22,14 @@
  * fatal code are atomics checked at the top of every context-bound op and
  * by workers before each op (work after a sticky error does not run).
  *
+ * Physical memory (mem_map) lives in a memfd of the device's, at an offset
+ * of its own; each address it is mapped at (mem_map, mem_remap) is a
+ * shared mapping of that offset over the arena, so the same bytes show at
+ * every alias, as on a GPU, and a pool that lets two live blocks share
+ * memory gets wrong data.  Unmapped, the arena's range is anonymous again;
+ * released and mapped nowhere, its pages are punched out of the memfd.
+ * Without memfd_create each mapping has bytes of its own.
+ *
  * The arena is "device memory": streams race on it exactly as kernels race
  * on a GPU when a caller forgets a wait.  That is the behaviour the sim
  * exists to expose, so the data-plane copies are hidden from TSan
@@ -29,6 +37,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -38,6 +47,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "driver/sim.h"
 
@@ -182,10 +192,13 @@ struct sim_device {
      * or mem_unmap) and mapped nowhere, as the driver frees it. */
     struct sim_phys {
         uint64_t handle, bytes;
+        uint64_t off; /* in memfd */
         uint32_t maps;
         bool released;
     } *phys;
     uint32_t nphys, cap_phys;
+    int memfd;           /* physical memory's bytes, or -1 */
+    uint64_t memfd_next; /* the next offset handed out (never reused) */
     uint64_t next_handle; /* mem_map's tokens: never reused */
     uint64_t release_threshold;
     struct sim_stream *streams; /* list, for synchronous free */
@@ -820,6 +833,9 @@ static void device_fini(struct sim_device *dev)
 {
     if (dev->arena != NULL)
         munmap(dev->arena, SIM_SPAN(dev->size));
+    if (dev->memfd >= 0)
+        close(dev->memfd);
+    dev->memfd = -1;
     free(dev->va);
     free(dev->phys);
     dev->va = NULL;
@@ -874,6 +890,7 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
         dev->size = size;
         dev->base = SIM_BASE + (uint64_t)i * SIM_DEVICE_STRIDE;
         dev->release_threshold = 0;
+        dev->memfd = memfd_create("devactor-sim", MFD_CLOEXEC);
         pthread_mutex_init(&dev->mu, NULL);
         dev->arena = mmap(NULL, SIM_SPAN(size), PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -1518,9 +1535,25 @@ static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
     } else {
         live_remove_at(dev, (size_t)k);
     }
-    /* Its pages go back to the host; mapped again, it reads zeros. */
-    (void)madvise(dev->arena + (va - dev->base), bytes, MADV_DONTNEED);
+    /* Its pages go back to the host (the memfd's stay with its physical
+     * memory); mapped again, it reads zeros. */
+    void *at = dev->arena + (va - dev->base);
+    if (dev->memfd < 0 || mmap(at, bytes, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                               0) == MAP_FAILED)
+        (void)madvise(at, bytes, MADV_DONTNEED);
     return DV_CU_SUCCESS;
+}
+
+/* Show physical memory at [va, va + bytes): its memfd bytes mapped over
+ * the arena there.  Caller holds dev->mu and mapped the range. */
+static int phys_show(struct sim_device *dev, dv_dptr va, const struct sim_phys *ph)
+{
+    if (dev->memfd < 0)
+        return DV_CU_SUCCESS;
+    void *at = mmap(dev->arena + (va - dev->base), ph->bytes, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED, dev->memfd, (off_t)ph->off);
+    return at == MAP_FAILED ? DV_CU_OUT_OF_MEMORY : DV_CU_SUCCESS;
 }
 
 /* The physical memory of handle: its index, or -1.  Caller holds dev->mu. */
@@ -1543,6 +1576,9 @@ static void phys_drop(struct sim_device *dev, long i, bool unmapped, bool releas
         ph->released = true;
     if (ph->maps == 0 && ph->released) {
         dev->allocated -= ph->bytes;
+        if (dev->memfd >= 0)
+            (void)fallocate(dev->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                            (off_t)ph->off, (off_t)ph->bytes);
         *ph = dev->phys[--dev->nphys];
     }
 }
@@ -1563,10 +1599,18 @@ static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *ha
                                  sizeof(*dev->phys)) != 0
                  ? DV_CU_OUT_OF_MEMORY
                  : map_locked(dev, va, bytes);
+    struct sim_phys ph = {dev->next_handle + 1, bytes, dev->memfd_next, 1, false};
+    if (rc == DV_CU_SUCCESS && dev->memfd >= 0 &&
+        (ftruncate(dev->memfd, (off_t)(ph.off + bytes)) != 0 ||
+         phys_show(dev, va, &ph) != DV_CU_SUCCESS)) {
+        (void)unmap_locked(dev, va, bytes);
+        rc = DV_CU_OUT_OF_MEMORY;
+    }
     if (rc == DV_CU_SUCCESS) {
         dev->allocated += bytes;
+        dev->memfd_next += bytes;
         *handle = ++dev->next_handle;
-        dev->phys[dev->nphys++] = (struct sim_phys){*handle, bytes, 1, false};
+        dev->phys[dev->nphys++] = ph;
     }
     pthread_mutex_unlock(&dev->mu);
     return rc;
@@ -1611,6 +1655,10 @@ static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t h
     int rc = i < 0 || dev->phys[i].bytes != bytes || dev->phys[i].released
                  ? DV_CU_INVALID_VALUE
                  : map_locked(dev, va, bytes);
+    if (rc == DV_CU_SUCCESS && phys_show(dev, va, &dev->phys[i]) != DV_CU_SUCCESS) {
+        (void)unmap_locked(dev, va, bytes);
+        rc = DV_CU_OUT_OF_MEMORY;
+    }
     if (rc == DV_CU_SUCCESS)
         dev->phys[i].maps++;
     pthread_mutex_unlock(&dev->mu);

@@ -5,7 +5,9 @@
  * Model
  * -----
  * Device memory is host memory (one mmap'd arena per device, addresses
- * that do not look like host pointers).  Every stream has a worker thread
+ * that do not look like host pointers); physical memory of the virtual
+ * memory calls lives in a memfd, the same bytes at every address it is
+ * mapped at.  Every stream has a worker thread
  * that runs its ops in order; streams run concurrently.  An event records
  * a stream position; a wait blocks a stream until that position is done; a
  * stream-ordered free returns memory only when its stream reaches it.  With
