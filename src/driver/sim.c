@@ -197,6 +197,10 @@ struct sim_device {
         bool released;
     } *phys;
     uint32_t nphys, cap_phys;
+    /* The mappings as made (mem_map, mem_remap), sorted by start: an
+     * unmap takes whole ones, as the driver asks. */
+    struct sim_range *maps;
+    uint32_t nmaps, cap_maps;
     int memfd;           /* physical memory's bytes, or -1 */
     uint64_t memfd_next; /* the next offset handed out (never reused) */
     uint64_t next_handle; /* mem_map's tokens: never reused */
@@ -837,6 +841,8 @@ static void device_fini(struct sim_device *dev)
         close(dev->memfd);
     dev->memfd = -1;
     free(dev->va);
+    free(dev->maps);
+    dev->maps = NULL;
     free(dev->phys);
     dev->va = NULL;
     dev->arena = NULL;
@@ -1485,12 +1491,47 @@ static int sim_va_release(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes)
     return rc;
 }
 
+/* The first mapping as made ending past va.  Caller holds dev->mu. */
+static size_t maps_after(const struct sim_device *dev, dv_dptr va)
+{
+    size_t lo = 0, hi = dev->nmaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (dev->maps[mid].start + dev->maps[mid].bytes <= va)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Forget the mappings as made within [va, va + bytes), if no mapping lies
+ * partly in it (the driver unmaps whole mappings only).  Caller holds
+ * dev->mu. */
+static bool maps_cut(struct sim_device *dev, dv_dptr va, uint64_t bytes)
+{
+    size_t i = maps_after(dev, va), j = i;
+    for (; j < dev->nmaps && dev->maps[j].start < va + bytes; j++)
+        if (dev->maps[j].start < va || dev->maps[j].start + dev->maps[j].bytes > va + bytes)
+            return false;
+    memmove(&dev->maps[i], &dev->maps[j], (dev->nmaps - j) * sizeof(dev->maps[0]));
+    dev->nmaps -= j - i;
+    return true;
+}
+
 /* Map [va, va + bytes) of reserved address space, joined with mappings
  * beside it.  Caller holds dev->mu; the bytes are counted by the caller. */
 static int map_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
 {
     if (va_containing(dev, va, bytes) < 0 || mapped_within(dev, va, bytes))
         return DV_CU_INVALID_VALUE;
+    if (dv__array_reserve((void **)&dev->maps, &dev->cap_maps, (uint64_t)dev->nmaps + 1,
+                          sizeof(*dev->maps)) != 0)
+        return DV_CU_OUT_OF_MEMORY;
+    size_t m = maps_after(dev, va);
+    memmove(&dev->maps[m + 1], &dev->maps[m], (dev->nmaps - m) * sizeof(dev->maps[0]));
+    dev->maps[m] = (struct sim_range){va, bytes, true};
+    dev->nmaps++;
     size_t i = live_lower_bound(dev, va);
     struct sim_range *prev = i > 0 ? &dev->live[i - 1] : NULL;
     struct sim_range *next = i < dev->nlive ? &dev->live[i] : NULL;
@@ -1505,8 +1546,10 @@ static int map_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
         next->start = va;
         next->bytes += bytes;
     } else {
-        if (live_insert(dev, va, bytes) != 0)
+        if (live_insert(dev, va, bytes) != 0) {
+            (void)maps_cut(dev, va, bytes);
             return DV_CU_OUT_OF_MEMORY;
+        }
         dev->live[i].mapped = true;
     }
     return DV_CU_SUCCESS;
@@ -1517,7 +1560,8 @@ static int map_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
 static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
 {
     long k = live_containing(dev, va, bytes);
-    if (k < 0 || !dev->live[k].mapped || va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
+    if (k < 0 || !dev->live[k].mapped || va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0 ||
+        !maps_cut(dev, va, bytes))
         return DV_CU_INVALID_VALUE;
     struct sim_range whole = dev->live[k];
     dv_dptr end = va + bytes, whole_end = whole.start + whole.bytes;
@@ -1547,12 +1591,12 @@ static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
 
 /* Show physical memory at [va, va + bytes): its memfd bytes mapped over
  * the arena there.  Caller holds dev->mu and mapped the range. */
-static int phys_show(struct sim_device *dev, dv_dptr va, const struct sim_phys *ph)
+static int phys_show(struct sim_device *dev, dv_dptr va, uint64_t bytes, uint64_t off)
 {
     if (dev->memfd < 0)
         return DV_CU_SUCCESS;
-    void *at = mmap(dev->arena + (va - dev->base), ph->bytes, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_FIXED, dev->memfd, (off_t)ph->off);
+    void *at = mmap(dev->arena + (va - dev->base), bytes, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED, dev->memfd, (off_t)off);
     return at == MAP_FAILED ? DV_CU_OUT_OF_MEMORY : DV_CU_SUCCESS;
 }
 
@@ -1602,7 +1646,7 @@ static int sim_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *ha
     struct sim_phys ph = {dev->next_handle + 1, bytes, dev->memfd_next, 1, false};
     if (rc == DV_CU_SUCCESS && dev->memfd >= 0 &&
         (ftruncate(dev->memfd, (off_t)(ph.off + bytes)) != 0 ||
-         phys_show(dev, va, &ph) != DV_CU_SUCCESS)) {
+         phys_show(dev, va, bytes, ph.off) != DV_CU_SUCCESS)) {
         (void)unmap_locked(dev, va, bytes);
         rc = DV_CU_OUT_OF_MEMORY;
     }
@@ -1643,19 +1687,23 @@ static int sim_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint6
     return rc;
 }
 
-/* Memory mem_map made, mapped (again, or once more: an alias) at va. */
-static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
+/* Memory mem_map made (bytes of it from offset), mapped (again, or once
+ * more: an alias) at va. */
+static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle,
+                         uint64_t offset)
 {
     struct sim_device *dev = CTX(ctx)->dev;
     SIM_ENTER(dev, DV_CALL_MEM_REMAP);
-    if (va % SIM_GRANULE != 0)
+    if (va % SIM_GRANULE != 0 || offset % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
         return DV_CU_INVALID_VALUE;
     pthread_mutex_lock(&dev->mu);
     long i = phys_find(dev, handle);
-    int rc = i < 0 || dev->phys[i].bytes != bytes || dev->phys[i].released
+    int rc = i < 0 || offset >= dev->phys[i].bytes || bytes > dev->phys[i].bytes - offset ||
+                     dev->phys[i].released
                  ? DV_CU_INVALID_VALUE
                  : map_locked(dev, va, bytes);
-    if (rc == DV_CU_SUCCESS && phys_show(dev, va, &dev->phys[i]) != DV_CU_SUCCESS) {
+    if (rc == DV_CU_SUCCESS && phys_show(dev, va, bytes, dev->phys[i].off + offset) !=
+                                   DV_CU_SUCCESS) {
         (void)unmap_locked(dev, va, bytes);
         rc = DV_CU_OUT_OF_MEMORY;
     }
