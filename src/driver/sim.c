@@ -520,7 +520,17 @@ static void free_list_reset(struct sim_device *dev)
     dev->nlive = 0;
     dev->allocated = 0;
     dev->nva = 0; /* mappings went with the live list */
+    dev->nmaps = 0;
     dev->nphys = 0;
+    if (dev->memfd >= 0 && dev->memfd_next != 0) {
+        /* Physical memory gone too: the reservations' addresses read host
+         * memory of their own again. */
+        (void)mmap(dev->arena + dev->size, SIM_SPAN(dev->size) - dev->size,
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                   -1, 0);
+        (void)ftruncate(dev->memfd, 0);
+        dev->memfd_next = 0;
+    }
 }
 
 /* Take a range and register it live.  Caller holds dev->mu. */
