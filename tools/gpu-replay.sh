@@ -19,7 +19,11 @@
 # tools/peers/build-torch-peer.sh where python3 has PyTorch; without it the
 # devactor rows alone are written.  RUNS (default 3), TRACES (default: all
 # four), CONFIGS, EXTRA (more dv-replay options) and BACKEND (cuda; sim to
-# try it here) come from the environment.
+# try it here) come from the environment.  TRACES may also name logs that
+# do not repeat themselves, written into OUT_DIR by
+# tools/traces/random_log.py: random1 (200,000 rows, one stream), random4
+# (four streams) and random8x (50,000 rows, 8 streams, 16 threads, frees
+# on any stream).
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
@@ -33,7 +37,21 @@ csv=$out/replay.csv
 peer=$(bash "$here/peers/build-torch-peer.sh" "$out/peer/libdv_torch_peer.so" 2>"$out/peer-build.txt") || peer=
 echo "trace,config,run,rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,ops_per_s,peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,reserved_vs_peer,ops_vs_peer,maps_per_pass,unmaps_per_pass,driver_calls_per_pass" >"$csv"
 status=0
+# The log of trace t: a captured one, else a random one written here.
+log_of() {
+    case $1 in
+    random1) set -- "$1" --rows 200000 --seed 3 ;;
+    random4) set -- "$1" --rows 200000 --streams 4 --seed 1 ;;
+    random8x) set -- "$1" --rows 50000 --streams 8 --threads 16 --seed 2 --cross ;;
+    *) echo "$data/$1.csv.gz"; return ;;
+    esac
+    local name=$1
+    shift
+    [ -f "$out/$name.csv.gz" ] || python3 "$here/traces/random_log.py" "$@" -o "$out/$name.csv.gz"
+    echo "$out/$name.csv.gz"
+}
 for t in $traces; do
+    log=$(log_of "$t")
     for run in $(seq 1 "$runs"); do
         for conf in ${CONFIGS:-"post-x$repeat" "kept-x$repeat" awaited}; do
             args=(--backend "${BACKEND:-cuda}" --csv --quiet ${EXTRA:-})
@@ -46,7 +64,7 @@ for t in $traces; do
             esac
             # The peer in the same run (after the actor).
             [ -n "$peer" ] && args+=(--peer "$peer")
-            "$build/tools/dv-replay" "${args[@]}" "$data/$t.csv.gz" >"$out/replay-one.txt" \
+            "$build/tools/dv-replay" "${args[@]}" "$log" >"$out/replay-one.txt" \
                 2>>"$out/replay-err.txt"
             rc=$?
             line=$(tail -1 "$out/replay-one.txt")
