@@ -309,10 +309,6 @@ bool dv__actor_uid_live(uint64_t uid);
  * untouched, once it left (shut down, maybe destroyed); a stopping actor
  * is still there, its state STOPPING. */
 bool dv__actor_health_if_live(const dv_actor *a, uint64_t uid, dv_actor_health *h);
-/* Is this failure the device's (a fault the driver keeps: context or
- * device lost, no device), or one a later try may not meet (memory, a
- * transient driver error)? */
-bool dv__fault_of_device(int status);
 /* The process's actors on one driver become LOST (fault is the cause). */
 void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault);
 /* Is this driver lost?  Fills *fault when it is. */

@@ -284,11 +284,6 @@ static void become_failed(dv_actor *a, const dv_error_detail *cause)
     dv__actor_mark_lost(a, &d);
 }
 
-bool dv__fault_of_device(int status)
-{
-    return status == DV_ECONTEXT_LOST || status == DV_EDEVICE_LOST || status == DV_ENODEVICE;
-}
-
 /*
  * Rebuild on a context that lives on: devactor's memory, streams, events
  * and modules go, the context stays, and with it every other library's

@@ -45,4 +45,12 @@ static inline bool dv__short_of_memory(int status)
     return status == DV_EDEVICE_OOM || status == DV_EOUT_OF_BUDGET;
 }
 
+/* Is this failure the device's (a fault the driver keeps: context or
+ * device lost, no device), or one a later try may not meet (memory, a
+ * transient driver error)? */
+static inline bool dv__fault_of_device(int status)
+{
+    return status == DV_ECONTEXT_LOST || status == DV_EDEVICE_LOST || status == DV_ENODEVICE;
+}
+
 #endif /* DV_BASE_ERROR_H */

@@ -551,12 +551,17 @@ static bool smaller(const pool_range *a, const pool_range *b)
     return a->bytes < b->bytes || (a->bytes == b->bytes && a->ptr < b->ptr);
 }
 
-/*
- * A free range of at least need bytes in l, or NULL.  Good fit first: the
- * request rounded up to its next sub-bin boundary makes every range of the
- * first non-empty bin above fit.  Then the request's own bin, which may
- * hold a range that fits although the bin's lower bound does not.
- */
+/* The smallest range of at least need bytes among the first scan of a
+ * bin's list (the lower address of equal ones), or NULL. */
+static pool_range *bin_best(pool_range *r, uint64_t need, unsigned scan)
+{
+    pool_range *best = NULL;
+    for (unsigned n = 0; r != NULL && n < scan; r = r->free_next, n++)
+        if (r->bytes >= need && (best == NULL || smaller(r, best)))
+            best = r;
+    return best;
+}
+
 /*
  * With aliases: the smallest range that holds need (the lower address of
  * equal ones), among the first BEST_SCAN_ALIAS of the request's own bin
@@ -566,12 +571,9 @@ static bool smaller(const pool_range *a, const pool_range *b)
  */
 static pool_range *bins_find_best(pool_lists *l, uint64_t need)
 {
-    unsigned fl, sl, n = 0;
-    pool_range *best = NULL;
+    unsigned fl, sl;
     bin_of(need >> GRANULE_SHIFT, &fl, &sl);
-    for (pool_range *r = l->bins[fl][sl]; r != NULL && n < BEST_SCAN_ALIAS; r = r->free_next, n++)
-        if (r->bytes >= need && (best == NULL || smaller(r, best)))
-            best = r;
+    pool_range *best = bin_best(l->bins[fl][sl], need, BEST_SCAN_ALIAS);
     if (best != NULL)
         return best;
     uint32_t sbits = sl + 1 < SL_COUNT ? l->sl_map[fl] & (~0u << (sl + 1)) : 0;
@@ -582,14 +584,15 @@ static pool_range *bins_find_best(pool_lists *l, uint64_t need)
         fl = (unsigned)__builtin_ctzll(fbits);
         sbits = l->sl_map[fl];
     }
-    n = 0;
-    for (pool_range *r = l->bins[fl][__builtin_ctz(sbits)]; r != NULL && n < BEST_SCAN_ALIAS;
-         r = r->free_next, n++)
-        if (best == NULL || smaller(r, best))
-            best = r;
-    return best;
+    return bin_best(l->bins[fl][__builtin_ctz(sbits)], need, BEST_SCAN_ALIAS);
 }
 
+/*
+ * A free range of at least need bytes in l, or NULL.  Good fit first: the
+ * request rounded up to its next sub-bin boundary makes every range of the
+ * first non-empty bin above fit.  Then the request's own bin, which may
+ * hold a range that fits although the bin's lower bound does not.
+ */
 static pool_range *bins_find(pool_lists *l, uint64_t need)
 {
     uint64_t g = need >> GRANULE_SHIFT;
@@ -602,11 +605,7 @@ static pool_range *bins_find(pool_lists *l, uint64_t need)
          * own bin, where one fits (a good fit above would split a larger
          * range). */
         bin_of(g, &fl, &sl);
-        pool_range *best = NULL;
-        unsigned n = 0;
-        for (pool_range *r = l->bins[fl][sl]; r != NULL && n < BEST_SCAN; r = r->free_next, n++)
-            if (r->bytes >= need && (best == NULL || smaller(r, best)))
-                best = r;
+        pool_range *best = bin_best(l->bins[fl][sl], need, BEST_SCAN);
         if (best != NULL)
             return best;
     }
@@ -2053,19 +2052,29 @@ static void gran_note_free(pool_res *p, pool_gran *gr, dv_stream_id s, uint64_t 
  * own work, but the free ranges around the block take their stamps from
  * the address, and another stream that took one would not wait.)  A
  * driver error (a fault) is the caller's. */
+/* The frees kept at granule gr, in pos (room for DV_MAX_STREAMS): those
+ * noted, or where they came from more streams than are kept, every
+ * stream's newest position.  Their count. */
+static uint32_t gran_frees(const pool_res *p, const pool_gran *gr, dv_stream_pos *pos)
+{
+    if (gr->many) {
+        for (uint32_t t = 0; t < p->nstreams; t++)
+            pos[t] = dv__tracker_now(p->t, (dv_stream_id)t);
+        return p->nstreams;
+    }
+    for (uint32_t i = 0; i < gr->nfree; i++)
+        pos[i] = (dv_stream_pos){gr->fstream[i], gr->fepoch[i]};
+    return gr->nfree;
+}
+
 static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, bool *passed)
 {
+    dv_stream_pos pos[DV_MAX_STREAMS];
+    uint32_t n = gran_frees(p, gr, pos);
     int rc = DV_OK;
     *passed = true;
-    if (gr->many) {
-        for (uint32_t t = 0; t < p->nstreams && *passed && rc == DV_OK; t++)
-            rc = dv__tracker_reached_in(p->t, look, dv__tracker_now(p->t, (dv_stream_id)t),
-                                        passed);
-    } else {
-        for (uint32_t i = 0; i < gr->nfree && *passed && rc == DV_OK; i++)
-            rc = dv__tracker_reached_in(p->t, look, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]},
-                                        passed);
-    }
+    for (uint32_t i = 0; i < n && *passed && rc == DV_OK; i++)
+        rc = dv__tracker_reached_in(p->t, look, pos[i], passed);
     if (rc != DV_OK)
         *passed = false;
     return rc;
@@ -2075,17 +2084,13 @@ static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, bool *pa
  * stream-order checker sees; no-ops for what s already waits for). */
 static int gran_wait(pool_res *p, const pool_gran *gr, dv_stream_id s)
 {
-    int rc = DV_OK;
     if (!p->base.env->fence_always)
         return DV_OK; /* passed: the host saw it */
-    if (gr->many) {
-        for (uint32_t t = 0; t < p->nstreams && rc == DV_OK; t++)
-            rc = dv__tracker_wait(p->t, s, dv__tracker_now(p->t, (dv_stream_id)t));
-        return rc;
-    }
-    for (uint32_t i = 0; i < gr->nfree && rc == DV_OK; i++)
-        if (gr->fstream[i] != s)
-            rc = dv__tracker_wait(p->t, s, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]});
+    dv_stream_pos pos[DV_MAX_STREAMS];
+    uint32_t n = gran_frees(p, gr, pos);
+    int rc = DV_OK;
+    for (uint32_t i = 0; i < n && rc == DV_OK; i++)
+        rc = dv__tracker_wait(p->t, s, pos[i]);
     return rc;
 }
 
@@ -2118,14 +2123,11 @@ static void alias_remove(pool_phys *ph, uint32_t g)
  * same stream without the host seeing those frees done.) */
 static int gran_sync(pool_res *p, const pool_gran *gr)
 {
+    dv_stream_pos pos[DV_MAX_STREAMS];
+    uint32_t n = gran_frees(p, gr, pos);
     int rc = DV_OK;
-    if (gr->many) {
-        for (uint32_t t = 0; t < p->nstreams && rc == DV_OK; t++)
-            rc = dv__tracker_sync(p->t, dv__tracker_now(p->t, (dv_stream_id)t));
-        return rc;
-    }
-    for (uint32_t i = 0; i < gr->nfree && rc == DV_OK; i++)
-        rc = dv__tracker_sync(p->t, (dv_stream_pos){gr->fstream[i], gr->fepoch[i]});
+    for (uint32_t i = 0; i < n && rc == DV_OK; i++)
+        rc = dv__tracker_sync(p->t, pos[i]);
     return rc;
 }
 
@@ -2233,6 +2235,13 @@ static int idle_best(pool_res *p, uint32_t g, uint64_t look, uint32_t *best, uin
     return DV_OK;
 }
 
+/* Idle granule q serves g (where it is mapped) now. */
+static void phys_activate(pool_res *p, uint32_t q, uint32_t g)
+{
+    idle_unlink(p, q);
+    p->phys[q].active = p->phys[q].last = g;
+}
+
 /*
  * Physical memory for granule g, which has just become live for stream s:
  * its own, when that is idle and was last here (no driver call); else an
@@ -2257,8 +2266,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         if (passed) {
             if (ph->last != g && (rc = gran_wait(p, &p->gran[ph->last], s)) != DV_OK)
                 return rc;
-            idle_unlink(p, own);
-            ph->active = ph->last = g;
+            phys_activate(p, own, g);
             return DV_OK;
         }
     }
@@ -2283,13 +2291,12 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         pool_phys *ph = &p->phys[own];
         if ((rc = gran_wait(p, &p->gran[ph->last], s)) != DV_OK)
             return rc;
-        idle_unlink(p, own);
-        ph->active = ph->last = g;
+        phys_activate(p, own, g);
         return DV_OK;
     }
     uint64_t cap = p->cfg.max_pool_bytes;
-    bool room = (cap == 0 || p->chunk_bytes + p->granule <= cap) &&
-                (uint64_t)p->nphys * 100 < (uint64_t)SLACK_PCT * p->peak_live;
+    bool fits = cap == 0 || p->chunk_bytes + p->granule <= cap; /* one granule more */
+    bool room = fits && (uint64_t)p->nphys * 100 < (uint64_t)SLACK_PCT * p->peak_live;
     bool make = best == NO_PHYS || (best_conf > 0 && room);
     if (make && p->stacked_bytes != 0)
         return ALIAS_FLUSH;
@@ -2298,7 +2305,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         return rc;
     gr->nfree = 0; /* frees of memory no longer here */
     gr->many = false;
-    if (make && (cap == 0 || p->chunk_bytes + p->granule <= cap)) {
+    if (make && fits) {
         rc = gran_make(p, g);
         if (rc == DV_OK || !dv__short_of_memory(rc) || (best == NO_PHYS && p->idle_head == NO_PHYS))
             return rc; /* the device's answer */
@@ -2330,14 +2337,12 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         /* Not mapped here (the driver refuses a second address, say):
          * new memory instead, where there is room, unless the device is
          * gone. */
-        if (rc == DV_ECONTEXT_LOST || rc == DV_EDEVICE_LOST || rc == DV_ENODEVICE ||
-            (cap != 0 && p->chunk_bytes + p->granule > cap))
+        if (dv__fault_of_device(rc) || !fits)
             return rc;
         return gran_make(p, g);
     }
     atomic_fetch_add_explicit(&p->base.env->remaps, 1, memory_order_relaxed);
-    idle_unlink(p, best);
-    ph->active = ph->last = g;
+    phys_activate(p, best, g);
     gr->phys = best;
     p->binds++;
     return DV_OK;
@@ -2375,10 +2380,7 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
         if (look == 0)
             look = dv__tracker_new_look(p->t);
         if ((rc = gran_bind(p, g, s, look)) != DV_OK) {
-            gr->users--;
-            if (gr->sid != NO_GRAN)
-                p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
-            p->nlive--;
+            g++; /* counted live, given no memory: undone below with the others */
             break;
         }
     }
