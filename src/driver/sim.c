@@ -507,6 +507,16 @@ static void range_give(struct sim_device *dev, dv_dptr start, uint64_t bytes)
     *pp = f;
 }
 
+/* [at, at + bytes) of the arena host memory of its own again, reading
+ * zeros (a memfd's mapping there gone, or its pages given back). */
+static void arena_wipe(struct sim_device *dev, void *at, uint64_t bytes)
+{
+    if (dev->memfd < 0 || mmap(at, bytes, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                               0) == MAP_FAILED)
+        (void)madvise(at, bytes, MADV_DONTNEED);
+}
+
 static void free_list_reset(struct sim_device *dev)
 {
     while (dev->free_list != NULL) {
@@ -525,9 +535,7 @@ static void free_list_reset(struct sim_device *dev)
     if (dev->memfd >= 0 && dev->memfd_next != 0) {
         /* Physical memory gone too: the reservations' addresses read host
          * memory of their own again. */
-        (void)mmap(dev->arena + dev->size, SIM_SPAN(dev->size) - dev->size,
-                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-                   -1, 0);
+        arena_wipe(dev, dev->arena + dev->size, SIM_SPAN(dev->size) - dev->size);
         (void)ftruncate(dev->memfd, 0);
         dev->memfd_next = 0;
     }
@@ -1591,11 +1599,7 @@ static int unmap_locked(struct sim_device *dev, dv_dptr va, uint64_t bytes)
     }
     /* Its pages go back to the host (the memfd's stay with its physical
      * memory); mapped again, it reads zeros. */
-    void *at = dev->arena + (va - dev->base);
-    if (dev->memfd < 0 || mmap(at, bytes, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
-                               0) == MAP_FAILED)
-        (void)madvise(at, bytes, MADV_DONTNEED);
+    arena_wipe(dev, dev->arena + (va - dev->base), bytes);
     return DV_CU_SUCCESS;
 }
 
