@@ -442,7 +442,10 @@ typedef struct dv_actor_config {
      * a granule mapped at every address that used it: memory moves between
      * those addresses with no driver call, so a workload that repeats
      * itself (training steps, batches) stops calling the driver once it
-     * has run once or twice.  Default false. */
+     * has run once or twice; work that does not repeat moves memory more
+     * often than the default pool does.  Ignored where the pool grows by
+     * chunks (pool_chunks, pool_initial_bytes, pool_max_chunk_bytes).
+     * DV_POOL_ALIAS=1 in the environment turns it on.  Default false. */
     bool pool_alias;
 } dv_actor_config;
 
