@@ -865,14 +865,14 @@ static int cu_va_release(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes)
 /* Physical memory h mapped at va, readable and writable there by the
  * context's device; on failure it is left unmapped (h is the caller's). */
 static int cu_map_access(const struct cu_ctx *c, const struct cu_api *api, dv_dptr va,
-                         uint64_t bytes, CUmemGenericAllocationHandle h, uint64_t offset)
+                         uint64_t bytes, CUmemGenericAllocationHandle h)
 {
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
     CUresult rc;
 
     cu_vmm_prop(c, &prop);
-    CU_TRY(api->cuMemMap((CUdeviceptr)va, (size_t)bytes, (size_t)offset, h, 0));
+    CU_TRY(api->cuMemMap((CUdeviceptr)va, (size_t)bytes, 0, h, 0));
     memset(&access, 0, sizeof(access));
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
@@ -896,7 +896,7 @@ static int cu_mem_map(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *han
     CU_TRY(cu_enter(ctx));
     cu_vmm_prop(c, &prop);
     CU_TRY(api->cuMemCreate(&h, (size_t)bytes, &prop, 0));
-    if ((rc = cu_map_access(c, api, va, bytes, h, 0)) != 0) {
+    if ((rc = cu_map_access(c, api, va, bytes, h)) != 0) {
         (void)api->cuMemRelease(h);
         return rc;
     }
@@ -920,16 +920,16 @@ static int cu_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64
     return (int)cu_api_of(ctx)->cuMemUnmap((CUdeviceptr)va, (size_t)bytes);
 }
 
-/* Physical memory (bytes of it from offset) mapped at va, readable and
- * writable there, whether it is mapped at other addresses too (cuMemMap
- * takes a handle any number of times, any piece of it) or nowhere; on
- * failure it stays as it was. */
-static int cu_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle,
-                        uint64_t offset)
+/* Physical memory mapped at va, readable and writable there, whether it is
+ * mapped at other addresses too (cuMemMap takes a handle any number of
+ * times) or nowhere; on failure it stays as it was.  From offset zero:
+ * drivers refuse any other (CUDA_ERROR_NOT_SUPPORTED on an H200, driver
+ * 580). */
+static int cu_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
     CU_TRY(cu_enter(ctx));
     return cu_map_access(cu_ctx_of(ctx), cu_api_of(ctx), va, bytes,
-                         (CUmemGenericAllocationHandle)handle, offset);
+                         (CUmemGenericAllocationHandle)handle);
 }
 
 static int cu_mem_release(dv_drv_obj *ctx, uint64_t handle)

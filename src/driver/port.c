@@ -806,14 +806,13 @@ int dv__drv_mem_unmap_keep(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t
                       OPS(ctx)->mem_unmap_keep(OBJ(ctx), va, bytes, handle));
 }
 
-int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle,
-                      uint64_t offset)
+int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
     CHECK_OBJ(ctx, DV_DRV_CTX, "mem_remap");
     CHECK_PTR(va, "va", "mem_remap");
     CHECK_BYTES(bytes, "mem_remap");
     int rc = drv_result(OBJ(ctx)->drv, DV_CALL_MEM_REMAP,
-                        OPS(ctx)->mem_remap(OBJ(ctx), va, bytes, handle, offset));
+                        OPS(ctx)->mem_remap(OBJ(ctx), va, bytes, handle));
     if (rc != DV_OK)
         dv__detail()->requested = bytes;
     return rc;

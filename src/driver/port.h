@@ -272,15 +272,14 @@ int dv__drv_mem_map(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t *handl
 int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 /* Physical memory apart from its addresses: mem_unmap_keep unmaps one
  * mapping and keeps its physical memory (still the device's, still
- * counted); mem_remap maps bytes of memory mem_map made, from offset into
- * it, at va as well (va, offset and bytes multiples of the granularity,
- * within what was made), readable and writable, whether it is mapped
- * elsewhere still (an alias: the same bytes at two addresses) or nowhere;
+ * counted); mem_remap maps memory mem_map made, all of it (the driver
+ * maps from offset zero only), at va as well (va a multiple of the
+ * granularity), readable and writable, whether it is mapped elsewhere
+ * still (an alias: the same bytes at two addresses) or nowhere;
  * an unmap takes a whole mapping, as it was made or remapped; mem_release gives the memory back
  * once it is mapped nowhere (at once if it is already). */
 int dv__drv_mem_unmap_keep(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
-int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle,
-                      uint64_t offset);
+int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 int dv__drv_mem_release(dv_drv_ctx *ctx, uint64_t handle);
 
 /* Asynchronous copies and sets, ordered on stream.  Host buffers are read
@@ -611,8 +610,7 @@ typedef struct dv_driver_ops {
     int (*mem_map)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t *handle);
     int (*mem_unmap)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
     int (*mem_unmap_keep)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
-    int (*mem_remap)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle,
-                     uint64_t offset);
+    int (*mem_remap)(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
     int (*mem_release)(dv_drv_obj *ctx, uint64_t handle);
 
     int (*memcpy_htod)(dv_drv_obj *stream, dv_dptr dst, const void *src, uint64_t bytes);

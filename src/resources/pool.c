@@ -1304,7 +1304,7 @@ static int extents_map(pool_res *p, pool_chunk *ch, dv_dptr at, uint64_t bytes)
         dv_dptr va = at + done;
         int rc = DV_EINVAL;
         bool kept = p->nkept > 0 && kept_take(p, n, &handle);
-        if (kept && (rc = dv__drv_mem_remap(p->base.env->ctx, va, n, handle, 0)) != DV_OK) {
+        if (kept && (rc = dv__drv_mem_remap(p->base.env->ctx, va, n, handle)) != DV_OK) {
             /* Not mapped again: given back, and new memory made instead. */
             handle_release(p, handle);
             kept = false;
@@ -2332,7 +2332,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         return rc;
     if ((rc = alias_add(ph, g)) != DV_OK)
         return rc;
-    if ((rc = dv__drv_mem_remap(p->base.env->ctx, gran_va(p, g), p->granule, ph->handle, 0)) != DV_OK) {
+    if ((rc = dv__drv_mem_remap(p->base.env->ctx, gran_va(p, g), p->granule, ph->handle)) != DV_OK) {
         ph->nalias--;
         /* Not mapped here (the driver refuses a second address, say):
          * new memory instead, where there is room, unless the device is
