@@ -10,7 +10,8 @@
  *           27 % free, sizes uniform in [1, max], N allocations; cost per
  *           operation at N = 1k, 10k, 100k, each size on one pool made
  *           before timing (as RMM's benchmark does), the sizes measured in
- *           alternating rounds on one CPU
+ *           alternating rounds on one CPU; the pool without aliases, then
+ *           the pool with them
  *   actor   a bare two-thread request/reply over a ck ring, beside an
  *           allocation's round trip through the actor (pool stack); one
  *           client's allocate+release pair through the public API at 256 B
@@ -203,6 +204,11 @@ static int build(int k, dv_res_env *env, stack *s)
         if ((rc = dv__pool_resource_create(async, &pcfg, &mid)) == DV_OK)
             rc = dv__budget_resource_create(mid, big, &s->top);
         break;
+    case 8:
+        s->name = "pool(async,alias)";
+        pcfg.alias = true;
+        rc = dv__pool_resource_create(async, &pcfg, &s->top);
+        break;
     default:
         rc = DV_EINVAL;
     }
@@ -210,7 +216,7 @@ static int build(int k, dv_res_env *env, stack *s)
         dv__res_destroy_stack(mid != NULL ? mid : async);
     return rc;
 }
-#define NSTACKS 8
+#define NSTACKS 9
 
 static void unbuild(stack *s)
 {
@@ -409,11 +415,12 @@ static int bench_random_one(dv_resource *pool, size_t n, uint64_t max_size, doub
 #define RANDOM_ROUNDS_MAX 400
 #define RANDOM_SECONDS    1.5
 
-static int random_pool(dv_res_env *env, dv_resource **pool)
+static int random_pool(dv_res_env *env, bool alias, dv_resource **pool)
 {
     dv_resource *async;
     dv_pool_config pcfg;
     dv__pool_config_init(&pcfg);
+    pcfg.alias = alias;
     int rc = dv__async_resource_create(env, &async);
     if (rc == DV_OK && (rc = dv__pool_resource_create(async, &pcfg, pool)) != DV_OK)
         dv__res_destroy_stack(async);
@@ -445,8 +452,9 @@ static bool pin_here(cpu_set_t *before)
  * gives each size's median over all its timed runs, and the median of the
  * per-round ratios.
  */
-static void bench_random(dv_res_env *env, uint64_t max_size)
+static void bench_random(dv_res_env *env, uint64_t max_size, bool alias)
 {
+    const char *name = alias ? "pool(async,alias)" : "pool(async)";
     static const size_t ns[RANDOM_SIZES] = {1000, 10000, 100000};
     /* Runs per round: untimed (N = 1k: 10,000 operations, for its working
      * set to settle back into the caches after the larger sizes), then
@@ -465,7 +473,7 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
     int rc = DV_OK;
 
     for (int i = 0; i < RANDOM_SIZES && rc == DV_OK; i++)
-        if ((rc = random_pool(env, &pool[i])) == DV_OK)
+        if ((rc = random_pool(env, alias, &pool[i])) == DV_OK)
             rc = bench_random_one(pool[i], ns[i], max_size, &warm, &ops[i]);
     uint64_t t0 = now_ns();
     while (rc == DV_OK && rounds < RANDOM_ROUNDS_MAX &&
@@ -500,17 +508,19 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
     if (pinned)
         (void)sched_setaffinity(0, sizeof(before), &before);
 
-    if (csv)
-        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,round_ratio,runs,rounds\n");
+    if (csv && !alias) /* one header over both pools' rows */
+        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,round_ratio,runs,rounds,"
+               "resource\n");
     else
-        printf("\nrandom_allocations on pool(async): 73%% allocate / 27%% free, sizes uniform in "
+        printf("\nrandom_allocations on %s: 73%% allocate / 27%% free, sizes uniform in "
                "[1, %llu];\none pool per size, made and grown before timing; the sizes in %d "
                "rounds (%s)\n  %12s %12s %10s %10s %14s %8s\n",
-               (unsigned long long)max_size, rounds, pinned ? "one CPU" : "not pinned",
+               name, (unsigned long long)max_size, rounds, pinned ? "one CPU" : "not pinned",
                "allocations", "ns/op", "ops/run", "vs N=1k", "round ratio", "runs");
     if (rc != DV_OK) {
         if (csv)
-            printf("random,,%llu,,,,,,%s\n", (unsigned long long)max_size, dv_err_name(rc));
+            printf("random,,%llu,,,,,,%s,%s\n", (unsigned long long)max_size, dv_err_name(rc),
+                   name);
         else
             printf("  error: %s\n", dv_last_error()->message);
         return;
@@ -520,8 +530,9 @@ static void bench_random(dv_res_env *env, uint64_t max_size)
         double per = median_of(runs[i], nruns[i]);
         double r = median_of(ratio[i], rounds); /* sorts them: [0] and [rounds - 1] below */
         if (csv)
-            printf("random,%zu,%llu,%.1f,%zu,%.3f,%.3f,%d,%d\n", ns[i],
-                   (unsigned long long)max_size, per, ops[i], per / first, r, nruns[i], rounds);
+            printf("random,%zu,%llu,%.1f,%zu,%.3f,%.3f,%d,%d,%s\n", ns[i],
+                   (unsigned long long)max_size, per, ops[i], per / first, r, nruns[i], rounds,
+                   name);
         else if (i == 0)
             printf("  %12zu %12.1f %10zu %9.2fx %14s %8d\n", ns[i], per, ops[i], per / first, "",
                    nruns[i]);
@@ -2448,7 +2459,8 @@ static void usage(FILE *out)
                  "  alloc   allocate+free pair latency of every resource and stack at\n"
                  "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
                  "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k,\n"
-                 "          the sizes in alternating rounds on one CPU\n"
+                 "          the sizes in alternating rounds on one CPU; the pool\n"
+                 "          without aliases, then with them (pool_alias)\n"
                  "  actor   an allocation's round trip beside a bare ping-pong over a ck\n"
                  "          ring; one client's allocate+release pair at 256 B..1 MiB,\n"
                  "          with the order across threads off (its cost) and beside the\n"
@@ -2652,8 +2664,10 @@ int main(int argc, char **argv)
                info.name);
     if (strcmp(section, "all") == 0 || strcmp(section, "alloc") == 0)
         bench_alloc(&env, seconds);
-    if (strcmp(section, "all") == 0 || strcmp(section, "random") == 0)
-        bench_random(&env, max_size);
+    if (strcmp(section, "all") == 0 || strcmp(section, "random") == 0) {
+        bench_random(&env, max_size, false);
+        bench_random(&env, max_size, true);
+    }
     if (strcmp(section, "all") == 0 || strcmp(section, "actor") == 0)
         bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds, peer_path);
     if (strcmp(section, "all") == 0 || strcmp(section, "launch") == 0)

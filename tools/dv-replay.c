@@ -190,7 +190,9 @@ static void usage(FILE *to)
             "               with --peer, then\n"
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
             "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known);\n"
-            "               last maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n"
+            "               then maps_per_pass,unmaps_per_pass,driver_calls_per_pass;\n"
+            "               last later_ops_per_s (passes 2..N; n/a with one pass), with\n"
+            "               --peer also peer_later_ops_per_s,later_vs_peer\n"
             "  --quiet      name no failure (by default the first 20 are named on stderr,\n"
             "               and the number of the others is said)\n"
             "Zero-byte allocations are skipped with their frees.  An allocation at the\n"
@@ -1006,6 +1008,15 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
     pthread_barrier_destroy(&pass_end);
 }
 
+/* The later passes' rate (passes 2..N: warm), 0 where there is none. */
+static double later_rate(int who, unsigned passes, uint64_t ops, double secs)
+{
+    double later = secs - first_secs[who];
+    if (passes < 2 || first_secs[who] <= 0 || later <= 0)
+        return 0;
+    return (double)(ops - first_ops[who]) / later;
+}
+
 /* With several passes: the first pass's rate and the later passes'. */
 static void passes_split(int who, unsigned passes, uint64_t ops, double secs)
 {
@@ -1232,6 +1243,8 @@ int main(int argc, char **argv)
     bool vs_ops = ours && theirs && peer_rate > 0;
     double reserved_vs = vs_reserved ? (double)ms.reserved.peak / (double)peer_reserved_peak : 0;
     double ops_vs = vs_ops ? rate / peer_rate : 0;
+    double later = ours ? later_rate(0, passes, ops, secs) : 0;
+    double peer_later = theirs ? later_rate(1, passes, peer_ops, peer_secs) : 0;
     uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
     for (int who = 0; who < 2 && verbose_failures > 0; who++) {
         uint64_t n = atomic_load(&noted[who]);
@@ -1248,10 +1261,12 @@ int main(int argc, char **argv)
     double remaps = (double)(st1.memory_remaps - st0.memory_remaps) / passes;
     if (csv) {
         printf("rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,"
-               "ops_per_s%s,maps_per_pass,unmaps_per_pass,driver_calls_per_pass\n",
+               "ops_per_s%s,maps_per_pass,unmaps_per_pass,driver_calls_per_pass,"
+               "later_ops_per_s%s\n",
                theirs ? ",peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,"
                         "reserved_vs_peer,ops_vs_peer"
-                      : "");
+                      : "",
+               theirs ? ",peer_later_ops_per_s,later_vs_peer" : "");
         printf(
             "%zu,%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64 ",%s,%s,%s,%s", nrows, allocs, frees,
             u64_or_na(b[0], 32, ours, nfail), peak_live, u64_or_na(b[1], 32, ours, ms.bytes.peak),
@@ -1263,9 +1278,16 @@ int main(int argc, char **argv)
                    u64_or_na(b[6], 32, peer_stats, peer_reserved_peak), peer_rate,
                    ratio_or_na(b[7], 32, vs_reserved, "%.3f", reserved_vs),
                    ratio_or_na(b[8], 32, vs_ops, "%.3f", ops_vs));
-        printf(",%s,%s,%s\n", ratio_or_na(b[9], 32, ours, "%.1f", maps),
+        printf(",%s,%s,%s", ratio_or_na(b[9], 32, ours, "%.1f", maps),
                ratio_or_na(b[10], 32, ours, "%.1f", unmaps),
                ratio_or_na(b[11], 32, ours, "%.1f", calls));
+        /* The warm passes' rates (passes 2..N): n/a with one pass. */
+        printf(",%s", ratio_or_na(b[0], 32, later > 0, "%.0f", later));
+        if (theirs)
+            printf(",%s,%s", ratio_or_na(b[1], 32, peer_later > 0, "%.0f", peer_later),
+                   ratio_or_na(b[2], 32, later > 0 && peer_later > 0, "%.3f",
+                               later > 0 && peer_later > 0 ? later / peer_later : 0));
+        printf("\n");
     } else {
         char in_passes[48] = "";
         if (passes > 1)

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..68"
+echo "1..70"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -127,13 +127,14 @@ check "--help: exit 0" "$(yes_if test $? = 0)"
 check "an unknown option: exit 2" "$(yes_if test $? = 2)"
 
 # --peer: columns 10-15 are peer_failures, peer_peak_allocated,
-# peer_peak_reserved, peer_ops_per_s, reserved_vs_peer, ops_vs_peer; the
-# last three (16-18 with a peer, 10-12 without) the actor's mappings made,
-# unmapped and driver calls per pass.
+# peer_peak_reserved, peer_ops_per_s, reserved_vs_peer, ops_vs_peer; then
+# (16-18 with a peer, 10-12 without) the actor's mappings made, unmapped
+# and driver calls per pass; last the later passes' rate (19, or 13), with
+# a peer the peer's (20) and their ratio (21).
 out=$(DV_BACKEND=sim "$replay" --csv --concurrent --peer "$peer" "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "through the peer too: exit $rc, $(columns "$out") columns, $(field "$out" 10) peer failures" \
-    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 18 -a "$(field "$out" 10)" = 0)"
+    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 21 -a "$(field "$out" 10)" = 0)"
 p=$(field "$out" 11)
 check "the peer's peak allocated ($p) is 6, 6.5 or 7 MiB, the trace's still 7 MiB" \
     "$(yes_if test \( "$p" = 6291456 -o "$p" = 6815744 -o "$p" = 7340032 \) \
@@ -164,6 +165,11 @@ out=$(DV_BACKEND=sim "$replay" --csv --repeat 3 --peer "$peer" "$data/replay-our
 rc=$?
 check "--repeat 3: exit $rc, 12 allocations and 12 frees ($(field "$out" 2), $(field "$out" 3))" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3)" = 12,12)"
+check "--repeat 3: the later passes' rates and their ratio are numbers ($(field "$out" 19), $(field "$out" 20), $(field "$out" 21))" \
+    "$(yes_if numbers "$(field "$out" 19)" "$(field "$out" 20)" "$(field "$out" 21)")"
+out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
+check "one pass: 13 columns, the later passes' rate n/a ($(field "$out" 13))" \
+    "$(yes_if test "$(columns "$out"),$(field "$out" 13)" = 13,n/a)"
 out=$(DV_BACKEND=sim "$replay" --repeat 3 --peer "$peer" "$data/replay-ours.csv" 2>&1)
 check "--repeat 3: the first pass's rate and the later passes', for both" \
     "$(yes_if test "$(echo "$out" | grep -c '^  first pass [0-9]* ops/s, passes 2-3 [0-9]* ops/s$')" = 2)"
