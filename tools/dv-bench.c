@@ -508,19 +508,21 @@ static void bench_random(dv_res_env *env, uint64_t max_size, bool alias)
     if (pinned)
         (void)sched_setaffinity(0, sizeof(before), &before);
 
-    if (csv && !alias) /* one header over both pools' rows */
-        printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,round_ratio,runs,rounds,"
-               "resource\n");
-    else
+    if (csv) {
+        if (!alias) /* one header over both pools' rows */
+            printf("section,allocations,max_size,ns_per_op,ops,ratio_to_1k,round_ratio,runs,"
+                   "rounds,resource\n");
+    } else {
         printf("\nrandom_allocations on %s: 73%% allocate / 27%% free, sizes uniform in "
                "[1, %llu];\none pool per size, made and grown before timing; the sizes in %d "
                "rounds (%s)\n  %12s %12s %10s %10s %14s %8s\n",
                name, (unsigned long long)max_size, rounds, pinned ? "one CPU" : "not pinned",
                "allocations", "ns/op", "ops/run", "vs N=1k", "round ratio", "runs");
+    }
     if (rc != DV_OK) {
         if (csv)
-            printf("random,,%llu,,,,,,%s,%s\n", (unsigned long long)max_size, dv_err_name(rc),
-                   name);
+            printf("random,,%llu,,,,,,%s,\"%s\"\n", (unsigned long long)max_size,
+                   dv_err_name(rc), name);
         else
             printf("  error: %s\n", dv_last_error()->message);
         return;
@@ -530,7 +532,7 @@ static void bench_random(dv_res_env *env, uint64_t max_size, bool alias)
         double per = median_of(runs[i], nruns[i]);
         double r = median_of(ratio[i], rounds); /* sorts them: [0] and [rounds - 1] below */
         if (csv)
-            printf("random,%zu,%llu,%.1f,%zu,%.3f,%.3f,%d,%d,%s\n", ns[i],
+            printf("random,%zu,%llu,%.1f,%zu,%.3f,%.3f,%d,%d,\"%s\"\n", ns[i],
                    (unsigned long long)max_size, per, ops[i], per / first, r, nruns[i], rounds,
                    name);
         else if (i == 0)

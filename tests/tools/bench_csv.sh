@@ -2,10 +2,11 @@
 # TAP: dv-bench --csv gives every row as many fields as its header (names
 # that hold commas are quoted), on the launch section, whose row names do,
 # and on the collectives section on the sim (two simulated devices,
-# devactor's rows alone), whose rows must each carry a time.
+# devactor's rows alone), whose rows must each carry a time; the random
+# section gives one header over both pools' rows.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..11"
+echo "1..12"
 
 # Rows whose field count is not their header's: quoted fields' insides
 # dropped, then fields counted per line.
@@ -119,6 +120,22 @@ if [ "$na" -eq 4 ]; then
 else
     echo "not ok 11 - without a peer, $na of 4 pairs rows read n/a"
     printf '%s\n' "$out" | grep '^pairs' | sed 's/^/# /'
+    failed=1
+fi
+# random_allocations on both pools: one header, three rows each, named in
+# the last field, and nothing else on stdout.
+out=$("$bench" --backend sim --csv --section random 2>/dev/null)
+rc=$?
+headers=$(printf '%s\n' "$out" | grep -c '^section,')
+plain=$(printf '%s\n' "$out" | grep -c '^random,[0-9]*,[0-9]*,[0-9.]*,[0-9]*,[0-9.]*,[0-9.]*,[0-9]*,[0-9]*,"pool(async)"$')
+alias=$(printf '%s\n' "$out" | grep -c '^random,[0-9]*,[0-9]*,[0-9.]*,[0-9]*,[0-9.]*,[0-9.]*,[0-9]*,[0-9]*,"pool(async,alias)"$')
+lines=$(printf '%s\n' "$out" | grep -c .)
+if [ "$rc" -eq 0 ] && [ "$headers" -eq 1 ] && [ "$plain" -eq 3 ] && [ "$alias" -eq 3 ] &&
+    [ "$lines" -eq 7 ] && [ "$(bad_rows "$out")" -eq 0 ]; then
+    echo "ok 12 - --section random --csv: one header, 3 rows for each pool"
+else
+    echo "not ok 12 - --section random --csv: exit $rc, $headers headers, $plain and $alias rows, $lines lines"
+    printf '%s\n' "$out" | sed 's/^/# /'
     failed=1
 fi
 exit $failed
