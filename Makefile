@@ -12,7 +12,7 @@ BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build stress test test-asan test-tsan gpu-bundle fuzz clean help
+.PHONY: all deps configure build stress test test-asan test-tsan gpu-bundle gpu-pack fuzz clean help
 
 all: build
 
@@ -22,6 +22,7 @@ help:
 	@echo "make test-asan   the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@echo "make test-tsan   the tests under ThreadSanitizer"
 	@echo "make gpu-bundle  build for the GPU machine into build-gpu/ (see tools/gpu-check.sh)"
+	@echo "make gpu-pack    gpu-bundle, packed as build-gpu.tar.xz for the copy (tools/gpu-pack.sh)"
 	@echo "make fuzz        a bounded libFuzzer run of dv-fuzz in build-fuzz/ (clang; docs/FUZZING.md)"
 
 deps:
@@ -50,6 +51,11 @@ test-tsan:
 gpu-bundle:
 	$(MAKE) build BUILD=build-gpu BUILD_TYPE=Release CMAKE_ARGS="-DDV_CUDA=ON $(CMAKE_ARGS)"
 
+# build-gpu/ as one build-gpu.tar.xz (binaries stripped, no object files):
+# what a copy to a GPU machine needs (tools/gpu-pack.sh).
+gpu-pack: gpu-bundle
+	sh tools/gpu-pack.sh build-gpu build-gpu.tar.xz
+
 # A bounded run of the libFuzzer harness (tests/fuzz, docs/FUZZING.md):
 # FUZZ_RUNS executions (about three minutes at ~160/s on two cores), with
 # FUZZ_TIME seconds as a cap.  New inputs go to $(FUZZ_BUILD)/corpus, the
@@ -74,4 +80,4 @@ fuzz:
 	    $(FUZZ_BUILD)/corpus tests/fuzz/corpus
 
 clean:
-	rm -rf build build-asan build-tsan build-gpu build-fuzz
+	rm -rf build build-asan build-tsan build-gpu build-fuzz build-gpu.tar.xz
