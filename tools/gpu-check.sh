@@ -5,7 +5,10 @@
 # they need nothing installed there).  Prints one line per step and a
 # summary; exits non-zero when any step failed.
 #
-#   tools/gpu-check.sh [BUILD_DIR] [OUT_DIR]
+#   tools/gpu-check.sh [BUILD_DIR | BUNDLE.tar.xz] [OUT_DIR]
+#
+# (BUNDLE.tar.xz: what `make gpu-pack` writes, unpacked into a temporary
+# folder first.)
 #
 # OUT_DIR (default $OUT, else /tmp) receives gpu-check-summary.txt and
 # gpu-check-logs.txt (every step's full output).
@@ -32,6 +35,15 @@
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
+# A bundle packed by tools/gpu-pack.sh (make gpu-pack): unpacked first.
+case $build in
+*.tar.xz)
+    unpacked=$(mktemp -d) && tar -C "$unpacked" -xJf "$build" || exit 2
+    trap 'rm -rf "$unpacked"' EXIT
+    build=$unpacked/$(basename "$build" .tar.xz)
+    [ -d "$build" ] || build=$(find "$unpacked" -mindepth 1 -maxdepth 1 -type d | head -1)
+    ;;
+esac
 logs=$(mktemp -d)
 mkdir -p "$logs"
 export DV_BACKEND=cuda

@@ -8,7 +8,8 @@
 #
 #   tools/gpu-pack.sh [BUILD_DIR] [OUT.tar.xz]
 #
-# On the GPU machine: tar -xJf OUT.tar.xz && tools/gpu-check.sh BUILD_DIR
+# On the GPU machine: tools/gpu-check.sh OUT.tar.xz (or tools/gpu-replay.sh),
+# which unpack it into a temporary folder, or tar -xJf OUT.tar.xz first.
 set -eu
 build=${1:-build-gpu}
 out=${2:-$build.tar.xz}

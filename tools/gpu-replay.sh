@@ -12,9 +12,10 @@
 #              aliases)
 #   awaited    one pass, each allocation awaited (dv_ref_access)
 #
-#   tools/gpu-replay.sh [BUILD_DIR] [OUT_DIR]
+#   tools/gpu-replay.sh [BUILD_DIR | BUNDLE.tar.xz] [OUT_DIR]
 #
-# BUILD_DIR (default build-gpu) holds tools/dv-replay; OUT_DIR (default
+# BUILD_DIR (default build-gpu) holds tools/dv-replay (a bundle packed by
+# `make gpu-pack` is unpacked into a temporary folder first); OUT_DIR (default
 # $OUT, else /tmp) receives replay.csv.  The PyTorch peer is built with
 # tools/peers/build-torch-peer.sh where python3 has PyTorch; without it the
 # devactor rows alone are written.  RUNS (default 3), TRACES (default: all
@@ -27,6 +28,15 @@
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
+# A bundle packed by tools/gpu-pack.sh (make gpu-pack): unpacked first.
+case $build in
+*.tar.xz)
+    unpacked=$(mktemp -d) && tar -C "$unpacked" -xJf "$build" || exit 2
+    trap 'rm -rf "$unpacked"' EXIT
+    build=$unpacked/$(basename "$build" .tar.xz)
+    [ -d "$build" ] || build=$(find "$unpacked" -mindepth 1 -maxdepth 1 -type d | head -1)
+    ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/traces/data
 runs=${RUNS:-3}
