@@ -272,12 +272,13 @@ int dv__drv_mem_map(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t *handl
 int dv__drv_mem_unmap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 /* Physical memory apart from its addresses: mem_unmap_keep unmaps one
  * mapping and keeps its physical memory (still the device's, still
- * counted); mem_remap maps memory mem_map made, all of it (the driver
- * maps from offset zero only), at va as well (va a multiple of the
- * granularity), readable and writable, whether it is mapped elsewhere
- * still (an alias: the same bytes at two addresses) or nowhere;
- * an unmap takes a whole mapping, as it was made or remapped; mem_release gives the memory back
- * once it is mapped nowhere (at once if it is already). */
+ * counted); mem_remap maps memory mem_map made, all of it (bytes as when
+ * it was made: the driver maps from offset zero only), at va as well (va
+ * a multiple of the granularity), readable and writable, whether it is
+ * mapped elsewhere still (an alias: the same bytes at two addresses) or
+ * nowhere; an unmap takes a whole mapping, as it was made or remapped;
+ * mem_release gives the memory back once it is mapped nowhere (at once if
+ * it is already). */
 int dv__drv_mem_unmap_keep(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 int dv__drv_mem_remap(dv_drv_ctx *ctx, dv_dptr va, uint64_t bytes, uint64_t handle);
 int dv__drv_mem_release(dv_drv_ctx *ctx, uint64_t handle);

@@ -1701,17 +1701,17 @@ static int sim_mem_unmap_keep(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint6
     return rc;
 }
 
-/* Memory mem_map made (its first bytes), mapped (again, or once more: an
- * alias) at va. */
+/* Memory mem_map made, all of it, mapped (again, or once more: an alias)
+ * at va. */
 static int sim_mem_remap(dv_drv_obj *ctx, dv_dptr va, uint64_t bytes, uint64_t handle)
 {
     struct sim_device *dev = CTX(ctx)->dev;
     SIM_ENTER(dev, DV_CALL_MEM_REMAP);
-    if (va % SIM_GRANULE != 0 || bytes % SIM_GRANULE != 0)
+    if (va % SIM_GRANULE != 0)
         return DV_CU_INVALID_VALUE;
     pthread_mutex_lock(&dev->mu);
     long i = phys_find(dev, handle);
-    int rc = i < 0 || bytes > dev->phys[i].bytes || dev->phys[i].released
+    int rc = i < 0 || dev->phys[i].bytes != bytes || dev->phys[i].released
                  ? DV_CU_INVALID_VALUE
                  : map_locked(dev, va, bytes);
     if (rc == DV_CU_SUCCESS && phys_show(dev, va, bytes, dev->phys[i].off) !=

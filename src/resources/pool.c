@@ -2045,13 +2045,6 @@ static void gran_note_free(pool_res *p, pool_gran *gr, dv_stream_id s, uint64_t 
     }
 }
 
-/* May memory leave granule g: has the host seen the device pass every
- * free there (within look)?  Where the frees came from more streams than
- * are kept, every stream's newest position counts.  (Not the frees on the
- * stream that takes the memory either: its stream order would cover its
- * own work, but the free ranges around the block take their stamps from
- * the address, and another stream that took one would not wait.)  A
- * driver error (a fault) is the caller's. */
 /* The frees kept at granule gr, in pos (room for DV_MAX_STREAMS): those
  * noted, or where they came from more streams than are kept, every
  * stream's newest position.  Their count. */
@@ -2067,6 +2060,12 @@ static uint32_t gran_frees(const pool_res *p, const pool_gran *gr, dv_stream_pos
     return gr->nfree;
 }
 
+/* May memory leave granule gr: has the host seen the device pass every
+ * free kept there (within look)?  (Not the frees on the stream that takes
+ * the memory either: its stream order would cover its own work, but the
+ * free ranges around the block take their stamps from the address, and
+ * another stream that took one would not wait.)  A driver error (a fault)
+ * is the caller's. */
 static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, bool *passed)
 {
     dv_stream_pos pos[DV_MAX_STREAMS];

@@ -121,9 +121,10 @@ static void alias_tests(test_env *t)
     }
 
     /* The driver: memory mapped at two addresses shows the same bytes at
-     * both (what a pool with aliases must keep two live blocks out of),
-     * (two granules of it, mapped whole again: the driver maps from
-     * offset zero only); an unmap takes whole mappings. */
+     * both (what a pool with aliases must keep two live blocks out of);
+     * here two granules of it, mapped whole at the second address too
+     * (the driver maps from offset zero only).  An unmap takes whole
+     * mappings. */
     {
         dv_dptr va = 0;
         uint64_t h = 0;
