@@ -28,15 +28,7 @@
 set -u
 build=${1:-build-gpu}
 out=${2:-${OUT:-/tmp}}
-# A bundle packed by tools/gpu-pack.sh (make gpu-pack): unpacked first.
-case $build in
-*.tar.xz)
-    unpacked=$(mktemp -d) && tar -C "$unpacked" -xJf "$build" || exit 2
-    trap 'rm -rf "$unpacked"' EXIT
-    build=$unpacked/$(basename "$build" .tar.xz)
-    [ -d "$build" ] || build=$(find "$unpacked" -mindepth 1 -maxdepth 1 -type d | head -1)
-    ;;
-esac
+. "$(dirname "$0")/gpu-unpack.sh" # a packed bundle: unpacked first
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/traces/data
 runs=${RUNS:-3}
