@@ -1020,12 +1020,10 @@ static double later_rate(int who, unsigned passes, uint64_t ops, double secs)
 /* With several passes: the first pass's rate and the later passes'. */
 static void passes_split(int who, unsigned passes, uint64_t ops, double secs)
 {
-    double later = secs - first_secs[who];
-    if (passes < 2 || first_secs[who] <= 0 || later <= 0)
-        return;
-    printf("  first pass %.0f ops/s, passes 2-%u %.0f ops/s\n",
-           (double)first_ops[who] / first_secs[who], passes,
-           (double)(ops - first_ops[who]) / later);
+    double later = later_rate(who, passes, ops, secs);
+    if (later > 0)
+        printf("  first pass %.0f ops/s, passes 2-%u %.0f ops/s\n",
+               (double)first_ops[who] / first_secs[who], passes, later);
 }
 
 /* Load the peer library: 0, or -1 having said why. */
@@ -1245,6 +1243,8 @@ int main(int argc, char **argv)
     double ops_vs = vs_ops ? rate / peer_rate : 0;
     double later = ours ? later_rate(0, passes, ops, secs) : 0;
     double peer_later = theirs ? later_rate(1, passes, peer_ops, peer_secs) : 0;
+    bool vs_later = later > 0 && peer_later > 0;
+    double later_vs = vs_later ? later / peer_later : 0;
     uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
     for (int who = 0; who < 2 && verbose_failures > 0; who++) {
         uint64_t n = atomic_load(&noted[who]);
@@ -1252,7 +1252,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "dv-replay: %s%" PRIu64 " more refusals not named (the first %d are)\n",
                     who == 1 ? "peer: " : "", n - (uint64_t)verbose_failures, verbose_failures);
     }
-    char b[12][32];
+    char b[15][32];
     /* The actor's driver work per pass: mappings made and unmapped, and
      * calls into the driver in all (the actor's start included). */
     double maps = (double)(st1.memory_maps - st0.memory_maps) / passes;
@@ -1282,11 +1282,10 @@ int main(int argc, char **argv)
                ratio_or_na(b[10], 32, ours, "%.1f", unmaps),
                ratio_or_na(b[11], 32, ours, "%.1f", calls));
         /* The warm passes' rates (passes 2..N): n/a with one pass. */
-        printf(",%s", ratio_or_na(b[0], 32, later > 0, "%.0f", later));
+        printf(",%s", ratio_or_na(b[12], 32, later > 0, "%.0f", later));
         if (theirs)
-            printf(",%s,%s", ratio_or_na(b[1], 32, peer_later > 0, "%.0f", peer_later),
-                   ratio_or_na(b[2], 32, later > 0 && peer_later > 0, "%.3f",
-                               later > 0 && peer_later > 0 ? later / peer_later : 0));
+            printf(",%s,%s", ratio_or_na(b[13], 32, peer_later > 0, "%.0f", peer_later),
+                   ratio_or_na(b[14], 32, vs_later, "%.3f", later_vs));
         printf("\n");
     } else {
         char in_passes[48] = "";
