@@ -899,9 +899,13 @@ static int alloc_block(worker *w, uint64_t size, dv_stream s, const char *tag, d
                        dv_ref_info *info, int *early_value, dv_stream *early_stream)
 {
     int rc, early = -1;
-    uint64_t t0 = now_ns();
+    /* The context's generation before the call, for a pending handle's
+     * memset below (read only where there may be one, and off the clock:
+     * it takes the actor's health lock). */
     dv_actor_health h0 = {0}, h1 = {0};
-    (void)dv_actor_health_get(w->dev->actor, &h0);
+    if (early_value != NULL)
+        (void)dv_actor_health_get(w->dev->actor, &h0);
+    uint64_t t0 = now_ns();
     rc = dv_alloc(w->dev->actor, size, s, tag, ref);
     if (rc == DV_OK && early_value != NULL && rnd_below(&w->rng, 2) == 0) {
         early = (int)(rnd(&w->rng) & 0xff);
