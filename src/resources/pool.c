@@ -198,6 +198,13 @@
 #define SLACK_PCT   108
 #define SEEN_MAX    16384u
 #define GRAN_FREES  2
+/* Aliases: runs of whole granules a freed block leaves pending at most
+ * (pend_add), and the fewest granules such a run has. */
+#define PEND_MAX 256
+#define PEND_MIN 2
+/* The idle order's stamps: one step an event, the granules of a run
+ * stamped one apart within it. */
+#define STAMP_STEP (UINT64_C(1) << 32)
 #define NO_PHYS     UINT32_MAX
 #define NO_GRAN     UINT32_MAX
 
@@ -272,6 +279,7 @@ typedef struct pool_gran {
     uint8_t fstream[GRAN_FREES];
     uint32_t learnt; /* the pool's binds when this granule last learnt */
     uint32_t sid;    /* its row and column of what was seen live together */
+    uint32_t pend;   /* a pending run starts here: its index in pend + 1 */
     uint64_t fepoch[GRAN_FREES];
 } pool_gran;
 
@@ -283,7 +291,25 @@ typedef struct pool_phys {
     uint32_t idle_prev, idle_next;  /* the idle list; a free slot's next */
     uint32_t *alias;                /* the granules it is mapped at */
     uint32_t nalias, cap_alias;
+    uint64_t idle_stamp; /* idle: when it went idle (the list's order) */
 } pool_phys;
+
+/*
+ * A run of whole granules that one large block covered, freed and not yet
+ * made idle (pend_add): the granules keep their users' count of one and
+ * their memory, and leave the count of live granules.  The block's next
+ * allocation at the same place takes them back whole; anything else that
+ * would see them (a placement over them, a look at idle memory, a
+ * granule learning what is live with it) makes them idle first, in the
+ * place of the idle order they would have had.
+ */
+typedef struct pool_pend {
+    uint32_t g, n;    /* first granule, count */
+    uint32_t binds;   /* the pool's binds at the free */
+    uint8_t stream;   /* the free */
+    uint64_t epoch;
+    uint64_t stamp;   /* its first granule's place in the idle order */
+} pool_pend;
 
 /* A small block on a stack: its address, the position of its free on the
  * stack's stream, and its range (read only when the stacks are flushed). */
@@ -352,6 +378,10 @@ typedef struct pool_res {
     uint64_t *seen;                /* seen_n rows of seen_n bits, by sid */
     uint32_t seen_n, nsid;         /* sids are given as granules first go live */
     uint32_t binds; /* memory moved or made for a granule, ever (wraps) */
+    uint64_t idle_clock;      /* stamps of the idle order */
+    pool_pend pend[PEND_MAX]; /* pending runs, unordered */
+    uint32_t npend;
+    uint64_t *pend_bits; /* [ngran / 64 + 1]: granules in pending runs */
     pool_range **range_dir; /* range slabs: RANGES_FIRST << k ranges each */
     uint32_t nrange_slabs;
     atomic_uint_fast64_t outstanding; /* read from any thread */
@@ -700,13 +730,16 @@ static void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
  * there, merged with its free neighbours: s's, and other streams' that
  * are idle.  Space freed side by side by several streams then comes
  * together as it does for one stream, not split by who freed it. */
-static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch);
+static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
+                        bool clean);
 
 static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
 {
     pool_range *r = range_at(p, b.index);
     if (p->areg != NULL)
-        alias_unuse(p, r->ptr, r->bytes, s, b.freed_epoch);
+        /* (A used range's freed_epoch: the binds its placement learnt at.) */
+        alias_unuse(p, r->ptr, r->bytes, s, b.freed_epoch,
+                    r->bytes > SMALL_MAX && r->freed_epoch == p->binds && p->binds != 0);
     r->freed_epoch = b.freed_epoch;
     r->owner = (uint8_t)s;
     adopt_idle(p, r->phys_prev, s);
@@ -850,6 +883,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
             return rc;
     }
 
+    uint32_t binds = p->binds;
     if (p->areg != NULL) {
         /* Memory for the granules the block makes live. */
         int rc = alias_use(p, r->ptr, need, s);
@@ -875,6 +909,11 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
         bin_insert(p, from, rest);
     }
     r->state = RANGE_USED;
+    if (p->areg != NULL)
+        /* A used range's freed_epoch: with aliases, the binds at which
+         * every granule the placement made live learnt (none since), or 0
+         * (bins_return). */
+        r->freed_epoch = binds == p->binds ? binds : 0;
     *out = (pool_stacked){.ptr = r->ptr, .index = r->index};
     return DV_OK;
 }
@@ -1936,10 +1975,14 @@ static dv_dptr gran_va(const pool_res *p, uint32_t g)
     return p->areg->block.ptr + ((uint64_t)g << p->gshift);
 }
 
+static bool pend_at(const pool_res *p, uint32_t g);
+static void pend_flush(pool_res *p);
+
 /* Idle physical granules, a list in the order they went idle. */
 static void idle_append(pool_res *p, uint32_t q)
 {
     pool_phys *ph = &p->phys[q];
+    ph->idle_stamp = p->idle_clock += STAMP_STEP;
     ph->idle_prev = p->idle_tail;
     ph->idle_next = NO_PHYS;
     if (p->idle_tail != NO_PHYS)
@@ -1990,6 +2033,8 @@ static void seen_note(pool_res *p, uint32_t g)
     p->live_sids[v / 64] |= UINT64_C(1) << (v % 64);
     if (gr->learnt == p->binds && gr->learnt != 0)
         return;
+    if (p->npend != 0)
+        pend_flush(p); /* what is live, exactly */
     gr->learnt = p->binds;
     if (v >= p->seen_n) {
         uint32_t n = p->seen_n != 0 ? p->seen_n : 64;
@@ -2257,6 +2302,9 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     pool_gran *gr = &p->gran[g];
     uint32_t own = gr->phys;
     int rc;
+    if (p->npend != 0 && own != NO_PHYS && p->phys[own].active != NO_GRAN &&
+        pend_at(p, p->phys[own].active))
+        pend_flush(p); /* its own memory, pending elsewhere, is idle */
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
         pool_phys *ph = &p->phys[own];
         bool passed = ph->last == g;
@@ -2270,6 +2318,8 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         }
     }
     uint32_t best_conf, best;
+    if (p->npend != 0)
+        pend_flush(p); /* every idle granule a candidate */
     if ((rc = idle_best(p, g, look, &best, &best_conf)) != DV_OK)
         return rc;
     if (best == NO_PHYS && p->idle_head != NO_PHYS) {
@@ -2360,17 +2410,224 @@ static void gran_idle(pool_res *p, uint32_t g)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Aliases: pending runs
+ * ------------------------------------------------------------------------ */
+
+static bool pend_at(const pool_res *p, uint32_t g)
+{
+    return p->pend_bits[g / 64] >> (g % 64) & 1;
+}
+
+/* Is any granule of [g0, g1] in a pending run? */
+static bool pend_any(const pool_res *p, uint32_t g0, uint32_t g1)
+{
+    for (uint32_t w = g0 / 64; w <= g1 / 64; w++) {
+        uint64_t m = p->pend_bits[w];
+        if (w == g0 / 64)
+            m &= ~UINT64_C(0) << (g0 % 64);
+        if (w == g1 / 64 && g1 % 64 != 63)
+            m &= (UINT64_C(1) << (g1 % 64 + 1)) - 1;
+        if (m != 0)
+            return true;
+    }
+    return false;
+}
+
+static void pend_bits_set(pool_res *p, uint32_t g, uint32_t n, bool on)
+{
+    while (n != 0) {
+        uint32_t k = 64 - g % 64 < n ? 64 - g % 64 : n;
+        uint64_t m = (k == 64 ? ~UINT64_C(0) : (UINT64_C(1) << k) - 1) << (g % 64);
+        if (on)
+            p->pend_bits[g / 64] |= m;
+        else
+            p->pend_bits[g / 64] &= ~m;
+        g += k;
+        n -= k;
+    }
+}
+
+/* Pending run i off the list, its granules as they are. */
+static void pend_remove(pool_res *p, uint32_t i)
+{
+    pool_pend *r = &p->pend[i];
+    pend_bits_set(p, r->g, r->n, false);
+    p->gran[r->g].pend = 0;
+    if (i != --p->npend) {
+        *r = p->pend[p->npend];
+        p->gran[r->g].pend = i + 1;
+    }
+}
+
+/* The last idle memory stamped no later than stamp, or NO_PHYS: a run
+ * made idle goes after it (as its free would have put it). */
+static uint32_t idle_before(const pool_res *p, uint64_t stamp)
+{
+    uint32_t after = p->idle_tail;
+    while (after != NO_PHYS && p->phys[after].idle_stamp > stamp)
+        after = p->phys[after].idle_prev;
+    return after;
+}
+
+/* Idle memory q into the idle order after memory after (NO_PHYS: first). */
+static void idle_insert(pool_res *p, uint32_t q, uint32_t after, uint64_t stamp)
+{
+    pool_phys *ph = &p->phys[q];
+    ph->idle_stamp = stamp;
+    ph->idle_prev = after;
+    ph->idle_next = after != NO_PHYS ? p->phys[after].idle_next : p->idle_head;
+    if (ph->idle_next != NO_PHYS)
+        p->phys[ph->idle_next].idle_prev = q;
+    else
+        p->idle_tail = q;
+    if (after != NO_PHYS)
+        p->phys[after].idle_next = q;
+    else
+        p->idle_head = q;
+}
+
+/* The granules of run r (off the list, unmarked) made idle, as its free
+ * would have left them. */
+static void pend_piece_idle(pool_res *p, pool_pend r)
+{
+    uint32_t after = idle_before(p, r.stamp);
+    for (uint32_t g = r.g; g < r.g + r.n; g++) {
+        pool_gran *gr = &p->gran[g];
+        gran_note_free(p, gr, r.stream, r.epoch);
+        gr->users = 0;
+        if (gr->sid != NO_GRAN)
+            p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
+        if (gr->phys != NO_PHYS && p->phys[gr->phys].active == g) {
+            p->phys[gr->phys].active = NO_GRAN;
+            idle_insert(p, gr->phys, after, r.stamp + (g - r.g));
+            after = gr->phys;
+        }
+    }
+}
+
+/* Pending run i made idle. */
+static void pend_idle(pool_res *p, uint32_t i)
+{
+    pool_pend r = p->pend[i];
+    pend_remove(p, i);
+    pend_piece_idle(p, r);
+}
+
+static void pend_flush(pool_res *p)
+{
+    while (p->npend != 0)
+        pend_idle(p, p->npend - 1);
+}
+
+/* The pending run that holds granule g (marked pending). */
+static uint32_t pend_find(const pool_res *p, uint32_t g)
+{
+    if (p->gran[g].pend != 0)
+        return p->gran[g].pend - 1; /* the run starts here */
+    uint32_t i = 0;
+    while (p->pend[i].g > g || p->pend[i].g + p->pend[i].n <= g)
+        i++;
+    return i;
+}
+
+/* Granules x .. y of pending run i taken out of it (what is left on either
+ * side stays pending; without room for a second run, the right side is
+ * made idle): returned as a run of their own, off the list. */
+static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y)
+{
+    pool_pend r = p->pend[i], piece = r;
+    piece.g = x;
+    piece.n = y - x + 1;
+    piece.stamp = r.stamp + (x - r.g);
+    pend_bits_set(p, x, piece.n, false);
+    uint32_t end = r.g + r.n - 1;
+    if (y < end) {
+        pool_pend right = r;
+        right.g = y + 1;
+        right.n = end - y;
+        right.stamp = r.stamp + (y + 1 - r.g);
+        if (p->npend < PEND_MAX) {
+            p->pend[p->npend] = right;
+            p->gran[right.g].pend = ++p->npend;
+        } else {
+            pend_bits_set(p, right.g, right.n, false);
+            pend_piece_idle(p, right);
+        }
+    }
+    if (x > r.g) {
+        p->pend[i].n = x - r.g;
+    } else {
+        p->gran[r.g].pend = 0;
+        if (i != --p->npend) {
+            p->pend[i] = p->pend[p->npend];
+            p->gran[p->pend[i].g].pend = i + 1;
+        }
+    }
+    return piece;
+}
+
+/* The n whole granules from g of a large block freed on s at epoch, each
+ * learnt at the pool's binds now: pending (the oldest run made idle where
+ * PEND_MAX are). */
+static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64_t epoch)
+{
+    if (p->npend == PEND_MAX) {
+        uint32_t old = 0;
+        for (uint32_t i = 1; i < p->npend; i++)
+            if (p->pend[i].stamp < p->pend[old].stamp)
+                old = i;
+        pend_idle(p, old);
+    }
+    p->pend[p->npend] = (pool_pend){.g = g, .n = n, .binds = p->binds, .stream = (uint8_t)s,
+                                    .epoch = epoch, .stamp = p->idle_clock += STAMP_STEP};
+    p->gran[g].pend = ++p->npend;
+    pend_bits_set(p, g, n, true);
+    p->nlive -= n;
+}
+
+/* The whole granules of [ptr, ptr + bytes): *ga .. *gb (none: *ga > *gb). */
+static void whole_granules(const pool_res *p, dv_dptr ptr, uint64_t bytes, uint32_t *ga,
+                           uint32_t *gb)
+{
+    uint64_t off = ptr - p->areg->block.ptr, end = off + bytes;
+    *ga = (uint32_t)((off + p->granule - 1) >> p->gshift);
+    *gb = (uint32_t)(end >> p->gshift) - 1; /* end >= granule where *ga <= *gb */
+    if ((end >> p->gshift) == 0)
+        *ga = 1, *gb = 0;
+}
+
 /* [ptr, ptr + bytes) is used now, for stream s: its granules count it, and
- * those that became live get memory.  On failure nothing changed (or
- * ALIAS_FLUSH). */
+ * those that became live get memory.  The block's whole granules that are
+ * pending come back live with their memory (no bind came since their
+ * free, so each has learnt all there is, and its memory is its own, where
+ * gran_bind would look first); a pending granule at either edge becomes
+ * idle first.  On failure nothing changed (or ALIAS_FLUSH). */
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
-    uint32_t peak = p->peak_live;
+    uint32_t peak = p->peak_live, ga = 1, gb = 0;
     uint64_t look = 0;
     int rc = DV_OK;
+    bool pending = p->npend != 0 && pend_any(p, g0, g1);
+    if (pending)
+        whole_granules(p, ptr, bytes, &ga, &gb);
     for (g = g0; g <= g1; g++) {
         pool_gran *gr = &p->gran[g];
+        if (pending && pend_at(p, g)) {
+            /* (Still pending: nothing before it in the block made the
+             * pending runs idle.) */
+            uint32_t i = pend_find(p, g), end = p->pend[i].g + p->pend[i].n - 1;
+            if (g >= ga && g <= gb && p->pend[i].binds == p->binds) {
+                uint32_t y = end < gb ? end : gb;
+                (void)pend_cut(p, i, g, y);
+                if ((p->nlive += y - g + 1) > p->peak_live)
+                    p->peak_live = p->nlive;
+                g = y;
+                continue;
+            }
+            pend_piece_idle(p, pend_cut(p, i, g, g));
+        }
         if (gr->users++ != 0)
             continue;
         if (++p->nlive > p->peak_live)
@@ -2392,12 +2649,26 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     return rc;
 }
 
-/* [ptr, ptr + bytes) is free now, on stream s at epoch. */
-static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch)
+/* [ptr, ptr + bytes) is free now, on stream s at epoch.  clean: each of
+ * its granules has learnt at the pool's binds now (none came since the
+ * block was placed): its whole granules, PEND_MIN of them or more, are
+ * left pending (pend_add). */
+static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
+                        bool clean)
 {
-    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1);
+    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), ga = NO_GRAN, gb = 0;
+    if (clean && bytes >= (uint64_t)PEND_MIN << p->gshift) {
+        whole_granules(p, ptr, bytes, &ga, &gb);
+        if (ga > gb || gb - ga + 1 < PEND_MIN)
+            ga = NO_GRAN;
+    }
     for (uint32_t g = g0; g <= g1; g++) {
         pool_gran *gr = &p->gran[g];
+        if (g == ga) {
+            pend_add(p, ga, gb - ga + 1, s, epoch);
+            g = gb;
+            continue;
+        }
         gran_note_free(p, gr, s, epoch);
         if (--gr->users == 0)
             gran_idle(p, g);
@@ -2426,17 +2697,22 @@ static int alias_region_new(pool_res *p)
     p->ngran = (uint32_t)(va_bytes / p->granule);
     p->gran = malloc(p->ngran * sizeof(*p->gran));
     p->live_sids = calloc(SEEN_MAX / 64, sizeof(uint64_t));
-    if (p->gran == NULL || p->live_sids == NULL || spare_reserve(p, p->nstreams) != DV_OK) {
+    p->pend_bits = calloc(p->ngran / 64 + 1, sizeof(uint64_t));
+    if (p->gran == NULL || p->live_sids == NULL || p->pend_bits == NULL ||
+        spare_reserve(p, p->nstreams) != DV_OK) {
         free(p->gran);
         free(p->live_sids);
+        free(p->pend_bits);
         p->gran = NULL;
         p->live_sids = NULL;
+        p->pend_bits = NULL;
         (void)dv__drv_va_release(p->base.env->ctx, va, va_bytes);
         free(ch);
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool region");
     }
     for (uint32_t g = 0; g < p->ngran; g++)
         p->gran[g] = (pool_gran){.phys = NO_PHYS, .sid = NO_GRAN};
+    p->npend = 0;
     ch->block = (dv_block){.ptr = va, .bytes = va_bytes, .device = p->base.device};
     ch->va_bytes = va_bytes;
     /* A slice of the address space for each stream, in its bins: what one
@@ -2472,6 +2748,7 @@ static int alias_region_new(pool_res *p)
 static int alias_trim(pool_res *p, uint64_t *released)
 {
     uint64_t look = dv__tracker_new_look(p->t);
+    pend_flush(p);
     for (uint32_t q = p->idle_head, next; q != NO_PHYS; q = next) {
         pool_phys *ph = &p->phys[q];
         next = ph->idle_next;
@@ -2500,6 +2777,7 @@ static int alias_trim(pool_res *p, uint64_t *released)
  * physical memory given back, the region's address space too. */
 static void alias_drop(pool_res *p)
 {
+    pend_flush(p);
     for (uint32_t g = 0; g < p->ngran; g++)
         if (p->gran[g].phys != NO_PHYS && gran_unbind(p, g) != DV_OK)
             (void)gran_unbind(p, g); /* once more; after that it is lost to us */
@@ -2514,6 +2792,7 @@ static void alias_drop(pool_res *p)
     free(p->phys);
     free(p->gran);
     free(p->live_sids);
+    free(p->pend_bits);
     free(p->seen);
     p->areg = NULL;
 }
@@ -3031,6 +3310,22 @@ int dv__pool_check(dv_resource *pool)
             for (uint32_t g = gran_of(p, r->ptr), g1 = gran_of(p, r->ptr + r->bytes - 1); g <= g1;
                  g++)
                 users[g]++;
+    uint32_t npending = 0, nbits = 0;
+    for (uint32_t i = 0; i < p->npend && rc == DV_OK; i++) {
+        const pool_pend *pr = &p->pend[i];
+        if (pr->n == 0 || pr->g + pr->n > p->ngran || p->gran[pr->g].pend != i + 1)
+            rc = check_fail("a pending run is not where it says", i, pr->g);
+        for (uint32_t g = pr->g; g < pr->g + pr->n && rc == DV_OK; g++) {
+            if (!pend_at(p, g) || users[g] != 0)
+                rc = check_fail("a pending granule is marked wrong or used", g, users[g]);
+            users[g] = 1; /* its count kept */
+        }
+        npending += pr->n;
+    }
+    for (uint32_t w = 0; w <= p->ngran / 64; w++)
+        nbits += (uint32_t)__builtin_popcountll(p->pend_bits[w]);
+    if (rc == DV_OK && nbits != npending)
+        rc = check_fail("granules marked pending differ from the runs", nbits, npending);
     uint32_t nlive = 0, nphys = 0, nidle = 0;
     for (uint32_t g = 0; g < p->ngran && rc == DV_OK; g++) {
         const pool_gran *gr = &p->gran[g];
@@ -3068,8 +3363,8 @@ int dv__pool_check(dv_resource *pool)
             rc = check_fail("memory on the idle list serves a granule", q, p->phys[q].active);
         nidle++;
     }
-    if (rc == DV_OK && nlive != p->nlive)
-        rc = check_fail("granules live differ from the count", nlive, p->nlive);
+    if (rc == DV_OK && nlive != p->nlive + npending)
+        rc = check_fail("granules live differ from the count", nlive, p->nlive + npending);
     else if (rc == DV_OK && nphys != p->nphys)
         rc = check_fail("physical granules differ from the count", nphys, p->nphys);
     else if (rc == DV_OK && nphys != nlive + nidle)
