@@ -198,10 +198,9 @@
 #define SLACK_PCT   108
 #define SEEN_MAX    16384u
 #define GRAN_FREES  2
-/* Aliases: runs of whole granules a freed block leaves pending at most
- * (pend_add), and the fewest granules such a run has. */
+/* Aliases: runs of granules freed blocks leave pending, at most
+ * (pend_add). */
 #define PEND_MAX 256
-#define PEND_MIN 2
 /* The idle order's stamps: one step an event, the granules of a run
  * stamped one apart within it. */
 #define STAMP_STEP (UINT64_C(1) << 32)
@@ -2567,9 +2566,9 @@ static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y)
     return piece;
 }
 
-/* The n whole granules from g of a large block freed on s at epoch, each
- * learnt at the pool's binds now: pending (the oldest run made idle where
- * PEND_MAX are). */
+/* The n granules from g, left with nothing used by a free on s at epoch,
+ * each learnt at the pool's binds now: pending (the oldest run made idle
+ * where PEND_MAX are). */
 static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64_t epoch)
 {
     if (p->npend == PEND_MAX) {
@@ -2598,35 +2597,33 @@ static void whole_granules(const pool_res *p, dv_dptr ptr, uint64_t bytes, uint3
 }
 
 /* [ptr, ptr + bytes) is used now, for stream s: its granules count it, and
- * those that became live get memory.  The block's whole granules that are
- * pending come back live with their memory (no bind came since their
- * free, so each has learnt all there is, and its memory is its own, where
- * gran_bind would look first); a pending granule at either edge becomes
- * idle first.  On failure nothing changed (or ALIAS_FLUSH). */
+ * those that became live get memory.  Its pending granules come back live
+ * with their memory, a run at a time: no bind came since their free, so
+ * each has learnt all there is, and its memory is its own and served it
+ * last, where gran_bind looks first.  On failure nothing changed (or
+ * ALIAS_FLUSH). */
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
-    uint32_t peak = p->peak_live, ga = 1, gb = 0;
+    uint32_t peak = p->peak_live;
     uint64_t look = 0;
     int rc = DV_OK;
     bool pending = p->npend != 0 && pend_any(p, g0, g1);
-    if (pending)
-        whole_granules(p, ptr, bytes, &ga, &gb);
     for (g = g0; g <= g1; g++) {
         pool_gran *gr = &p->gran[g];
         if (pending && pend_at(p, g)) {
             /* (Still pending: nothing before it in the block made the
              * pending runs idle.) */
             uint32_t i = pend_find(p, g), end = p->pend[i].g + p->pend[i].n - 1;
-            if (g >= ga && g <= gb && p->pend[i].binds == p->binds) {
-                uint32_t y = end < gb ? end : gb;
+            if (p->pend[i].binds == p->binds) {
+                uint32_t y = end < g1 ? end : g1;
                 (void)pend_cut(p, i, g, y);
                 if ((p->nlive += y - g + 1) > p->peak_live)
                     p->peak_live = p->nlive;
                 g = y;
                 continue;
             }
-            pend_piece_idle(p, pend_cut(p, i, g, g));
+            pend_idle(p, i);
         }
         if (gr->users++ != 0)
             continue;
@@ -2649,30 +2646,42 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     return rc;
 }
 
-/* [ptr, ptr + bytes) is free now, on stream s at epoch.  clean: each of
- * its granules has learnt at the pool's binds now (none came since the
- * block was placed): its whole granules, PEND_MIN of them or more, are
- * left pending (pend_add). */
+/* [ptr, ptr + bytes) is free now, on stream s at epoch.  The granules it
+ * leaves with nothing used that have learnt at the pool's binds now (so a
+ * placement there would learn nothing) are left pending, in runs
+ * (pend_add): its whole granules at once where the block is clean (each
+ * learnt when it was placed, and no bind came since), the others by their
+ * own mark.  The rest become idle. */
 static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
                         bool clean)
 {
-    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), ga = NO_GRAN, gb = 0;
-    if (clean && bytes >= (uint64_t)PEND_MIN << p->gshift) {
+    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
+    uint32_t ga = NO_GRAN, gb = 0, run = NO_GRAN;
+    bool learnt = p->binds != 0;
+    if (clean && learnt) {
         whole_granules(p, ptr, bytes, &ga, &gb);
-        if (ga > gb || gb - ga + 1 < PEND_MIN)
+        if (ga > gb)
             ga = NO_GRAN;
     }
-    for (uint32_t g = g0; g <= g1; g++) {
+    for (g = g0; g <= g1; g++) {
         pool_gran *gr = &p->gran[g];
-        if (g == ga) {
-            pend_add(p, ga, gb - ga + 1, s, epoch);
-            g = gb;
+        if (g == ga || (learnt && gr->users == 1 && gr->learnt == p->binds)) {
+            if (run == NO_GRAN)
+                run = g;
+            if (g == ga)
+                g = gb;
             continue;
+        }
+        if (run != NO_GRAN) {
+            pend_add(p, run, g - run, s, epoch);
+            run = NO_GRAN;
         }
         gran_note_free(p, gr, s, epoch);
         if (--gr->users == 0)
             gran_idle(p, g);
     }
+    if (run != NO_GRAN)
+        pend_add(p, run, g - run, s, epoch);
 }
 
 /* The alias region: address space of ALIAS_VA times the device's memory,
