@@ -145,7 +145,14 @@
  * the captured training and inference traces, 1.01-1.09 times their live
  * peak, no driver call after the second pass.  Trim releases idle memory
  * (unmapped at every address).  The matrix of granules seen live together
- * covers the first SEEN_MAX granules.
+ * covers the first SEEN_MAX granules.  A steady state costs no step per
+ * granule either: granules a free leaves unused, which have learnt all
+ * there is (no bind since), stay pending in runs (pool_pend; a free's
+ * whole granules in one step) and the next placement over them takes them
+ * back a run at a time; whatever would see the difference (a bind, a
+ * granule learning, trim) first makes them idle, in their place of the
+ * idle order, so placements, bytes and driver calls are the same as
+ * without.
  *
  * Returning chunks.  A chunk with nothing live or stacked is empty; trim
  * makes the chunk's alloc stream wait on the free position of each of its
@@ -2657,7 +2664,7 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
     uint32_t ga = NO_GRAN, gb = 0, run = NO_GRAN;
-    bool learnt = p->binds != 0;
+    bool learnt = p->binds != 0 && !p->cfg.no_pend;
     if (clean && learnt) {
         whole_granules(p, ptr, bytes, &ga, &gb);
         if (ga > gb)

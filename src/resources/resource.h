@@ -260,6 +260,10 @@ typedef struct dv_pool_config {
     bool alias;                   /* bind physical granules to address granules
                                    * as blocks come, keeping them mapped at every
                                    * address that used them (aliases) */
+    bool no_pend;                 /* aliases: every granule a free leaves
+                                   * unused made idle at once, none left
+                                   * pending (the same placements: tests
+                                   * compare the two) */
 } dv_pool_config;
 void dv__pool_config_init(dv_pool_config *cfg);
 int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
