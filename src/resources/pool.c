@@ -1983,6 +1983,9 @@ static dv_dptr gran_va(const pool_res *p, uint32_t g)
 
 static bool pend_at(const pool_res *p, uint32_t g);
 static void pend_flush(pool_res *p);
+static uint32_t pend_find(const pool_res *p, uint32_t g);
+static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y);
+static void pend_piece_idle(pool_res *p, pool_pend r);
 
 /* Idle physical granules, a list in the order they went idle. */
 static void idle_append(pool_res *p, uint32_t q)
@@ -2309,8 +2312,11 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     uint32_t own = gr->phys;
     int rc;
     if (p->npend != 0 && own != NO_PHYS && p->phys[own].active != NO_GRAN &&
-        pend_at(p, p->phys[own].active))
-        pend_flush(p); /* its own memory, pending elsewhere, is idle */
+        pend_at(p, p->phys[own].active)) {
+        /* Its own memory, pending at another address, is idle. */
+        uint32_t h = p->phys[own].active;
+        pend_piece_idle(p, pend_cut(p, pend_find(p, h), h, h));
+    }
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
         pool_phys *ph = &p->phys[own];
         bool passed = ph->last == g;
