@@ -2659,10 +2659,24 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     return rc;
 }
 
+/* Granules run .. end - 1, each with this free its only use left: pending
+ * where there are two or more; one alone becomes idle (a single granule
+ * costs less that way than a run). */
+static void run_close(pool_res *p, uint32_t run, uint32_t end, dv_stream_id s, uint64_t epoch)
+{
+    if (end - run >= 2) {
+        pend_add(p, run, end - run, s, epoch);
+        return;
+    }
+    gran_note_free(p, &p->gran[run], s, epoch);
+    p->gran[run].users = 0;
+    gran_idle(p, run);
+}
+
 /* [ptr, ptr + bytes) is free now, on stream s at epoch.  The granules it
  * leaves with nothing used that have learnt at the pool's binds now (so a
- * placement there would learn nothing) are left pending, in runs
- * (pend_add): its whole granules at once where the block is clean (each
+ * placement there would learn nothing) are left pending, in runs of two
+ * or more (pend_add): its whole granules at once where the block is clean (each
  * learnt when it was placed, and no bind came since), the others by their
  * own mark.  The rest become idle. */
 static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
@@ -2686,7 +2700,7 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
             continue;
         }
         if (run != NO_GRAN) {
-            pend_add(p, run, g - run, s, epoch);
+            run_close(p, run, g, s, epoch);
             run = NO_GRAN;
         }
         gran_note_free(p, gr, s, epoch);
@@ -2694,7 +2708,7 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
             gran_idle(p, g);
     }
     if (run != NO_GRAN)
-        pend_add(p, run, g - run, s, epoch);
+        run_close(p, run, g, s, epoch);
 }
 
 /* The alias region: address space of ALIAS_VA times the device's memory,
