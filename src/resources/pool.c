@@ -208,9 +208,6 @@
 /* Aliases: runs of granules freed blocks leave pending, at most
  * (pend_add). */
 #define PEND_MAX 256
-/* The idle order's stamps: one step an event, the granules of a run
- * stamped one apart within it. */
-#define STAMP_STEP (UINT64_C(1) << 32)
 #define NO_PHYS     UINT32_MAX
 #define NO_GRAN     UINT32_MAX
 
@@ -384,7 +381,7 @@ typedef struct pool_res {
     uint64_t *seen;                /* seen_n rows of seen_n bits, by sid */
     uint32_t seen_n, nsid;         /* sids are given as granules first go live */
     uint32_t binds; /* memory moved or made for a granule, ever (wraps) */
-    uint64_t idle_clock;      /* stamps of the idle order */
+    uint64_t idle_clock;      /* stamps of the idle order: one a granule */
     pool_pend pend[PEND_MAX]; /* pending runs, unordered */
     uint32_t npend;
     uint64_t *pend_bits; /* [ngran / 64 + 1]: granules in pending runs */
@@ -1991,7 +1988,7 @@ static void pend_piece_idle(pool_res *p, pool_pend r);
 static void idle_append(pool_res *p, uint32_t q)
 {
     pool_phys *ph = &p->phys[q];
-    ph->idle_stamp = p->idle_clock += STAMP_STEP;
+    ph->idle_stamp = ++p->idle_clock;
     ph->idle_prev = p->idle_tail;
     ph->idle_next = NO_PHYS;
     if (p->idle_tail != NO_PHYS)
@@ -2592,7 +2589,8 @@ static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64
         pend_idle(p, old);
     }
     p->pend[p->npend] = (pool_pend){.g = g, .n = n, .binds = p->binds, .stream = (uint8_t)s,
-                                    .epoch = epoch, .stamp = p->idle_clock += STAMP_STEP};
+                                    .epoch = epoch, .stamp = p->idle_clock + 1};
+    p->idle_clock += n; /* a stamp for each of its granules */
     p->gran[g].pend = ++p->npend;
     pend_bits_set(p, g, n, true);
     p->nlive -= n;
