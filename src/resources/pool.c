@@ -309,6 +309,7 @@ typedef struct pool_phys {
 typedef struct pool_pend {
     uint32_t g, n;    /* first granule, count */
     uint32_t binds;   /* the pool's binds at the free */
+    uint32_t w0, w1;  /* the freed block's whole granules (w0 > w1: none) */
     uint8_t stream;   /* the free */
     uint64_t epoch;
     uint64_t stamp;   /* its first granule's place in the idle order */
@@ -2577,9 +2578,11 @@ static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y)
 }
 
 /* The n granules from g, left with nothing used by a free on s at epoch,
- * each learnt at the pool's binds now: pending (the oldest run made idle
- * where PEND_MAX are). */
-static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64_t epoch)
+ * each learnt at the pool's binds now, the freed block's whole granules
+ * w0 .. w1 among them: pending (the oldest run made idle where PEND_MAX
+ * are). */
+static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64_t epoch,
+                     uint32_t w0, uint32_t w1)
 {
     if (p->npend == PEND_MAX) {
         uint32_t old = 0;
@@ -2588,8 +2591,9 @@ static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64
                 old = i;
         pend_idle(p, old);
     }
-    p->pend[p->npend] = (pool_pend){.g = g, .n = n, .binds = p->binds, .stream = (uint8_t)s,
-                                    .epoch = epoch, .stamp = p->idle_clock + 1};
+    p->pend[p->npend] = (pool_pend){.g = g, .n = n, .binds = p->binds, .w0 = w0, .w1 = w1,
+                                    .stream = (uint8_t)s, .epoch = epoch,
+                                    .stamp = p->idle_clock + 1};
     p->idle_clock += n; /* a stamp for each of its granules */
     p->gran[g].pend = ++p->npend;
     pend_bits_set(p, g, n, true);
@@ -2607,16 +2611,32 @@ static void whole_granules(const pool_res *p, dv_dptr ptr, uint64_t bytes, uint3
         *ga = 1, *gb = 0;
 }
 
+/* A taken-back piece's free noted at its granules in [x, y] (what its
+ * free would have noted there, kept while they are live again). */
+static void piece_note(pool_res *p, const pool_pend *piece, uint32_t x, uint32_t y)
+{
+    for (uint32_t g = x; g <= y; g++)
+        gran_note_free(p, &p->gran[g], piece->stream, piece->epoch);
+}
+
+#define TAKEN_MAX 8 /* pending pieces one placement takes back */
+
 /* [ptr, ptr + bytes) is used now, for stream s: its granules count it, and
  * those that became live get memory.  Its pending granules come back live
- * with their memory, a run at a time: no bind came since their free, so
- * each has learnt all there is, and its memory is its own and served it
- * last, where gran_bind looks first.  On failure nothing changed (or
- * ALIAS_FLUSH). */
+ * with their memory, a piece of a run at a time: no bind came since their
+ * free, so each has learnt all there is, and its memory is its own and
+ * served it last, where gran_bind looks first.  Their free is noted where
+ * a later use need not be ordered after it: at an edge of the block that
+ * freed them (another range in the granule may serve another stream with
+ * no wait for it).  A whole granule of that block needs no note: whatever
+ * uses its bytes again took them from a free range stamped with that free
+ * or later, and is ordered after it.  On failure nothing changed (or
+ * ALIAS_FLUSH): taken-back granules become idle with their free noted. */
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
-    uint32_t peak = p->peak_live;
+    uint32_t peak = p->peak_live, ntaken = 0;
+    pool_pend taken[TAKEN_MAX];
     uint64_t look = 0;
     int rc = DV_OK;
     bool pending = p->npend != 0 && pend_any(p, g0, g1);
@@ -2626,15 +2646,25 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
             /* (Still pending: nothing before it in the block made the
              * pending runs idle.) */
             uint32_t i = pend_find(p, g), end = p->pend[i].g + p->pend[i].n - 1;
-            if (p->pend[i].binds == p->binds) {
-                uint32_t y = end < g1 ? end : g1;
-                (void)pend_cut(p, i, g, y);
+            uint32_t y = end < g1 ? end : g1;
+            pool_pend piece = pend_cut(p, i, g, y);
+            if (piece.binds != p->binds || ntaken == TAKEN_MAX) {
+                pend_piece_idle(p, piece); /* and g on as any idle granule */
+            } else {
+                if (piece.w0 > piece.w1) {
+                    piece_note(p, &piece, g, y); /* edges only (two at most) */
+                } else {
+                    if (g < piece.w0) /* the edge below: w0 - 1 */
+                        piece_note(p, &piece, g, g);
+                    if (y > piece.w1) /* the edge above: w1 + 1 */
+                        piece_note(p, &piece, y, y);
+                }
+                taken[ntaken++] = piece;
                 if ((p->nlive += y - g + 1) > p->peak_live)
                     p->peak_live = p->nlive;
                 g = y;
                 continue;
             }
-            pend_idle(p, i);
         }
         if (gr->users++ != 0)
             continue;
@@ -2650,6 +2680,8 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     }
     if (rc == DV_OK)
         return DV_OK;
+    for (uint32_t k = 0; k < ntaken; k++)
+        piece_note(p, &taken[k], taken[k].g, taken[k].g + taken[k].n - 1);
     while (g-- > g0)
         if (--p->gran[g].users == 0)
             gran_idle(p, g);
@@ -2657,13 +2689,15 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     return rc;
 }
 
-/* Granules run .. end - 1, each with this free its only use left: pending
- * where there are two or more; one alone becomes idle (a single granule
- * costs less that way than a run). */
-static void run_close(pool_res *p, uint32_t run, uint32_t end, dv_stream_id s, uint64_t epoch)
+/* Granules run .. end - 1, each with this free its only use left (the
+ * freed block's whole granules: wa .. wb): pending where there are two or
+ * more; one alone becomes idle (a single granule costs less that way than
+ * a run). */
+static void run_close(pool_res *p, uint32_t run, uint32_t end, dv_stream_id s, uint64_t epoch,
+                      uint32_t wa, uint32_t wb)
 {
     if (end - run >= 2) {
-        pend_add(p, run, end - run, s, epoch);
+        pend_add(p, run, end - run, s, epoch, wa, wb);
         return;
     }
     gran_note_free(p, &p->gran[run], s, epoch);
@@ -2681,13 +2715,11 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
                         bool clean)
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
-    uint32_t ga = NO_GRAN, gb = 0, run = NO_GRAN;
+    uint32_t ga = NO_GRAN, gb = 0, wa, wb, run = NO_GRAN;
     bool learnt = p->binds != 0 && !p->cfg.no_pend;
-    if (clean && learnt) {
-        whole_granules(p, ptr, bytes, &ga, &gb);
-        if (ga > gb)
-            ga = NO_GRAN;
-    }
+    whole_granules(p, ptr, bytes, &wa, &wb);
+    if (clean && learnt && wa <= wb)
+        ga = wa, gb = wb;
     for (g = g0; g <= g1; g++) {
         pool_gran *gr = &p->gran[g];
         if (g == ga || (learnt && gr->users == 1 && gr->learnt == p->binds)) {
@@ -2698,7 +2730,7 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
             continue;
         }
         if (run != NO_GRAN) {
-            run_close(p, run, g, s, epoch);
+            run_close(p, run, g, s, epoch, wa, wb);
             run = NO_GRAN;
         }
         gran_note_free(p, gr, s, epoch);
@@ -2706,7 +2738,7 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
             gran_idle(p, g);
     }
     if (run != NO_GRAN)
-        run_close(p, run, g, s, epoch);
+        run_close(p, run, g, s, epoch, wa, wb);
 }
 
 /* The alias region: address space of ALIAS_VA times the device's memory,
@@ -3371,6 +3403,8 @@ int dv__pool_check(dv_resource *pool)
             rc = check_fail("a live granule's memory serves another", g, p->phys[gr->phys].active);
         else if (gr->phys != NO_PHYS && (gr->phys >= p->nphys_slots || p->phys[gr->phys].handle == 0))
             rc = check_fail("a granule maps memory the pool does not hold", g, gr->phys);
+        if (rc == DV_OK && gr->pend != 0 && (gr->pend > p->npend || p->pend[gr->pend - 1].g != g))
+            rc = check_fail("a granule marks a pending run that does not start there", g, gr->pend);
         nlive += gr->users != 0;
         if (rc == DV_OK && gr->phys != NO_PHYS) {
             const pool_phys *ph = &p->phys[gr->phys];
