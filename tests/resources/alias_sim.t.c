@@ -142,15 +142,48 @@ static void pend_same(test_env *t)
        dv_err_name(rc), bad, differ, (unsigned long long)calls[0], (unsigned long long)calls[1]);
 }
 
+/* A placement that takes pending granules back and then fails leaves
+ * them idle with the free that made them pending noted: a trim while the
+ * work queued before that free is still running releases nothing. */
+static void pend_undo(test_env *t)
+{
+    dv_resource *pool = al_pool(t, 6 * RG_MIB);
+    dv_block a, b;
+    /* The second placement of the same block binds nothing: its granules
+     * have learnt all there is, and its free leaves them pending. */
+    int rc = dv__res_allocate(pool, 6 * RG_MIB, 0, rg_tag(1), &a);
+    rc |= dv__res_deallocate(pool, &a) | dv__res_env_sync(&t->env);
+    rc |= dv__res_allocate(pool, 6 * RG_MIB, 0, rg_tag(2), &a);
+    dv__sim_stream_set_delay(t->env.streams[0], 100 * 1000);
+    rc |= dv__drv_memset_d8(t->env.streams[0], a.ptr, 0xAA, 6 * RG_MIB);
+    rc |= dv__res_deallocate(pool, &a);
+    /* 8 MiB at the same place: the three granules back, a fourth past the
+     * cap. */
+    int rb = dv__res_allocate(pool, 8 * RG_MIB, 0, rg_tag(3), &b);
+    uint64_t released = 0;
+    rc |= dv__pool_trim(pool, &released);
+    bool idle = true;
+    dv__drv_stream_query(t->env.streams[0], &idle);
+    ok(rc == DV_OK && rb == DV_EOUT_OF_BUDGET && (released == 0 || idle) &&
+           dv__pool_check(pool) == DV_OK,
+       "alias: a placement refused after taking pending granules back leaves them idle behind "
+       "their free: a trim under the queued set releases nothing (%s, %llu released)",
+       dv_err_name(rb), (unsigned long long)released);
+    dv__res_env_sync(&t->env);
+    dv__sim_stream_set_delay(t->env.streams[0], 0);
+    dv__res_destroy_stack(pool);
+}
+
 int main(void)
 {
     test_env t;
-    plan(6 + ALIAS_TESTS);
+    plan(7 + ALIAS_TESTS);
     if (!is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment with 3 streams"))
         return tap_done();
     alias_tests(&t);
     sim_only(&t);
     pend_same(&t);
+    pend_undo(&t);
     test_env_close(&t);
     return tap_done();
 }
