@@ -298,17 +298,17 @@ typedef struct pool_phys {
 } pool_phys;
 
 /*
- * A run of whole granules that one large block covered, freed and not yet
- * made idle (pend_add): the granules keep their users' count of one and
- * their memory, and leave the count of live granules.  The block's next
- * allocation at the same place takes them back whole; anything else that
- * would see them (a placement over them, a look at idle memory, a
- * granule learning what is live with it) makes them idle first, in the
- * place of the idle order they would have had.
+ * A run of granules a free left with nothing used, not yet made idle
+ * (pend_add): the granules keep their users' count of one and their
+ * memory, and leave the count of live granules.  A placement over them
+ * takes them back (alias_use); anything else that would see them (a look
+ * at idle memory, a granule learning what is live with it, trim) makes
+ * them idle first, in the place of the idle order they would have had.
+ * No bind happens while any run is pending (gran_bind makes them idle
+ * first), so each granule of a run has learnt at the pool's binds now.
  */
 typedef struct pool_pend {
     uint32_t g, n;    /* first granule, count */
-    uint32_t binds;   /* the pool's binds at the free */
     uint32_t w0, w1;  /* the freed block's whole granules (w0 > w1: none) */
     uint8_t stream;   /* the free */
     uint64_t epoch;
@@ -1985,18 +1985,22 @@ static uint32_t pend_find(const pool_res *p, uint32_t g);
 static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y);
 static void pend_piece_idle(pool_res *p, pool_pend r);
 
-/* Idle physical granules, a list in the order they went idle. */
-static void idle_append(pool_res *p, uint32_t q)
+/* Idle physical granules are a list in the order they went idle (by
+ * stamp): memory q goes in after memory after (NO_PHYS: first). */
+static void idle_insert(pool_res *p, uint32_t q, uint32_t after, uint64_t stamp)
 {
     pool_phys *ph = &p->phys[q];
-    ph->idle_stamp = ++p->idle_clock;
-    ph->idle_prev = p->idle_tail;
-    ph->idle_next = NO_PHYS;
-    if (p->idle_tail != NO_PHYS)
-        p->phys[p->idle_tail].idle_next = q;
+    ph->idle_stamp = stamp;
+    ph->idle_prev = after;
+    ph->idle_next = after != NO_PHYS ? p->phys[after].idle_next : p->idle_head;
+    if (ph->idle_next != NO_PHYS)
+        p->phys[ph->idle_next].idle_prev = q;
+    else
+        p->idle_tail = q;
+    if (after != NO_PHYS)
+        p->phys[after].idle_next = q;
     else
         p->idle_head = q;
-    p->idle_tail = q;
 }
 
 static void idle_unlink(pool_res *p, uint32_t q)
@@ -2257,6 +2261,7 @@ static int gran_make(pool_res *p, uint32_t g)
     }
     p->gran[g].phys = q;
     p->nphys++;
+    dv_assert_internal(p->npend == 0); /* pending granules learnt at binds as they are */
     p->binds++;
     mapped_add(p, p->areg, (int64_t)p->granule);
     atomic_fetch_add_explicit(&p->base.env->maps, 1, memory_order_relaxed);
@@ -2403,21 +2408,31 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     atomic_fetch_add_explicit(&p->base.env->remaps, 1, memory_order_relaxed);
     phys_activate(p, best, g);
     gr->phys = best;
+    dv_assert_internal(p->npend == 0);
     p->binds++;
     return DV_OK;
+}
+
+/* Granule g is live no more: its memory (if it serves g) goes into the
+ * idle order after memory after, stamped.  What is last in the order
+ * then. */
+static uint32_t gran_rest(pool_res *p, uint32_t g, uint32_t after, uint64_t stamp)
+{
+    pool_gran *gr = &p->gran[g];
+    if (gr->sid != NO_GRAN)
+        p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
+    if (gr->phys == NO_PHYS || p->phys[gr->phys].active != g)
+        return after;
+    p->phys[gr->phys].active = NO_GRAN;
+    idle_insert(p, gr->phys, after, stamp);
+    return gr->phys;
 }
 
 /* Granule g has nothing used in it any more: its memory is idle. */
 static void gran_idle(pool_res *p, uint32_t g)
 {
-    pool_gran *gr = &p->gran[g];
-    if (gr->sid != NO_GRAN)
-        p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
     p->nlive--;
-    if (gr->phys != NO_PHYS && p->phys[gr->phys].active == g) {
-        p->phys[gr->phys].active = NO_GRAN;
-        idle_append(p, gr->phys);
-    }
+    (void)gran_rest(p, g, p->idle_tail, ++p->idle_clock);
 }
 
 /* ------------------------------------------------------------------------
@@ -2458,16 +2473,21 @@ static void pend_bits_set(pool_res *p, uint32_t g, uint32_t n, bool on)
     }
 }
 
-/* Pending run i off the list, its granules as they are. */
+/* Pending run i off the list (its granules' marks as they are). */
+static void pend_unlist(pool_res *p, uint32_t i)
+{
+    p->gran[p->pend[i].g].pend = 0;
+    if (i != --p->npend) {
+        p->pend[i] = p->pend[p->npend];
+        p->gran[p->pend[i].g].pend = i + 1;
+    }
+}
+
+/* Pending run i off the list and unmarked, its granules as they are. */
 static void pend_remove(pool_res *p, uint32_t i)
 {
-    pool_pend *r = &p->pend[i];
-    pend_bits_set(p, r->g, r->n, false);
-    p->gran[r->g].pend = 0;
-    if (i != --p->npend) {
-        *r = p->pend[p->npend];
-        p->gran[r->g].pend = i + 1;
-    }
+    pend_bits_set(p, p->pend[i].g, p->pend[i].n, false);
+    pend_unlist(p, i);
 }
 
 /* The last idle memory stamped no later than stamp, or NO_PHYS: a run
@@ -2480,39 +2500,15 @@ static uint32_t idle_before(const pool_res *p, uint64_t stamp)
     return after;
 }
 
-/* Idle memory q into the idle order after memory after (NO_PHYS: first). */
-static void idle_insert(pool_res *p, uint32_t q, uint32_t after, uint64_t stamp)
-{
-    pool_phys *ph = &p->phys[q];
-    ph->idle_stamp = stamp;
-    ph->idle_prev = after;
-    ph->idle_next = after != NO_PHYS ? p->phys[after].idle_next : p->idle_head;
-    if (ph->idle_next != NO_PHYS)
-        p->phys[ph->idle_next].idle_prev = q;
-    else
-        p->idle_tail = q;
-    if (after != NO_PHYS)
-        p->phys[after].idle_next = q;
-    else
-        p->idle_head = q;
-}
-
 /* The granules of run r (off the list, unmarked) made idle, as its free
  * would have left them. */
 static void pend_piece_idle(pool_res *p, pool_pend r)
 {
     uint32_t after = idle_before(p, r.stamp);
     for (uint32_t g = r.g; g < r.g + r.n; g++) {
-        pool_gran *gr = &p->gran[g];
-        gran_note_free(p, gr, r.stream, r.epoch);
-        gr->users = 0;
-        if (gr->sid != NO_GRAN)
-            p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
-        if (gr->phys != NO_PHYS && p->phys[gr->phys].active == g) {
-            p->phys[gr->phys].active = NO_GRAN;
-            idle_insert(p, gr->phys, after, r.stamp + (g - r.g));
-            after = gr->phys;
-        }
+        gran_note_free(p, &p->gran[g], r.stream, r.epoch);
+        p->gran[g].users = 0;
+        after = gran_rest(p, g, after, r.stamp + (g - r.g));
     }
 }
 
@@ -2565,15 +2561,10 @@ static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y)
             pend_piece_idle(p, right);
         }
     }
-    if (x > r.g) {
+    if (x > r.g)
         p->pend[i].n = x - r.g;
-    } else {
-        p->gran[r.g].pend = 0;
-        if (i != --p->npend) {
-            p->pend[i] = p->pend[p->npend];
-            p->gran[p->pend[i].g].pend = i + 1;
-        }
-    }
+    else
+        pend_unlist(p, i);
     return piece;
 }
 
@@ -2591,7 +2582,7 @@ static void pend_add(pool_res *p, uint32_t g, uint32_t n, dv_stream_id s, uint64
                 old = i;
         pend_idle(p, old);
     }
-    p->pend[p->npend] = (pool_pend){.g = g, .n = n, .binds = p->binds, .w0 = w0, .w1 = w1,
+    p->pend[p->npend] = (pool_pend){.g = g, .n = n, .w0 = w0, .w1 = w1,
                                     .stream = (uint8_t)s, .epoch = epoch,
                                     .stamp = p->idle_clock + 1};
     p->idle_clock += n; /* a stamp for each of its granules */
@@ -2648,7 +2639,7 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
             uint32_t i = pend_find(p, g), end = p->pend[i].g + p->pend[i].n - 1;
             uint32_t y = end < g1 ? end : g1;
             pool_pend piece = pend_cut(p, i, g, y);
-            if (piece.binds != p->binds || ntaken == TAKEN_MAX) {
+            if (ntaken == TAKEN_MAX) {
                 pend_piece_idle(p, piece); /* and g on as any idle granule */
             } else {
                 if (piece.w0 > piece.w1) {
@@ -2689,6 +2680,14 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
     return rc;
 }
 
+/* A use of granule g ends with a free on s at epoch. */
+static void gran_unuse(pool_res *p, uint32_t g, dv_stream_id s, uint64_t epoch)
+{
+    gran_note_free(p, &p->gran[g], s, epoch);
+    if (--p->gran[g].users == 0)
+        gran_idle(p, g);
+}
+
 /* Granules run .. end - 1, each with this free its only use left (the
  * freed block's whole granules: wa .. wb): pending where there are two or
  * more; one alone becomes idle (a single granule costs less that way than
@@ -2696,13 +2695,10 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 static void run_close(pool_res *p, uint32_t run, uint32_t end, dv_stream_id s, uint64_t epoch,
                       uint32_t wa, uint32_t wb)
 {
-    if (end - run >= 2) {
+    if (end - run >= 2)
         pend_add(p, run, end - run, s, epoch, wa, wb);
-        return;
-    }
-    gran_note_free(p, &p->gran[run], s, epoch);
-    p->gran[run].users = 0;
-    gran_idle(p, run);
+    else
+        gran_unuse(p, run, s, epoch);
 }
 
 /* [ptr, ptr + bytes) is free now, on stream s at epoch.  The granules it
@@ -2714,28 +2710,24 @@ static void run_close(pool_res *p, uint32_t run, uint32_t end, dv_stream_id s, u
 static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
                         bool clean)
 {
-    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
-    uint32_t ga = NO_GRAN, gb = 0, wa, wb, run = NO_GRAN;
+    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g, wa, wb, run = NO_GRAN;
     bool learnt = p->binds != 0 && !p->cfg.no_pend;
     whole_granules(p, ptr, bytes, &wa, &wb);
-    if (clean && learnt && wa <= wb)
-        ga = wa, gb = wb;
+    bool whole = clean && learnt && wa <= wb; /* wa .. wb pending at once */
     for (g = g0; g <= g1; g++) {
         pool_gran *gr = &p->gran[g];
-        if (g == ga || (learnt && gr->users == 1 && gr->learnt == p->binds)) {
+        if ((whole && g == wa) || (learnt && gr->users == 1 && gr->learnt == p->binds)) {
             if (run == NO_GRAN)
                 run = g;
-            if (g == ga)
-                g = gb;
+            if (whole && g == wa)
+                g = wb;
             continue;
         }
         if (run != NO_GRAN) {
             run_close(p, run, g, s, epoch, wa, wb);
             run = NO_GRAN;
         }
-        gran_note_free(p, gr, s, epoch);
-        if (--gr->users == 0)
-            gran_idle(p, g);
+        gran_unuse(p, g, s, epoch);
     }
     if (run != NO_GRAN)
         run_close(p, run, g, s, epoch, wa, wb);
