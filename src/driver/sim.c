@@ -61,9 +61,11 @@
 #define SIM_BASE          UINT64_C(0x00007a0000000000)
 #define SIM_DEVICE_STRIDE (UINT64_C(1) << 40) /* 1 TiB of address space each */
 #define SIM_GRANULE       (UINT64_C(2) << 20) /* of mappings, as the H100's */
-/* A device's addresses: its memory, then three times as much that only
- * reservations take (address space is plentiful on a GPU too). */
-#define SIM_SPAN(size) (4 * (size))
+/* A device's addresses: its memory, then 32 times as much that only
+ * reservations take (address space is plentiful on a GPU too: a pool with
+ * aliases reserves twice the memory for each stream), within the
+ * device's stride. */
+#define SIM_SPAN(size) (33 * (size) < SIM_DEVICE_STRIDE ? 33 * (size) : SIM_DEVICE_STRIDE)
 
 /* ------------------------------------------------------------------------
  * Types

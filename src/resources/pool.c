@@ -116,9 +116,9 @@
  * another stream's instead.  Both need no wait, and keep space that
  * several streams free side by side from splitting by who freed it.
  *
- * Aliases (an option: alias).  The region's whole address space, twice
- * the device's memory, one slice per stream, is free space from the
- * start, and physical memory is bound to it one granule at a time as
+ * Aliases (an option: alias).  The region's whole address space, a
+ * slice of twice the device's memory for each stream, is free space from
+ * the start, and physical memory is bound to it one granule at a time as
  * blocks come: a granule with a used range in it (a live or stacked
  * block) is live and holds memory of its own; one with nothing used is
  * idle and keeps its memory mapped.  When a granule becomes live it takes
@@ -197,10 +197,10 @@
 #define EXTENT_MAX (64 * MIB)
 /* A move looks at this many mappings at most (and keeps as many). */
 #define RECLAIM_SCAN 256
-/* Aliases: address space reserved, in times the device's memory; new
- * physical memory while the pool holds under SLACK_PCT percent of the most
- * granules ever live at once (where every idle one conflicts); granules
- * whose conflicts are learnt; frees kept per granule. */
+/* Aliases: address space reserved for each stream, in times the device's
+ * memory; new physical memory while the pool holds under SLACK_PCT percent
+ * of the most granules ever live at once (where every idle one conflicts);
+ * granules whose conflicts are learnt; frees kept per granule. */
 #define ALIAS_VA    2
 #define SLACK_PCT   108
 #define SEEN_MAX    16384u
@@ -209,6 +209,9 @@
  * (pend_add). */
 #define PEND_MAX 256
 #define NO_PHYS     UINT32_MAX
+/* Aliases: granule records are set up this many at a time, where a block
+ * first uses one (the region is far larger than what is ever used). */
+#define GRAN_GROUP 64
 #define NO_GRAN     UINT32_MAX
 
 /* Range slabs: slab k holds RANGES_FIRST << k ranges, up to a huge page. */
@@ -372,8 +375,9 @@ typedef struct pool_res {
      * whose address granules are bound to physical ones as blocks come. */
     pool_chunk *areg;
     unsigned gshift; /* log2(granule) */
-    pool_gran *gran; /* [ngran] */
+    pool_gran *gran; /* [ngran], a group of GRAN_GROUP set up at its first use */
     uint32_t ngran;
+    uint64_t *gran_ready; /* [ngran / GRAN_GROUP / 64 + 1]: groups set up */
     pool_phys *phys; /* [nphys_slots]: nphys of them hold memory */
     uint32_t nphys, nphys_slots, cap_phys, phys_free;
     uint32_t idle_head, idle_tail; /* idle physical granules, oldest first */
@@ -1979,6 +1983,26 @@ static dv_dptr gran_va(const pool_res *p, uint32_t g)
     return p->areg->block.ptr + ((uint64_t)g << p->gshift);
 }
 
+/* Granule records g0 .. g1 set up where they are not yet (calloc left
+ * them zero: no page of the array is touched before its granules are). */
+static void gran_ready(pool_res *p, uint32_t g0, uint32_t g1)
+{
+    for (uint32_t k = g0 / GRAN_GROUP; k <= g1 / GRAN_GROUP; k++) {
+        if (p->gran_ready[k / 64] >> (k % 64) & 1)
+            continue;
+        p->gran_ready[k / 64] |= UINT64_C(1) << (k % 64);
+        for (uint32_t g = k * GRAN_GROUP; g < (k + 1) * GRAN_GROUP && g < p->ngran; g++)
+            p->gran[g] = (pool_gran){.phys = NO_PHYS, .sid = NO_GRAN};
+    }
+}
+
+/* Is granule g's record set up? */
+static bool gran_is_ready(const pool_res *p, uint32_t g)
+{
+    uint32_t k = g / GRAN_GROUP;
+    return p->gran_ready[k / 64] >> (k % 64) & 1;
+}
+
 static bool pend_at(const pool_res *p, uint32_t g);
 static void pend_flush(pool_res *p);
 static uint32_t pend_find(const pool_res *p, uint32_t g);
@@ -2627,6 +2651,7 @@ static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 {
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), g;
     uint32_t peak = p->peak_live, ntaken = 0;
+    gran_ready(p, g0, g1);
     pool_pend taken[TAKEN_MAX];
     uint64_t look = 0;
     int rc = DV_OK;
@@ -2733,43 +2758,54 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
         run_close(p, run, g, s, epoch, wa, wb);
 }
 
-/* The alias region: address space of ALIAS_VA times the device's memory,
- * free on stream s from the start; nothing mapped. */
+/* The alias region: for each stream a slice of address space ALIAS_VA
+ * times the device's memory (where the driver refuses so much, halved
+ * until it gives, the device's memory at least), free on its stream from
+ * the start; nothing mapped.  A stream may come to hold all the device's
+ * memory, and its layout repeats only if it never has to place in another
+ * stream's slice; address space is plentiful, and the granule records of
+ * a slice cost host memory only where its blocks go. */
 static int alias_region_new(pool_res *p)
 {
-    uint64_t va_bytes = 0;
+    uint64_t va_bytes = (uint64_t)ALIAS_VA * p->nstreams * p->va_step;
     pool_chunk *ch = calloc(1, sizeof(*ch));
     dv_dptr va = 0;
     int rc = DV_ENOMEM;
     if (ch == NULL)
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool region");
-    for (uint64_t times = ALIAS_VA; times >= 1; times--) {
-        va_bytes = times * p->va_step;
-        if ((rc = dv__drv_va_reserve(p->base.env->ctx, va_bytes, &va)) == DV_OK)
+    /* (At most 2^32 granules: a granule's index is 32 bits.) */
+    while (va_bytes / p->granule >= UINT32_MAX)
+        va_bytes /= 2;
+    for (;;) {
+        va_bytes = round_up(va_bytes, p->granule);
+        if ((rc = dv__drv_va_reserve(p->base.env->ctx, va_bytes, &va)) == DV_OK ||
+            va_bytes <= p->va_step)
             break;
+        va_bytes = va_bytes / 2 > p->va_step ? va_bytes / 2 : p->va_step;
     }
     if (rc != DV_OK) {
         free(ch);
         return rc;
     }
     p->ngran = (uint32_t)(va_bytes / p->granule);
-    p->gran = malloc(p->ngran * sizeof(*p->gran));
+    p->gran = calloc(p->ngran, sizeof(*p->gran));
+    p->gran_ready = calloc(p->ngran / GRAN_GROUP / 64 + 1, sizeof(uint64_t));
     p->live_sids = calloc(SEEN_MAX / 64, sizeof(uint64_t));
     p->pend_bits = calloc(p->ngran / 64 + 1, sizeof(uint64_t));
-    if (p->gran == NULL || p->live_sids == NULL || p->pend_bits == NULL ||
-        spare_reserve(p, p->nstreams) != DV_OK) {
+    if (p->gran == NULL || p->gran_ready == NULL || p->live_sids == NULL ||
+        p->pend_bits == NULL || spare_reserve(p, p->nstreams) != DV_OK) {
         free(p->gran);
+        free(p->gran_ready);
         free(p->live_sids);
         free(p->pend_bits);
         p->gran = NULL;
+        p->gran_ready = NULL;
         p->live_sids = NULL;
         p->pend_bits = NULL;
         (void)dv__drv_va_release(p->base.env->ctx, va, va_bytes);
         free(ch);
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool region");
     }
-    for (uint32_t g = 0; g < p->ngran; g++)
-        p->gran[g] = (pool_gran){.phys = NO_PHYS, .sid = NO_GRAN};
     p->npend = 0;
     ch->block = (dv_block){.ptr = va, .bytes = va_bytes, .device = p->base.device};
     ch->va_bytes = va_bytes;
@@ -2837,7 +2873,7 @@ static void alias_drop(pool_res *p)
 {
     pend_flush(p);
     for (uint32_t g = 0; g < p->ngran; g++)
-        if (p->gran[g].phys != NO_PHYS && gran_unbind(p, g) != DV_OK)
+        if (gran_is_ready(p, g) && p->gran[g].phys != NO_PHYS && gran_unbind(p, g) != DV_OK)
             (void)gran_unbind(p, g); /* once more; after that it is lost to us */
     for (uint32_t q = 0; q < p->nphys_slots; q++) {
         if (p->phys[q].handle != 0) {
@@ -2849,6 +2885,7 @@ static void alias_drop(pool_res *p)
     region_forget(p, p->areg);
     free(p->phys);
     free(p->gran);
+    free(p->gran_ready);
     free(p->live_sids);
     free(p->pend_bits);
     free(p->seen);
@@ -3387,6 +3424,11 @@ int dv__pool_check(dv_resource *pool)
     uint32_t nlive = 0, nphys = 0, nidle = 0;
     for (uint32_t g = 0; g < p->ngran && rc == DV_OK; g++) {
         const pool_gran *gr = &p->gran[g];
+        if (!gran_is_ready(p, g)) {
+            if (users[g] != 0 || pend_at(p, g))
+                rc = check_fail("a granule in use was never set up", g, users[g]);
+            continue;
+        }
         if (users[g] != gr->users)
             rc = check_fail("a granule's users differ from its used ranges", g, gr->users);
         else if (gr->users != 0 && gr->phys == NO_PHYS)
