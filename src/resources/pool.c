@@ -349,6 +349,7 @@ typedef struct pool_res {
     pool_lists *lists;                          /* [nstreams] */
     uint64_t streams_with_free;                 /* bit s: lists[s] has a binned range */
     uint64_t streams_with_class[SMALL_CLASSES]; /* bit s: lists[s].stacks[c] non-empty */
+    uint64_t classes_stacked;                   /* bit c: streams_with_class[c] != 0 */
     pool_chunk *chunks;
     uint32_t nchunks;
     uint64_t chunk_bytes;
@@ -779,6 +780,7 @@ static void stack_push(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
     }
     st->items[st->n++] = b;
     p->streams_with_class[c] |= UINT64_C(1) << s;
+    p->classes_stacked |= UINT64_C(1) << c;
     p->stacked_bytes += class_bytes(c);
 }
 
@@ -795,8 +797,8 @@ static pool_stacked stack_pop(pool_res *p, dv_stream_id s, unsigned c)
     if (st->n > STACK_PREFETCH)
         __builtin_prefetch(&st->items[st->n - 1 - STACK_PREFETCH]);
     pool_stacked top = st->items[--st->n];
-    if (st->n == 0)
-        p->streams_with_class[c] &= ~(UINT64_C(1) << s);
+    if (st->n == 0 && (p->streams_with_class[c] &= ~(UINT64_C(1) << s)) == 0)
+        p->classes_stacked &= ~(UINT64_C(1) << c);
     p->stacked_bytes -= class_bytes(c);
     return top;
 }
@@ -804,7 +806,8 @@ static pool_stacked stack_pop(pool_res *p, dv_stream_id s, unsigned c)
 /* Every stacked block back into the bins, coalescing. */
 static void flush_stacks(pool_res *p)
 {
-    for (unsigned c = 0; c < SMALL_CLASSES; c++) {
+    while (p->classes_stacked != 0) {
+        unsigned c = (unsigned)__builtin_ctzll(p->classes_stacked);
         while (p->streams_with_class[c] != 0) {
             dv_stream_id s = (dv_stream_id)__builtin_ctzll(p->streams_with_class[c]);
             bins_return(p, stack_pop(p, s, c), s);
