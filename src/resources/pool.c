@@ -144,8 +144,10 @@
  * first pass or two and then maps nothing: on the sim, over 20 passes of
  * the captured training and inference traces, 1.01-1.09 times their live
  * peak, no driver call after the second pass.  Trim releases idle memory
- * (unmapped at every address).  The matrix of granules seen live together
- * covers the first SEEN_MAX granules.  A steady state costs no step per
+ * (unmapped at every address).  The matrix of what was seen live together
+ * has a row and a column for each granule while SEEN_MAX or fewer were
+ * used, and past that for each unit of two, then four, ... granules in
+ * the order of their first use.  A steady state costs no step per
  * granule either: granules a free leaves unused, which have learnt all
  * there is (no bind since), stay pending in runs (pool_pend; a free's
  * whole granules in one step) and the next placement over them takes them
@@ -282,9 +284,11 @@ typedef struct pool_gran {
     uint32_t users; /* used ranges (live or stacked blocks) with bytes here */
     uint8_t nfree;  /* frees here the device may not have passed yet: */
     bool many;      /* (more streams than are kept: every stream's newest) */
+    bool counted;   /* counted live in its unit (seen_note .. gran_rest) */
     uint8_t fstream[GRAN_FREES];
     uint32_t learnt; /* the pool's binds when this granule last learnt */
-    uint32_t sid;    /* its row and column of what was seen live together */
+    uint32_t sid;    /* its order of first use: its unit of what was seen live
+                      * together is sid >> seen_shift */
     uint32_t pend;   /* a pending run starts here: its index in pend + 1 */
     uint64_t fepoch[GRAN_FREES];
 } pool_gran;
@@ -383,9 +387,12 @@ typedef struct pool_res {
     uint32_t nphys, nphys_slots, cap_phys, phys_free;
     uint32_t idle_head, idle_tail; /* idle physical granules, oldest first */
     uint32_t nlive, peak_live;     /* granules with users, now and at most */
-    uint64_t *live_sids;           /* [SEEN_MAX / 64]: live granules, by sid */
-    uint64_t *seen;                /* seen_n rows of seen_n bits, by sid */
+    uint64_t *live_units;          /* [seen_max / 64]: units with a live granule */
+    uint32_t *unit_live;           /* [seen_max]: live granules of each unit */
+    uint64_t *seen;                /* seen_n rows of seen_n bits, by unit */
     uint32_t seen_n, nsid;         /* sids are given as granules first go live */
+    uint32_t seen_max;             /* units at most (SEEN_MAX, or the config's) */
+    unsigned seen_shift;           /* granules of a unit: 1 << seen_shift */
     uint32_t binds; /* memory moved or made for a granule, ever (wraps) */
     uint64_t idle_clock;      /* stamps of the idle order: one a granule */
     pool_pend pend[PEND_MAX]; /* pending runs, unordered */
@@ -2043,32 +2050,97 @@ static void idle_unlink(pool_res *p, uint32_t q)
         p->idle_tail = ph->idle_prev;
 }
 
-/* Was w ever live while v became live, or v while w did? */
+/* The unit of granule g's sid in the matrix of what was seen live
+ * together. */
+static uint32_t unit_of(const pool_res *p, const pool_gran *gr)
+{
+    return gr->sid >> p->seen_shift;
+}
+
+/* Was w ever live while v became live, or v while w did?  Known by unit:
+ * two granules of one unit count as seen together.  Where the matrix
+ * could not grow (out of host memory), they may have been: memory does
+ * not move between such granules while others have room. */
 static bool seen_together(const pool_res *p, uint32_t gv, uint32_t gw)
 {
-    uint32_t v = p->gran[gv].sid, w = p->gran[gw].sid;
+    const pool_gran *a = &p->gran[gv], *b = &p->gran[gw];
+    if (a->sid == NO_GRAN || b->sid == NO_GRAN)
+        return true;
+    uint32_t v = unit_of(p, a), w = unit_of(p, b);
     if (v >= p->seen_n || w >= p->seen_n)
-        return false;
+        return true;
     uint32_t words = p->seen_n / 64;
     return (p->seen[(uint64_t)v * words + w / 64] >> (w % 64) & 1) ||
            (p->seen[(uint64_t)w * words + v / 64] >> (v % 64) & 1);
 }
 
-/* Granule v becomes live: it learns which others are live with it.  The
- * matrix grows with the highest granule used, up to SEEN_MAX granules
- * (beyond, nothing is learnt: no conflicts are known there).  Where no
- * granule got memory anew (moved or made) since v last learnt, the
- * workload is repeating what v has seen: the row stays, and a steady
- * state costs no walk of the live set. */
+/* The even bits of x, side by side in its low 32. */
+static uint64_t even_bits(uint64_t x)
+{
+    x &= UINT64_C(0x5555555555555555);
+    x = (x | x >> 1) & UINT64_C(0x3333333333333333);
+    x = (x | x >> 2) & UINT64_C(0x0F0F0F0F0F0F0F0F);
+    x = (x | x >> 4) & UINT64_C(0x00FF00FF00FF00FF);
+    x = (x | x >> 8) & UINT64_C(0x0000FFFF0000FFFF);
+    x = (x | x >> 16) & UINT64_C(0x00000000FFFFFFFF);
+    return x;
+}
+
+/* Units twice as large: units 2a and 2a + 1 become unit a, which was seen
+ * with whatever either was (what was learnt stays true, coarser).  The
+ * matrix is folded in place (row a is written after rows 2a and 2a + 1
+ * are read); a matrix of one word a row keeps its size, its upper half
+ * cleared. */
+static void seen_fold(pool_res *p)
+{
+    uint32_t n = p->seen_n, ow = n / 64;
+    uint32_t rows = n / 2, nw = ow > 1 ? ow / 2 : 1;
+    for (uint32_t a = 0; a < rows && p->seen != NULL; a++) {
+        const uint64_t *r0 = &p->seen[(uint64_t)(2 * a) * ow];
+        const uint64_t *r1 = &p->seen[(uint64_t)(2 * a + 1) * ow];
+        uint64_t out[SEEN_MAX / 128 + 1]; /* nw words */
+        for (uint32_t i = 0; i < nw; i++) {
+            uint64_t lo = r0[2 * i] | r1[2 * i];
+            uint64_t hi = ow > 1 ? r0[2 * i + 1] | r1[2 * i + 1] : 0;
+            out[i] = even_bits(lo | lo >> 1) | even_bits(hi | hi >> 1) << 32;
+        }
+        memcpy(&p->seen[(uint64_t)a * nw], out, nw * sizeof(uint64_t));
+    }
+    if (p->seen != NULL && ow > 1)
+        p->seen_n = rows;
+    else if (p->seen != NULL)
+        memset(&p->seen[rows], 0, rows * sizeof(uint64_t));
+    memset(p->live_units, 0, p->seen_max / 8);
+    for (uint32_t a = 0; a < p->seen_max / 2; a++) {
+        p->unit_live[a] = p->unit_live[2 * a] + p->unit_live[2 * a + 1];
+        if (p->unit_live[a] != 0)
+            p->live_units[a / 64] |= UINT64_C(1) << (a % 64);
+    }
+    memset(&p->unit_live[p->seen_max / 2], 0, p->seen_max / 2 * sizeof(uint32_t));
+    p->seen_shift++;
+}
+
+/* Granule v becomes live: it learns which others are live with it.  What
+ * is known is kept by unit: granules by their order of first use, one
+ * each while there are at most seen_max, and pairs, fours and so on past
+ * that (a unit's granules, first used one after another, are mostly the
+ * pieces of the same blocks).  The matrix grows with the highest unit
+ * used.  Where no granule got memory anew (moved or made) since v last
+ * learnt, the workload is repeating what v has seen: the row stays, and
+ * a steady state costs no walk of the live set. */
 static void seen_note(pool_res *p, uint32_t g)
 {
     pool_gran *gr = &p->gran[g];
-    if (gr->sid == NO_GRAN && p->nsid < SEEN_MAX)
+    if (gr->sid == NO_GRAN)
         gr->sid = p->nsid++;
-    uint32_t v = gr->sid;
-    if (v == NO_GRAN)
-        return;
-    p->live_sids[v / 64] |= UINT64_C(1) << (v % 64);
+    while (unit_of(p, gr) >= p->seen_max)
+        seen_fold(p);
+    uint32_t v = unit_of(p, gr);
+    if (!gr->counted) {
+        gr->counted = true;
+        if (p->unit_live[v]++ == 0)
+            p->live_units[v / 64] |= UINT64_C(1) << (v % 64);
+    }
     if (gr->learnt == p->binds && gr->learnt != 0)
         return;
     if (p->npend != 0)
@@ -2091,7 +2163,7 @@ static void seen_note(pool_res *p, uint32_t g)
     if (v < p->seen_n) {
         uint64_t *row = &p->seen[(uint64_t)v * (p->seen_n / 64)];
         for (uint32_t i = 0; i < p->seen_n / 64; i++)
-            row[i] |= p->live_sids[i];
+            row[i] |= p->live_units[i];
     }
 }
 
@@ -2446,8 +2518,12 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
 static uint32_t gran_rest(pool_res *p, uint32_t g, uint32_t after, uint64_t stamp)
 {
     pool_gran *gr = &p->gran[g];
-    if (gr->sid != NO_GRAN)
-        p->live_sids[gr->sid / 64] &= ~(UINT64_C(1) << (gr->sid % 64));
+    if (gr->counted) {
+        uint32_t v = unit_of(p, gr);
+        gr->counted = false;
+        if (--p->unit_live[v] == 0)
+            p->live_units[v / 64] &= ~(UINT64_C(1) << (v % 64));
+    }
     if (gr->phys == NO_PHYS || p->phys[gr->phys].active != g)
         return after;
     p->phys[gr->phys].active = NO_GRAN;
@@ -2793,17 +2869,23 @@ static int alias_region_new(pool_res *p)
     p->ngran = (uint32_t)(va_bytes / p->granule);
     p->gran = calloc(p->ngran, sizeof(*p->gran));
     p->gran_ready = calloc(p->ngran / GRAN_GROUP / 64 + 1, sizeof(uint64_t));
-    p->live_sids = calloc(SEEN_MAX / 64, sizeof(uint64_t));
+    p->seen_max = p->cfg.seen_units >= 64 && p->cfg.seen_units < SEEN_MAX ? p->cfg.seen_units
+                                                                          : SEEN_MAX;
+    p->seen_max = UINT32_C(1) << (31 - __builtin_clz(p->seen_max)); /* a power of two */
+    p->live_units = calloc(p->seen_max / 64, sizeof(uint64_t));
+    p->unit_live = calloc(p->seen_max, sizeof(uint32_t));
     p->pend_bits = calloc(p->ngran / 64 + 1, sizeof(uint64_t));
-    if (p->gran == NULL || p->gran_ready == NULL || p->live_sids == NULL ||
+    if (p->gran == NULL || p->gran_ready == NULL || p->live_units == NULL || p->unit_live == NULL ||
         p->pend_bits == NULL || spare_reserve(p, p->nstreams) != DV_OK) {
         free(p->gran);
         free(p->gran_ready);
-        free(p->live_sids);
+        free(p->live_units);
+        free(p->unit_live);
         free(p->pend_bits);
         p->gran = NULL;
         p->gran_ready = NULL;
-        p->live_sids = NULL;
+        p->live_units = NULL;
+        p->unit_live = NULL;
         p->pend_bits = NULL;
         (void)dv__drv_va_release(p->base.env->ctx, va, va_bytes);
         free(ch);
@@ -2889,7 +2971,8 @@ static void alias_drop(pool_res *p)
     free(p->phys);
     free(p->gran);
     free(p->gran_ready);
-    free(p->live_sids);
+    free(p->live_units);
+    free(p->unit_live);
     free(p->pend_bits);
     free(p->seen);
     p->areg = NULL;
@@ -3334,6 +3417,12 @@ static uint64_t largest_free(pool_res *p)
     return best;
 }
 
+uint32_t dv__pool_seen_unit(dv_resource *pool)
+{
+    pool_res *p = pool_of(pool);
+    return p != NULL && p->areg != NULL ? UINT32_C(1) << p->seen_shift : 0;
+}
+
 int dv__pool_learn_passed(dv_resource *pool)
 {
     if (!dv__res_is_pool(pool))
@@ -3399,7 +3488,8 @@ int dv__pool_check(dv_resource *pool)
         return dv__fail(DV_EINVAL, "pool_check", "pool_check: not a pool");
     if (p->areg == NULL)
         return DV_OK;
-    uint32_t *users = calloc(p->ngran, sizeof(*users));
+    size_t nusers = p->ngran > p->seen_max ? p->ngran : p->seen_max;
+    uint32_t *users = calloc(nusers, sizeof(*users));
     if (users == NULL)
         return dv__fail(DV_ENOMEM, "pool_check", "pool_check: out of host memory");
     int rc = DV_OK;
@@ -3476,6 +3566,20 @@ int dv__pool_check(dv_resource *pool)
         rc = check_fail("memory neither serves nor is idle", nphys, nlive + nidle);
     else if (rc == DV_OK && p->chunk_bytes != (uint64_t)nphys << p->gshift)
         rc = check_fail("bytes held differ from the memory", p->chunk_bytes, nphys);
+    /* The units' live counts: the granules counted in each. */
+    memset(users, 0, nusers * sizeof(*users));
+    for (uint32_t g = 0; g < p->ngran && rc == DV_OK; g++) {
+        if (!gran_is_ready(p, g) || !p->gran[g].counted)
+            continue;
+        if (p->gran[g].sid == NO_GRAN || unit_of(p, &p->gran[g]) >= p->seen_max)
+            rc = check_fail("a granule counted live has no unit", g, p->gran[g].sid);
+        else
+            users[unit_of(p, &p->gran[g])]++;
+    }
+    for (uint32_t u = 0; u < p->seen_max && rc == DV_OK; u++)
+        if (users[u] != p->unit_live[u] ||
+            (users[u] != 0) != (bool)(p->live_units[u / 64] >> (u % 64) & 1))
+            rc = check_fail("a unit's live count is wrong", u, p->unit_live[u]);
     free(users);
     return rc;
 }

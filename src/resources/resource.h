@@ -264,6 +264,9 @@ typedef struct dv_pool_config {
                                    * unused made idle at once, none left
                                    * pending (the same placements: tests
                                    * compare the two) */
+    uint32_t seen_units;          /* aliases: units of what was seen live
+                                   * together, at most (0: the default;
+                                   * tests make it small) */
 } dv_pool_config;
 void dv__pool_config_init(dv_pool_config *cfg);
 int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, dv_resource **out);
@@ -287,6 +290,10 @@ int dv__pool_learn_passed(dv_resource *pool);
  * agree with its ranges; DV_EINVAL naming the first thing that does not
  * (DV_OK for a pool without aliases). */
 int dv__pool_check(dv_resource *pool);
+/* Tests: granules in a unit of what a pool with aliases saw live together
+ * (1, or 2, 4 ... once more granules were used than it keeps units for;
+ * 0 for a pool without aliases). */
+uint32_t dv__pool_seen_unit(dv_resource *pool);
 
 /* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
  * requested and remaining bytes in the detail. */

@@ -216,16 +216,84 @@ static void slice_room(void)
     test_env_close(&t);
 }
 
+/* A pool that keeps what was seen live together for 64 units at most,
+ * under a workload that repeats: 120 blocks of 1-24 MiB a pass on three
+ * streams, each freed a few blocks later, some 150 granules live at once
+ * and far more used.  Its units grow to several granules (the books,
+ * units' live counts among them, straight after every call), and its
+ * layout still repeats: no driver call in the last passes, and not much
+ * more memory than the most live at once. */
+static void seen_units(test_env *t)
+{
+    enum { N = 120, PASSES = 12, KEEP = 12, STREAMS = 1 };
+    dv_pool_config cfg;
+    dv__pool_config_init(&cfg);
+    cfg.alias = true;
+    cfg.seen_units = 64;
+    dv_resource *pool = rg_pool_with(t, &cfg);
+    uint64_t later = 0, first = 0, live = 0, peak = 0, size[N];
+    int rc = pool != NULL ? DV_OK : DV_ENOMEM, bad = -1, step = 0, life[N];
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < N; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        size[i] = RG_MIB + rng % (23 * RG_MIB);
+        life[i] = 1 + (int)(rng >> 40) % KEEP;
+    }
+    for (int pass = 0; pass < PASSES && rc == DV_OK; pass++) {
+        uint64_t c0 = al_calls(t);
+        dv_block b[N];
+        for (int i = 0; i < N + KEEP && rc == DV_OK; i++) {
+            if (i < N) {
+                rc |= dv__res_allocate(pool, size[i], (dv_stream_id)(i % STREAMS),
+                                       rg_tag((uint64_t)i), &b[i]);
+                if (rc == DV_OK && (live += size[i]) > peak)
+                    peak = live;
+            }
+            for (int j = 0; j < i && j < N && rc == DV_OK; j++)
+                if (j + life[j] == i || (i == N + KEEP - 1 && j + life[j] > i)) {
+                    rc |= dv__res_deallocate(pool, &b[j]);
+                    live -= size[j];
+                }
+            rc |= dv__res_env_sync(&t->env);
+            if (bad < 0 && rc == DV_OK && dv__pool_check(pool) != DV_OK)
+                bad = step;
+            step++;
+        }
+        if (pass == 0)
+            first = al_calls(t) - c0;
+        else if (pass >= PASSES - 4)
+            later += al_calls(t) - c0;
+    }
+    dv_pool_stats st = {0};
+    uint32_t unit = 0;
+    if (pool != NULL) {
+        (void)dv__pool_stats_get(pool, &st);
+        unit = dv__pool_seen_unit(pool);
+    }
+    ok(rc == DV_OK && bad < 0 && unit >= 2 && first > 0 && later == 0 &&
+           st.peak_chunk_bytes <= peak + peak / 5,
+       "alias: learning in units of several granules, the books straight and the layout "
+       "repeating (%s, books wrong at step %d, units of %u granules, %llu calls in the first "
+       "pass, %llu in the last four, %llu MiB held at most, %llu MiB live)",
+       dv_err_name(rc), bad, unit, (unsigned long long)first, (unsigned long long)later,
+       (unsigned long long)(st.peak_chunk_bytes / RG_MIB), (unsigned long long)(peak / RG_MIB));
+    if (pool != NULL) {
+        dv__res_env_sync(&t->env);
+        dv__res_destroy_stack(pool);
+    }
+}
+
 int main(void)
 {
     test_env t;
-    plan(8 + ALIAS_TESTS);
+    plan(9 + ALIAS_TESTS);
     if (!is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment with 3 streams"))
         return tap_done();
     alias_tests(&t);
     sim_only(&t);
     pend_same(&t);
     pend_undo(&t);
+    seen_units(&t);
     test_env_close(&t);
     slice_room();
     return tap_done();
