@@ -155,7 +155,8 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: dv-replay [--backend sim|cuda] [--conf TEXT] [--peer LIB.so [--peer-only]]\n"
-            "                 [--repeat N] [--post | --stack] [--concurrent] [--csv] [--quiet]\n"
+            "                 [--repeat N] [--scale N] [--post | --stack] [--concurrent]\n"
+            "                 [--csv] [--quiet]\n"
             "                 LOG.csv[.gz]\n"
             "\n"
             "Replays an allocation log (devactor's CSV or RMM's; .gz read through gzip -dc)\n"
@@ -171,6 +172,8 @@ static void usage(FILE *to)
             "  --repeat N   replay the log N times in a row (default 1), freeing what a pass\n"
             "               leaves live; allocations, frees and ops/s count every pass (the\n"
             "               report also gives the first pass's rate and the later passes')\n"
+            "  --scale N    every size of the log times N (1 to 1024): the same workload\n"
+            "               over N times the memory (a larger model, say)\n"
             "  --post       allocate as devactor's clients do: post the allocation and go\n"
             "               on (the handle is usable at once); its outcome is read at its\n"
             "               free, and a refusal still pending then is counted, not named\n"
@@ -429,6 +432,9 @@ static int join_quoted(FILE *f, char **line, size_t *cap, uint32_t *lineno)
     return quotes % 2 == 0 ? 0 : -1;
 }
 
+/* --scale: every size of the log times this. */
+static uint64_t size_scale = 1;
+
 static int load(const char *path)
 {
     pid_t child;
@@ -517,6 +523,13 @@ static int load(const char *path)
             rc = -1;
             break;
         }
+        if (r.size > UINT64_MAX / size_scale) {
+            fprintf(stderr, "dv-replay: %s: line %u: the size times --scale overflows\n", path,
+                    row_line);
+            rc = -1;
+            break;
+        }
+        r.size *= size_scale;
         r.device = (int)dev;
         if (of_day) {
             r.time_us += day_us;
@@ -1114,6 +1127,9 @@ int main(int argc, char **argv)
             if (!number(argv[++i], 10, &n) || n == 0 || n > 1000000)
                 return bad("--repeat takes a number from 1 to 1000000, not", argv[i]);
             passes = (unsigned)n;
+        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
+            if (!number(argv[++i], 10, &size_scale) || size_scale == 0 || size_scale > 1024)
+                return bad("--scale takes a number from 1 to 1024, not", argv[i]);
         } else if (strcmp(argv[i], "--csv") == 0) {
             csv = true;
         } else if (strcmp(argv[i], "--quiet") == 0) {

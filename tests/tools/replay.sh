@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..70"
+echo "1..73"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -343,4 +343,18 @@ out=$(DV_BACKEND=sim "$replay" "$tmp/short.csv" 2>&1)
 rc=$?
 check "a row of one field: exit $rc, too few fields named" \
     "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 3: too few fields"' - "$out" $rc)"
+# --scale N: every size times N.
+out=$(DV_BACKEND=sim "$replay" --csv --scale 3 "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "--scale 3: exit $rc, the trace's peak three times 7 MiB ($(field "$out" 5))" \
+    "$(yes_if test "$rc,$(field "$out" 5)" = 0,22020096)"
+out=$("$replay" --scale 1025 "$data/replay-ours.csv" 2>&1)
+rc=$?
+check "--scale 1025: exit $rc, the reason given" \
+    "$(yes_if sh -c 'test "$2" = 2 && echo "$1" | grep -q "scale takes a number from 1 to 1024"' - "$out" $rc)"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x10,18446744073709551615,0\n' >"$tmp/huge.csv"
+out=$(DV_BACKEND=sim "$replay" --scale 2 "$tmp/huge.csv" 2>&1)
+rc=$?
+check "a size that --scale 2 overflows: exit $rc, line 2 named" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 2: the size times --scale overflows"' - "$out" $rc)"
 exit $failed
