@@ -216,27 +216,27 @@ static void slice_room(void)
     test_env_close(&t);
 }
 
-/* A pool that keeps what was seen live together for 64 units at most,
- * under a workload that repeats: 120 blocks of 1-24 MiB a pass on three
- * streams, each freed a few blocks later, some 150 granules live at once
- * and far more used.  Its units grow to several granules (the books,
- * units' live counts among them, straight after every call), and its
- * layout still repeats: no driver call in the last passes, and not much
- * more memory than the most live at once. */
-static void seen_units(test_env *t)
+/* A pool that keeps what was seen live together for 64 (or 128) units at
+ * most, under a workload that repeats: 240 blocks of 1-41 MiB a pass,
+ * each freed a few blocks later, some 150 granules live at once and more
+ * used.  Its units grow to several granules (the books, units' live
+ * counts among them, straight after every call), and its layout still
+ * repeats: no driver call in the last passes, and not much more memory
+ * than the most live at once. */
+static void seen_units(test_env *t, uint32_t units)
 {
-    enum { N = 120, PASSES = 12, KEEP = 12, STREAMS = 1 };
+    enum { N = 240, PASSES = 12, KEEP = 12, STREAMS = 1 };
     dv_pool_config cfg;
     dv__pool_config_init(&cfg);
     cfg.alias = true;
-    cfg.seen_units = 64;
+    cfg.seen_units = units;
     dv_resource *pool = rg_pool_with(t, &cfg);
     uint64_t later = 0, first = 0, live = 0, peak = 0, size[N];
     int rc = pool != NULL ? DV_OK : DV_ENOMEM, bad = -1, step = 0, life[N];
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < N; i++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        size[i] = RG_MIB + rng % (23 * RG_MIB);
+        size[i] = RG_MIB + rng % (40 * RG_MIB);
         life[i] = 1 + (int)(rng >> 40) % KEEP;
     }
     for (int pass = 0; pass < PASSES && rc == DV_OK; pass++) {
@@ -272,10 +272,10 @@ static void seen_units(test_env *t)
     }
     ok(rc == DV_OK && bad < 0 && unit >= 2 && first > 0 && later == 0 &&
            st.peak_chunk_bytes <= peak + peak / 5,
-       "alias: learning in units of several granules, the books straight and the layout "
-       "repeating (%s, books wrong at step %d, units of %u granules, %llu calls in the first "
-       "pass, %llu in the last four, %llu MiB held at most, %llu MiB live)",
-       dv_err_name(rc), bad, unit, (unsigned long long)first, (unsigned long long)later,
+       "alias: learning in units of several granules (%u units at most), the books straight "
+       "and the layout repeating (%s, books wrong at step %d, units of %u granules, %llu calls "
+       "in the first pass, %llu in the last four, %llu MiB held at most, %llu MiB live)",
+       units, dv_err_name(rc), bad, unit, (unsigned long long)first, (unsigned long long)later,
        (unsigned long long)(st.peak_chunk_bytes / RG_MIB), (unsigned long long)(peak / RG_MIB));
     if (pool != NULL) {
         dv__res_env_sync(&t->env);
@@ -286,14 +286,15 @@ static void seen_units(test_env *t)
 int main(void)
 {
     test_env t;
-    plan(9 + ALIAS_TESTS);
+    plan(10 + ALIAS_TESTS);
     if (!is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment with 3 streams"))
         return tap_done();
     alias_tests(&t);
     sim_only(&t);
     pend_same(&t);
     pend_undo(&t);
-    seen_units(&t);
+    seen_units(&t, 64);  /* a matrix of one word a row */
+    seen_units(&t, 128); /* of two words, halved */
     test_env_close(&t);
     slice_room();
     return tap_done();
