@@ -368,6 +368,112 @@ static void bench_alloc(dv_res_env *env, double seconds)
 }
 
 /*
+ * What the driver's virtual memory calls cost, which the pool's growth
+ * (extents) and aliases (a granule at a time) are built on: MAP_N granules
+ * mapped one by one (cuMemCreate + cuMemMap + cuMemSetAccess), mapped
+ * again at a second address (cuMemMap + cuMemSetAccess: an alias),
+ * unmapped there keeping the memory, unmapped and released; then the same
+ * memory as one extent of MAP_N granules, mapped and unmapped in one call
+ * each.  MAP_ROUNDS rounds; the medians.
+ */
+#define MAP_N      256
+#define MAP_ROUNDS 3
+
+static int map_round(dv_drv_ctx *ctx, dv_dptr va, uint64_t g, double us[6])
+{
+    static uint64_t h[MAP_N];
+    dv_dptr va2 = va + MAP_N * g;
+    uint64_t big = 0, t0 = now_ns();
+    int rc = DV_OK, i, made = 0, aliased = 0;
+    for (i = 0; i < MAP_N && rc == DV_OK; i++, made++)
+        rc = dv__drv_mem_map(ctx, va + (uint64_t)i * g, g, &h[i]);
+    uint64_t t1 = now_ns();
+    for (i = 0; i < made && rc == DV_OK; i++, aliased++)
+        rc = dv__drv_mem_remap(ctx, va2 + (uint64_t)i * g, g, h[i]);
+    uint64_t t2 = now_ns();
+    for (i = 0; i < aliased; i++) {
+        int r2 = dv__drv_mem_unmap_keep(ctx, va2 + (uint64_t)i * g, g, h[i]);
+        rc = rc == DV_OK ? r2 : rc;
+    }
+    uint64_t t3 = now_ns();
+    for (i = 0; i < made; i++) {
+        int r2 = dv__drv_mem_unmap(ctx, va + (uint64_t)i * g, g, h[i]);
+        rc = rc == DV_OK ? r2 : rc;
+    }
+    uint64_t t4 = now_ns();
+    if (rc == DV_OK)
+        rc = dv__drv_mem_map(ctx, va, MAP_N * g, &big);
+    uint64_t t5 = now_ns();
+    if (big != 0) {
+        int r2 = dv__drv_mem_unmap(ctx, va, MAP_N * g, big);
+        rc = rc == DV_OK ? r2 : rc;
+    }
+    uint64_t t6 = now_ns();
+    const uint64_t t[7] = {t0, t1, t2, t3, t4, t5, t6};
+    for (int k = 0; k < 6; k++)
+        us[k] = (double)(t[k + 1] - t[k]) / 1e3;
+    return rc;
+}
+
+static void bench_mapping(dv_res_env *env)
+{
+    static const char *const what[6] = {
+        "map a granule (create, map, access)", "map it at a second address (alias)",
+        "unmap there, the memory kept",        "unmap and release a granule",
+        "map one extent of all of them",       "unmap and release the extent"};
+    static const char *const key[6] = {"map_granule",   "map_alias",  "unmap_keep",
+                                       "unmap_release", "map_extent", "unmap_extent"};
+    uint64_t g = 0;
+    dv_dptr va = 0;
+    int rc = dv__drv_vmm_granularity(env->ctx, &g);
+    if (rc == DV_OK && g == 0)
+        rc = DV_ENOTSUP;
+    if (rc == DV_OK)
+        rc = dv__drv_va_reserve(env->ctx, 2 * MAP_N * g, &va);
+    if (rc != DV_OK) {
+        printf("\nmapping: skipped (%s: %s)\n", dv_err_name(rc),
+               rc == DV_ENOTSUP ? "the device does not map virtual memory"
+                                : dv_last_error()->message);
+        return;
+    }
+    dv__res_env_sync(env);
+    double us[MAP_ROUNDS][6], col[MAP_ROUNDS], med[6];
+    int rounds = 0;
+    for (; rounds < MAP_ROUNDS && rc == DV_OK; rounds++)
+        rc = map_round(env->ctx, va, g, us[rounds]);
+    (void)dv__drv_va_release(env->ctx, va, 2 * MAP_N * g);
+    if (rc != DV_OK) {
+        printf("\nmapping: failed in round %d (%s: %s)\n", rounds, dv_err_name(rc),
+               dv_last_error()->message);
+        bench_failed = true;
+        return;
+    }
+    for (int k = 0; k < 6; k++) {
+        for (int q = 0; q < MAP_ROUNDS; q++)
+            col[q] = us[q][k];
+        med[k] = median_of(col, MAP_ROUNDS);
+    }
+    if (csv) {
+        printf("section,what,granules,granule_bytes,us_per_call,us_per_granule\n");
+        for (int k = 0; k < 6; k++) {
+            int calls = k < 4 ? MAP_N : 1;
+            printf("mapping,%s,%d,%llu,%.3f,%.4f\n", key[k], MAP_N, (unsigned long long)g,
+                   med[k] / calls, med[k] / MAP_N);
+        }
+        return;
+    }
+    printf("\nvirtual memory calls: %d granules of %llu KiB, one call each, then as one extent; "
+           "median of %d rounds\n  %-40s %12s %14s\n",
+           MAP_N, (unsigned long long)(g >> 10), MAP_ROUNDS, "", "us a call", "us a granule");
+    for (int k = 0; k < 6; k++) {
+        int calls = k < 4 ? MAP_N : 1;
+        printf("  %-40s %12.2f %14.3f\n", what[k], med[k] / calls, med[k] / MAP_N);
+    }
+    printf("  (a granule bound alone costs %.1fx what it costs in one extent)\n",
+           med[4] > 0 ? med[0] / med[4] : 0.0);
+}
+
+/*
  * RMM's random_allocations: N allocations, each step allocating with
  * probability 0.73 (while fewer than N were made) and otherwise freeing a
  * random live block; sizes uniform in [1, max].  Every block is freed by
@@ -2451,8 +2557,8 @@ static void bench_collectives(dv_driver *drv, double seconds)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
-                 "                [--section alloc|random|actor|launch|copy|library|\n"
-                 "                           collectives|all]\n"
+                 "                [--section alloc|random|mapping|actor|launch|copy|\n"
+                 "                           library|collectives|all]\n"
                  "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
                  "                [--conf TEXT] [--same-buffers] [--direct-events]\n"
                  "                [--csv]\n"
@@ -2463,6 +2569,9 @@ static void usage(FILE *out)
                  "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k,\n"
                  "          the sizes in alternating rounds on one CPU; the pool\n"
                  "          without aliases, then with them (pool_alias)\n"
+                 "  mapping what the driver's virtual memory calls cost: 256 granules\n"
+                 "          mapped one call each (create, map, access), mapped again at\n"
+                 "          a second address, unmapped; the same memory as one extent\n"
                  "  actor   an allocation's round trip beside a bare ping-pong over a ck\n"
                  "          ring; one client's allocate+release pair at 256 B..1 MiB,\n"
                  "          with the order across threads off (its cost) and beside the\n"
@@ -2528,8 +2637,8 @@ static bool whole_number(const char *s, uint64_t *out)
 
 static bool known_section(const char *s)
 {
-    static const char *const names[] = {"all",  "alloc", "random",  "actor",
-                                        "launch", "copy", "library", "collectives"};
+    static const char *const names[] = {"all",    "alloc", "random",  "mapping",    "actor",
+                                        "launch", "copy",  "library", "collectives"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(s, names[i]) == 0)
             return true;
@@ -2670,6 +2779,8 @@ int main(int argc, char **argv)
         bench_random(&env, max_size, false);
         bench_random(&env, max_size, true);
     }
+    if (strcmp(section, "all") == 0 || strcmp(section, "mapping") == 0)
+        bench_mapping(&env);
     if (strcmp(section, "all") == 0 || strcmp(section, "actor") == 0)
         bench_actors(drv, &env, device, seconds < 1.0 ? 1.0 : seconds, peer_path);
     if (strcmp(section, "all") == 0 || strcmp(section, "launch") == 0)

@@ -6,7 +6,7 @@
 # section gives one header over both pools' rows.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..12"
+echo "1..13"
 
 # Rows whose field count is not their header's: quoted fields' insides
 # dropped, then fields counted per line.
@@ -135,6 +135,20 @@ if [ "$rc" -eq 0 ] && [ "$headers" -eq 1 ] && [ "$plain" -eq 3 ] && [ "$alias" -
     echo "ok 12 - --section random --csv: one header, 3 rows for each pool"
 else
     echo "not ok 12 - --section random --csv: exit $rc, $headers headers, $plain and $alias rows, $lines lines"
+    printf '%s\n' "$out" | sed 's/^/# /'
+    failed=1
+fi
+# The virtual memory calls: six rows under one header, each a time above
+# zero, and the extent's per-granule cost below a granule's own.
+out=$("$bench" --backend sim --csv --section mapping 2>/dev/null)
+rc=$?
+rows=$(printf '%s\n' "$out" | awk -F, '/^mapping,/ && $5 > 0 && $6 > 0 { n++ } END { print n + 0 }')
+cheaper=$(printf '%s\n' "$out" | awk -F, '$2 == "map_granule" { g = $6 } $2 == "map_extent" { e = $6 }
+                                    END { print (e > 0 && e < g) ? "yes" : "no" }')
+if [ "$rc" -eq 0 ] && [ "$rows" -eq 6 ] && [ "$cheaper" = yes ] && [ "$(bad_rows "$out")" -eq 0 ]; then
+    echo "ok 13 - --section mapping --csv: 6 rows with times, an extent cheaper a granule"
+else
+    echo "not ok 13 - --section mapping --csv: exit $rc, $rows rows with times, extent cheaper: $cheaper"
     printf '%s\n' "$out" | sed 's/^/# /'
     failed=1
 fi
