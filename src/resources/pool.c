@@ -3334,6 +3334,10 @@ int dv__pool_resource_create(dv_resource *upstream, const dv_pool_config *cfg, d
                         (unsigned long long)c.max_pool_bytes);
     c.initial_chunk_bytes = round_up(c.initial_chunk_bytes, DV_BLOCK_ALIGN);
     c.max_chunk_bytes = round_up(c.max_chunk_bytes, DV_BLOCK_ALIGN);
+    const char *units = getenv("DV_POOL_SEEN_UNITS");
+    if (c.seen_units == 0 && units != NULL)
+        /* Tests: learning in units of several granules after a few. */
+        c.seen_units = (uint32_t)strtoul(units, NULL, 10);
 
     if ((p = calloc(1, sizeof(*p))) == NULL) {
         rc = dv__fail(DV_ENOMEM, "pool_resource_create", "out of host memory");
