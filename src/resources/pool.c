@@ -173,6 +173,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/futex.h"
 #include "resources/tracker.h"
@@ -1993,8 +1994,9 @@ static dv_dptr gran_va(const pool_res *p, uint32_t g)
     return p->areg->block.ptr + ((uint64_t)g << p->gshift);
 }
 
-/* Granule records g0 .. g1 set up where they are not yet (calloc left
- * them zero: no page of the array is touched before its granules are). */
+/* Granule records g0 .. g1 set up where they are not yet (gran_array_new
+ * left them zero: no page of the array is touched before its granules
+ * are). */
 static void gran_ready(pool_res *p, uint32_t g0, uint32_t g1)
 {
     for (uint32_t k = g0 / GRAN_GROUP; k <= g1 / GRAN_GROUP; k++) {
@@ -2004,6 +2006,23 @@ static void gran_ready(pool_res *p, uint32_t g0, uint32_t g1)
         for (uint32_t g = k * GRAN_GROUP; g < (k + 1) * GRAN_GROUP && g < p->ngran; g++)
             p->gran[g] = (pool_gran){.phys = NO_PHYS, .sid = NO_GRAN};
     }
+}
+
+/* The granule records of a region: zero pages the kernel gives when first
+ * touched (a calloc may clear them all at once, whatever the allocator),
+ * so a region's unused address space costs no host memory; NULL if
+ * refused. */
+static pool_gran *gran_array_new(uint32_t n)
+{
+    void *m = mmap(NULL, (size_t)n * sizeof(pool_gran), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+static void gran_array_free(pool_gran *gran, uint32_t n)
+{
+    if (gran != NULL)
+        (void)munmap(gran, (size_t)n * sizeof(pool_gran));
 }
 
 /* Is granule g's record set up? */
@@ -2867,7 +2886,7 @@ static int alias_region_new(pool_res *p)
         return rc;
     }
     p->ngran = (uint32_t)(va_bytes / p->granule);
-    p->gran = calloc(p->ngran, sizeof(*p->gran));
+    p->gran = gran_array_new(p->ngran);
     p->gran_ready = calloc(p->ngran / GRAN_GROUP / 64 + 1, sizeof(uint64_t));
     p->seen_max = p->cfg.seen_units >= 64 && p->cfg.seen_units < SEEN_MAX ? p->cfg.seen_units
                                                                           : SEEN_MAX;
@@ -2877,7 +2896,7 @@ static int alias_region_new(pool_res *p)
     p->pend_bits = calloc(p->ngran / 64 + 1, sizeof(uint64_t));
     if (p->gran == NULL || p->gran_ready == NULL || p->live_units == NULL || p->unit_live == NULL ||
         p->pend_bits == NULL || spare_reserve(p, p->nstreams) != DV_OK) {
-        free(p->gran);
+        gran_array_free(p->gran, p->ngran);
         free(p->gran_ready);
         free(p->live_units);
         free(p->unit_live);
@@ -2969,7 +2988,7 @@ static void alias_drop(pool_res *p)
     }
     region_forget(p, p->areg);
     free(p->phys);
-    free(p->gran);
+    gran_array_free(p->gran, p->ngran);
     free(p->gran_ready);
     free(p->live_units);
     free(p->unit_live);
