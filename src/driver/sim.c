@@ -61,11 +61,12 @@
 #define SIM_BASE          UINT64_C(0x00007a0000000000)
 #define SIM_DEVICE_STRIDE (UINT64_C(1) << 40) /* 1 TiB of address space each */
 #define SIM_GRANULE       (UINT64_C(2) << 20) /* of mappings, as the H100's */
-/* A device's addresses: its memory, then 32 times as much that only
+/* A device's addresses: its memory, then up to 32 times as much that only
  * reservations take (address space is plentiful on a GPU too: a pool with
  * aliases reserves twice the memory for each stream), within the
- * device's stride. */
-#define SIM_SPAN(size) (33 * (size) < SIM_DEVICE_STRIDE ? 33 * (size) : SIM_DEVICE_STRIDE)
+ * device's stride.  Where the host refuses so much address space (a limit
+ * on it, a memory checker's), 8 times, then 3 times. */
+static const unsigned sim_spans[] = {33, 9, 4};
 
 /* ------------------------------------------------------------------------
  * Types
@@ -178,6 +179,7 @@ struct sim_device {
     struct sim_driver *sd;
     unsigned char *arena;
     uint64_t size;
+    uint64_t span; /* its addresses, from base: memory, then reservations */
     dv_dptr base;
     pthread_mutex_t mu;
     struct sim_free *free_list; /* sorted by address, coalesced */
@@ -537,7 +539,7 @@ static void free_list_reset(struct sim_device *dev)
     if (dev->memfd >= 0 && dev->memfd_next != 0) {
         /* Physical memory gone too: the reservations' addresses read host
          * memory of their own again. */
-        arena_wipe(dev, dev->arena + dev->size, SIM_SPAN(dev->size) - dev->size);
+        arena_wipe(dev, dev->arena + dev->size, dev->span - dev->size);
         (void)ftruncate(dev->memfd, 0);
         dev->memfd_next = 0;
     }
@@ -582,7 +584,7 @@ static void *arena_range(struct sim_driver *sd, dv_dptr p, uint64_t bytes)
     for (int i = 0; i < sd->ndev; i++) {
         struct sim_device *dev = &sd->dev[i];
         /* The allocations, then the reservations. */
-        if (range_holds(dev->base, SIM_SPAN(dev->size), p, bytes))
+        if (range_holds(dev->base, dev->span, p, bytes))
             return dev->arena + (p - dev->base);
     }
     return NULL;
@@ -856,7 +858,7 @@ static struct sim_op *op_new(enum op_kind kind)
 static void device_fini(struct sim_device *dev)
 {
     if (dev->arena != NULL)
-        munmap(dev->arena, SIM_SPAN(dev->size));
+        munmap(dev->arena, dev->span);
     if (dev->memfd >= 0)
         close(dev->memfd);
     dev->memfd = -1;
@@ -918,8 +920,15 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
         dev->release_threshold = 0;
         dev->memfd = memfd_create("devactor-sim", MFD_CLOEXEC);
         pthread_mutex_init(&dev->mu, NULL);
-        dev->arena = mmap(NULL, SIM_SPAN(size), PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        dev->arena = MAP_FAILED;
+        for (size_t k = 0; k < sizeof(sim_spans) / sizeof(sim_spans[0]); k++) {
+            uint64_t want = sim_spans[k] * size;
+            dev->span = want < SIM_DEVICE_STRIDE ? want : SIM_DEVICE_STRIDE;
+            dev->arena = mmap(NULL, dev->span, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (dev->arena != MAP_FAILED)
+                break;
+        }
         if (dev->arena == MAP_FAILED) {
             dev->arena = NULL;
             for (int j = 0; j <= i; j++)
@@ -928,8 +937,11 @@ static int sim_open(dv_driver *drv, const dv_driver_config *cfg)
             pthread_mutex_destroy(&sd->fault_mu);
             pthread_mutex_destroy(&sd->host_mu);
             free(sd);
-            return dv__fail(DV_ENOMEM, "open", "sim: cannot map %llu bytes of device memory",
-                            (unsigned long long)size);
+            return dv__fail(DV_ENOMEM, "open",
+                            "sim: cannot map %llu bytes of host address space for a device of "
+                            "%llu bytes (its memory and reservations; a limit on address "
+                            "space, ulimit -v or a memory checker's, refuses it)",
+                            (unsigned long long)dev->span, (unsigned long long)size);
         }
         free_list_reset(dev);
     }
@@ -1468,7 +1480,7 @@ static int sim_va_reserve(dv_drv_obj *ctx, uint64_t bytes, dv_dptr *va)
         dev->cap_va = cap;
     }
     /* First fit in the gaps between reservations. */
-    dv_dptr at = dev->base + dev->size, end = dev->base + SIM_SPAN(dev->size);
+    dv_dptr at = dev->base + dev->size, end = dev->base + dev->span;
     size_t i = 0;
     for (; i < dev->nva && dev->va[i].start - at < need; i++)
         at = dev->va[i].start + dev->va[i].bytes;
