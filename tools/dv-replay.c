@@ -150,6 +150,10 @@ static _Atomic uint64_t failures[2];
  * later passes' (the first grows from nothing; the later run warm). */
 static uint64_t first_ops[2];
 static double first_secs[2];
+/* The actor's counts after the first pass (its what was left freed too):
+ * the later passes' driver calls are what came after. */
+static dv_actor_stats first_stats;
+static bool have_first_stats;
 
 static void usage(FILE *to)
 {
@@ -194,8 +198,10 @@ static void usage(FILE *to)
             "               peer_failures,peer_peak_allocated,peer_peak_reserved,\n"
             "               peer_ops_per_s,reserved_vs_peer,ops_vs_peer (n/a: not known);\n"
             "               then maps_per_pass,unmaps_per_pass,driver_calls_per_pass;\n"
-            "               last later_ops_per_s (passes 2..N; n/a with one pass), with\n"
-            "               --peer also peer_later_ops_per_s,later_vs_peer\n"
+            "               then later_ops_per_s (passes 2..N; n/a with one pass), with\n"
+            "               --peer also peer_later_ops_per_s,later_vs_peer; last\n"
+            "               later_calls_per_pass (the actor's driver calls a pass over\n"
+            "               passes 2..N; n/a with one pass)\n"
             "  --quiet      name no failure (by default the first 20 are named on stderr,\n"
             "               and the number of the others is said)\n"
             "Zero-byte allocations are skipped with their frees.  An allocation at the\n"
@@ -909,6 +915,7 @@ static void stack_run(unsigned passes, uint64_t *ops, double *secs, uint64_t *he
         if (pass == 0) {
             first_ops[0] = sp.ops;
             first_secs[0] = sp.secs;
+            have_first_stats = dv_actor_stats_get(actor, &first_stats) == DV_OK;
         }
         if (rc != DV_OK) {
             fprintf(stderr, "dv-replay: --stack: %s\n", dv_last_error()->message);
@@ -1009,6 +1016,8 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         free_live();
         if (target == 0 && post_only)
             count_unnamed(before.failures);
+        if (target == 0 && pass == 0)
+            have_first_stats = dv_actor_stats_get(actor, &first_stats) == DV_OK;
     }
     replay_quit = true;
     pthread_barrier_wait(&pass_start);
@@ -1268,17 +1277,22 @@ int main(int argc, char **argv)
             fprintf(stderr, "dv-replay: %s%" PRIu64 " more refusals not named (the first %d are)\n",
                     who == 1 ? "peer: " : "", n - (uint64_t)verbose_failures, verbose_failures);
     }
-    char b[15][32];
+    char b[16][32];
     /* The actor's driver work per pass: mappings made and unmapped, and
      * calls into the driver in all (the actor's start included). */
     double maps = (double)(st1.memory_maps - st0.memory_maps) / passes;
     double unmaps = (double)(st1.memory_unmaps - st0.memory_unmaps) / passes;
     double calls = (double)(st1.driver_calls - st0.driver_calls) / passes;
     double remaps = (double)(st1.memory_remaps - st0.memory_remaps) / passes;
+    /* Passes 2..N alone: the steady state's calls (none, for a pool with
+     * aliases that learnt a workload that repeats). */
+    bool later_known = ours && passes > 1 && have_first_stats;
+    double later_calls =
+        later_known ? (double)(st1.driver_calls - first_stats.driver_calls) / (passes - 1) : 0;
     if (csv) {
         printf("rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,"
                "ops_per_s%s,maps_per_pass,unmaps_per_pass,driver_calls_per_pass,"
-               "later_ops_per_s%s\n",
+               "later_ops_per_s%s,later_calls_per_pass\n",
                theirs ? ",peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,"
                         "reserved_vs_peer,ops_vs_peer"
                       : "",
@@ -1302,7 +1316,7 @@ int main(int argc, char **argv)
         if (theirs)
             printf(",%s,%s", ratio_or_na(b[13], 32, peer_later > 0, "%.0f", peer_later),
                    ratio_or_na(b[14], 32, vs_later, "%.3f", later_vs));
-        printf("\n");
+        printf(",%s\n", ratio_or_na(b[15], 32, later_known, "%.1f", later_calls));
     } else {
         char in_passes[48] = "";
         if (passes > 1)
@@ -1330,8 +1344,11 @@ int main(int argc, char **argv)
             printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
             passes_split(0, passes, ops, secs);
             printf("  per pass: %.1f mappings made (%.1f of moved memory), %.1f unmapped, %.1f "
-                   "driver calls\n",
+                   "driver calls",
                    maps, remaps, unmaps, calls);
+            if (later_known)
+                printf(" (passes 2-%u: %.1f)", passes, later_calls);
+            printf("\n");
         }
         if (theirs) {
             printf("peer: %s (%s), %u streams\n", peer_name, peer_path, peer.nstreams);

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..73"
+echo "1..77"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -129,12 +129,13 @@ check "an unknown option: exit 2" "$(yes_if test $? = 2)"
 # --peer: columns 10-15 are peer_failures, peer_peak_allocated,
 # peer_peak_reserved, peer_ops_per_s, reserved_vs_peer, ops_vs_peer; then
 # (16-18 with a peer, 10-12 without) the actor's mappings made, unmapped
-# and driver calls per pass; last the later passes' rate (19, or 13), with
-# a peer the peer's (20) and their ratio (21).
+# and driver calls per pass; then the later passes' rate (19, or 13), with
+# a peer the peer's (20) and their ratio (21); last the actor's driver
+# calls a pass over the later passes (22, or 14).
 out=$(DV_BACKEND=sim "$replay" --csv --concurrent --peer "$peer" "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "through the peer too: exit $rc, $(columns "$out") columns, $(field "$out" 10) peer failures" \
-    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 21 -a "$(field "$out" 10)" = 0)"
+    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 22 -a "$(field "$out" 10)" = 0)"
 p=$(field "$out" 11)
 check "the peer's peak allocated ($p) is 6, 6.5 or 7 MiB, the trace's still 7 MiB" \
     "$(yes_if test \( "$p" = 6291456 -o "$p" = 6815744 -o "$p" = 7340032 \) \
@@ -167,9 +168,11 @@ check "--repeat 3: exit $rc, 12 allocations and 12 frees ($(field "$out" 2), $(f
     "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3)" = 12,12)"
 check "--repeat 3: the later passes' rates and their ratio are numbers ($(field "$out" 19), $(field "$out" 20), $(field "$out" 21))" \
     "$(yes_if numbers "$(field "$out" 19)" "$(field "$out" 20)" "$(field "$out" 21)")"
+check "--repeat 3: the later passes' driver calls a pass, a number ($(field "$out" 22))" \
+    "$(yes_if numbers "$(field "$out" 22)")"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
-check "one pass: 13 columns, the later passes' rate n/a ($(field "$out" 13))" \
-    "$(yes_if test "$(columns "$out"),$(field "$out" 13)" = 13,n/a)"
+check "one pass: 14 columns, the later passes' rate and calls n/a ($(field "$out" 13), $(field "$out" 14))" \
+    "$(yes_if test "$(columns "$out"),$(field "$out" 13),$(field "$out" 14)" = 14,n/a,n/a)"
 out=$(DV_BACKEND=sim "$replay" --repeat 3 --peer "$peer" "$data/replay-ours.csv" 2>&1)
 check "--repeat 3: the first pass's rate and the later passes', for both" \
     "$(yes_if test "$(echo "$out" | grep -c '^  first pass [0-9]* ops/s, passes 2-3 [0-9]* ops/s$')" = 2)"
@@ -262,6 +265,9 @@ for t in cnn:1.15 transformer:1.20 inference:1.20 multistream:2.5; do
         check "aliases, trace $name: passes 5-8 map nothing ($(field "$four" 10) and $(field "$eight" 10) a pass)" \
             "$(yes_if awk -v a="$(field "$four" 10)" -v b="$(field "$eight" 10)" \
                 'BEGIN { d = 8 * b - 4 * a; exit !(a > 0 && d < 1 && d > -1) }')"
+        check "aliases, trace $name: passes 2-8 call the driver as often as passes 2-4 did in all ($(field "$four" 14) and $(field "$eight" 14) a pass)" \
+            "$(yes_if awk -v a="$(field "$four" 14)" -v b="$(field "$eight" 14)" \
+                'BEGIN { d = 7 * b - 3 * a; exit !(a != "" && d < 1 && d > -1) }')"
     fi
 done
 # The per-pass driver work: a replay that grows maps at least once; none of
