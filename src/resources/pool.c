@@ -1994,13 +1994,20 @@ static dv_dptr gran_va(const pool_res *p, uint32_t g)
     return p->areg->block.ptr + ((uint64_t)g << p->gshift);
 }
 
+/* Is granule g's record set up? */
+static bool gran_is_ready(const pool_res *p, uint32_t g)
+{
+    uint32_t k = g / GRAN_GROUP;
+    return p->gran_ready[k / 64] >> (k % 64) & 1;
+}
+
 /* Granule records g0 .. g1 set up where they are not yet (gran_array_new
  * left them zero: no page of the array is touched before its granules
  * are). */
 static void gran_ready(pool_res *p, uint32_t g0, uint32_t g1)
 {
     for (uint32_t k = g0 / GRAN_GROUP; k <= g1 / GRAN_GROUP; k++) {
-        if (p->gran_ready[k / 64] >> (k % 64) & 1)
+        if (gran_is_ready(p, k * GRAN_GROUP))
             continue;
         p->gran_ready[k / 64] |= UINT64_C(1) << (k % 64);
         for (uint32_t g = k * GRAN_GROUP; g < (k + 1) * GRAN_GROUP && g < p->ngran; g++)
@@ -2025,11 +2032,22 @@ static void gran_array_free(pool_gran *gran, uint32_t n)
         (void)munmap(gran, (size_t)n * sizeof(pool_gran));
 }
 
-/* Is granule g's record set up? */
-static bool gran_is_ready(const pool_res *p, uint32_t g)
+/* The region's books of granules (records, marks, what was seen live
+ * together) given back. */
+static void alias_books_free(pool_res *p)
 {
-    uint32_t k = g / GRAN_GROUP;
-    return p->gran_ready[k / 64] >> (k % 64) & 1;
+    gran_array_free(p->gran, p->ngran);
+    free(p->gran_ready);
+    free(p->live_units);
+    free(p->unit_live);
+    free(p->pend_bits);
+    free(p->seen);
+    p->gran = NULL;
+    p->gran_ready = NULL;
+    p->live_units = NULL;
+    p->unit_live = NULL;
+    p->pend_bits = NULL;
+    p->seen = NULL;
 }
 
 static bool pend_at(const pool_res *p, uint32_t g);
@@ -2896,16 +2914,7 @@ static int alias_region_new(pool_res *p)
     p->pend_bits = calloc(p->ngran / 64 + 1, sizeof(uint64_t));
     if (p->gran == NULL || p->gran_ready == NULL || p->live_units == NULL || p->unit_live == NULL ||
         p->pend_bits == NULL || spare_reserve(p, p->nstreams) != DV_OK) {
-        gran_array_free(p->gran, p->ngran);
-        free(p->gran_ready);
-        free(p->live_units);
-        free(p->unit_live);
-        free(p->pend_bits);
-        p->gran = NULL;
-        p->gran_ready = NULL;
-        p->live_units = NULL;
-        p->unit_live = NULL;
-        p->pend_bits = NULL;
+        alias_books_free(p);
         (void)dv__drv_va_release(p->base.env->ctx, va, va_bytes);
         free(ch);
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for a pool region");
@@ -2988,12 +2997,7 @@ static void alias_drop(pool_res *p)
     }
     region_forget(p, p->areg);
     free(p->phys);
-    gran_array_free(p->gran, p->ngran);
-    free(p->gran_ready);
-    free(p->live_units);
-    free(p->unit_live);
-    free(p->pend_bits);
-    free(p->seen);
+    alias_books_free(p);
     p->areg = NULL;
 }
 
