@@ -3515,10 +3515,13 @@ int dv__pool_check(dv_resource *pool)
         return dv__fail(DV_EINVAL, "pool_check", "pool_check: not a pool");
     if (p->areg == NULL)
         return DV_OK;
-    size_t nusers = p->ngran > p->seen_max ? p->ngran : p->seen_max;
-    uint32_t *users = calloc(nusers, sizeof(*users));
-    if (users == NULL)
+    uint32_t *users = calloc(p->ngran, sizeof(*users));
+    uint32_t *units = calloc(p->seen_max, sizeof(*units)); /* granules counted live in each */
+    if (users == NULL || units == NULL) {
+        free(users);
+        free(units);
         return dv__fail(DV_ENOMEM, "pool_check", "pool_check: out of host memory");
+    }
     int rc = DV_OK;
     for (pool_range *r = p->areg->first; r != NULL; r = r->phys_next)
         if (r->state == RANGE_USED)
@@ -3559,6 +3562,10 @@ int dv__pool_check(dv_resource *pool)
             rc = check_fail("a granule maps memory the pool does not hold", g, gr->phys);
         if (rc == DV_OK && gr->pend != 0 && (gr->pend > p->npend || p->pend[gr->pend - 1].g != g))
             rc = check_fail("a granule marks a pending run that does not start there", g, gr->pend);
+        if (rc == DV_OK && gr->counted && (gr->sid == NO_GRAN || unit_of(p, gr) >= p->seen_max))
+            rc = check_fail("a granule counted live has no unit", g, gr->sid);
+        else if (rc == DV_OK && gr->counted)
+            units[unit_of(p, gr)]++;
         nlive += gr->users != 0;
         if (rc == DV_OK && gr->phys != NO_PHYS) {
             const pool_phys *ph = &p->phys[gr->phys];
@@ -3593,20 +3600,11 @@ int dv__pool_check(dv_resource *pool)
         rc = check_fail("memory neither serves nor is idle", nphys, nlive + nidle);
     else if (rc == DV_OK && p->chunk_bytes != (uint64_t)nphys << p->gshift)
         rc = check_fail("bytes held differ from the memory", p->chunk_bytes, nphys);
-    /* The units' live counts: the granules counted in each. */
-    memset(users, 0, nusers * sizeof(*users));
-    for (uint32_t g = 0; g < p->ngran && rc == DV_OK; g++) {
-        if (!gran_is_ready(p, g) || !p->gran[g].counted)
-            continue;
-        if (p->gran[g].sid == NO_GRAN || unit_of(p, &p->gran[g]) >= p->seen_max)
-            rc = check_fail("a granule counted live has no unit", g, p->gran[g].sid);
-        else
-            users[unit_of(p, &p->gran[g])]++;
-    }
     for (uint32_t u = 0; u < p->seen_max && rc == DV_OK; u++)
-        if (users[u] != p->unit_live[u] ||
-            (users[u] != 0) != (bool)(p->live_units[u / 64] >> (u % 64) & 1))
+        if (units[u] != p->unit_live[u] ||
+            (units[u] != 0) != (bool)(p->live_units[u / 64] >> (u % 64) & 1))
             rc = check_fail("a unit's live count is wrong", u, p->unit_live[u]);
     free(users);
+    free(units);
     return rc;
 }
