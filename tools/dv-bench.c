@@ -385,11 +385,14 @@ static int map_round(dv_drv_ctx *ctx, dv_dptr va, uint64_t g, double us[6])
     dv_dptr va2 = va + MAP_N * g;
     uint64_t big = 0, t0 = now_ns();
     int rc = DV_OK, i, made = 0, aliased = 0;
-    for (i = 0; i < MAP_N && rc == DV_OK; i++, made++)
-        rc = dv__drv_mem_map(ctx, va + (uint64_t)i * g, g, &h[i]);
+    /* (made and aliased count the calls that succeeded: what to undo.) */
+    while (made < MAP_N && rc == DV_OK)
+        if ((rc = dv__drv_mem_map(ctx, va + (uint64_t)made * g, g, &h[made])) == DV_OK)
+            made++;
     uint64_t t1 = now_ns();
-    for (i = 0; i < made && rc == DV_OK; i++, aliased++)
-        rc = dv__drv_mem_remap(ctx, va2 + (uint64_t)i * g, g, h[i]);
+    while (aliased < made && rc == DV_OK)
+        if ((rc = dv__drv_mem_remap(ctx, va2 + (uint64_t)aliased * g, g, h[aliased])) == DV_OK)
+            aliased++;
     uint64_t t2 = now_ns();
     for (i = 0; i < aliased; i++) {
         int r2 = dv__drv_mem_unmap_keep(ctx, va2 + (uint64_t)i * g, g, h[i]);

@@ -146,7 +146,7 @@ rows=$(printf '%s\n' "$out" | awk -F, '/^mapping,/ && $5 > 0 && $6 > 0 { n++ } E
 cheaper=$(printf '%s\n' "$out" | awk -F, '$2 == "map_granule" { g = $6 } $2 == "map_extent" { e = $6 }
                                     END { print (e > 0 && e < g) ? "yes" : "no" }')
 if [ "$rc" -eq 0 ] && [ "$rows" -eq 6 ] && [ "$cheaper" = yes ] && [ "$(bad_rows "$out")" -eq 0 ]; then
-    echo "ok 13 - --section mapping --csv: 6 rows with times, an extent cheaper a granule"
+    echo "ok 13 - --section mapping --csv: 6 rows with times, a granule cheaper in an extent than alone"
 else
     echo "not ok 13 - --section mapping --csv: exit $rc, $rows rows with times, extent cheaper: $cheaper"
     printf '%s\n' "$out" | sed 's/^/# /'
