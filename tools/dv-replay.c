@@ -150,7 +150,7 @@ static _Atomic uint64_t failures[2];
  * later passes' (the first grows from nothing; the later run warm). */
 static uint64_t first_ops[2];
 static double first_secs[2];
-/* The actor's counts after the first pass (its what was left freed too):
+/* The actor's counts after the first pass (what it left live freed too):
  * the later passes' driver calls are what came after. */
 static dv_actor_stats first_stats;
 static bool have_first_stats;
