@@ -326,7 +326,8 @@ typedef struct rank_state {
 
 /* The step number of the local ranks' meeting before creation (collectives
  * count from 0; sends and receives alone take UINT64_MAX). */
-#define INIT_STEP (UINT64_MAX - 1)
+#define INIT_STEP    (UINT64_MAX - 1)
+#define DESTROY_STEP (UINT64_MAX - 2) /* the sim's ranks' meeting at destroy */
 
 /* The local ranks' meeting at one step. */
 typedef struct lstep {
@@ -1985,11 +1986,25 @@ static int init_task(const dv_task_ctx *ctx, void *user)
     return DV_OK;
 }
 
+/* Each rank's end of its communicator, on its actor.  NCCL's destroy may
+ * wait there for the other local ranks' (it finalizes the communicator
+ * with its peers); the sim's ranks wait for one another the same way, up
+ * to the timeout, so that a destroy posted in different orders on the
+ * actors shows on the sim as it would on GPUs. */
 static int destroy_task(const dv_task_ctx *ctx, void *user)
 {
-    rank_state *rs = user;
-    if (rs == NULL)
+    init_job *j = user;
+    if (j == NULL)
         return DV_OK; /* a barrier: what was queued before ran */
+    dv_nccl_comm *c = j->c;
+    rank_state *rs = &c->local[j->li];
+    if (!c->cuda) {
+        static ncall ending; /* no calls: every rank agrees */
+        pthread_mutex_lock(&c->mu);
+        (void)meet(c, j->li, DESTROY_STEP, &ending, "comm_destroy");
+        pthread_mutex_unlock(&c->mu);
+        return DV_OK;
+    }
     if (rs->nc != NULL && ctx->driver_context == rs->driver)
         (void)lib.destroy(rs->nc);
     rs->nc = NULL;
@@ -2407,14 +2422,31 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
             if (used & (UINT64_C(1) << s))
                 (void)dv_sync(c->local[i].actor, s);
     }
+    /* Each rank's destroy may wait on its actor for the others': posted
+     * in one order on every actor, under the lock that creations over
+     * the local ranks hold while they post theirs, so that no actor
+     * waits in one communicator's end (or creation) for a rank whose
+     * part is queued behind another's. */
     dv_future fs[DV_MAX_DEVICES];
     bool posted[DV_MAX_DEVICES] = {false};
+    init_job jobs[DV_MAX_DEVICES];
+    bool all = true;
+    for (int i = 0; i < c->nlocal; i++)
+        all = all && live[i];
+    if (c->meet_at_init)
+        pthread_mutex_lock(&local_create_mu);
     for (int i = 0; i < c->nlocal; i++) {
+        jobs[i].c = c;
+        jobs[i].li = i;
         dv_future_init(&fs[i], 0);
+        /* On the sim the ranks meet: only where every one will come. */
+        bool ends = healthy && (c->cuda || all);
         posted[i] = live[i] && dv_task_async(c->local[i].actor, destroy_task,
-                                             healthy && c->cuda ? &c->local[i] : NULL, 0, NULL, 0,
+                                             ends ? &jobs[i] : NULL, 0, NULL, 0,
                                              &fs[i]) == DV_OK;
     }
+    if (c->meet_at_init)
+        pthread_mutex_unlock(&local_create_mu);
     for (int i = 0; i < c->nlocal; i++)
         if (posted[i])
             (void)dv_future_wait(&fs[i]);
