@@ -2122,7 +2122,67 @@ int dv_nccl_id_parse(dv_nccl_id *id, const char *text)
  * bounded there only by polling under the timeout.  DV_NCCL_BLOCKING=1
  * or =0 asks for one mode for every communicator.
  */
-static pthread_mutex_t local_create_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * Creations and destroys of communicators whose ranks are all in this
+ * process take turns, one at a time: each posts a task to every rank's
+ * actor, and those tasks wait on the actors for one another (the meeting
+ * before creation; NCCL's destroy, which finalizes with the peers), so
+ * two of them posted in different orders on two actors would hold one
+ * actor each.  A creation waits for another creation at most its
+ * timeout; a destroy under way is waited for without spending it (its
+ * tasks run first on the same actors, and end).
+ */
+static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t local_cv;
+static pthread_once_t local_once = PTHREAD_ONCE_INIT;
+static int local_turn; /* 0 free, 1 a creation's, 2 a destroy's */
+
+static void local_cv_init(void)
+{
+    cond_init(&local_cv);
+}
+
+/* A creation's turn: DV_OK, or DV_ETIMEDOUT after timeout_ns behind
+ * other creations. */
+static int local_turn_create(uint64_t timeout_ns)
+{
+    pthread_once(&local_once, local_cv_init);
+    pthread_mutex_lock(&local_mu);
+    uint64_t deadline = deadline_after(timeout_ns);
+    while (local_turn != 0) {
+        if (local_turn == 2) {
+            pthread_cond_wait(&local_cv, &local_mu);
+            deadline = deadline_after(timeout_ns); /* counted from its end */
+        } else if (wait_until(&local_cv, &local_mu, deadline, 0) && local_turn == 1) {
+            pthread_mutex_unlock(&local_mu);
+            return DV_ETIMEDOUT;
+        }
+    }
+    local_turn = 1;
+    pthread_mutex_unlock(&local_mu);
+    return DV_OK;
+}
+
+/* A destroy's turn: after any creation under way (bounded by its
+ * timeout) and any other destroy. */
+static void local_turn_destroy(void)
+{
+    pthread_once(&local_once, local_cv_init);
+    pthread_mutex_lock(&local_mu);
+    while (local_turn != 0)
+        pthread_cond_wait(&local_cv, &local_mu);
+    local_turn = 2;
+    pthread_mutex_unlock(&local_mu);
+}
+
+static void local_turn_end(void)
+{
+    pthread_mutex_lock(&local_mu);
+    local_turn = 0;
+    pthread_cond_broadcast(&local_cv);
+    pthread_mutex_unlock(&local_mu);
+}
 
 static bool blocking_mode(int nranks, int nlocal)
 {
@@ -2216,22 +2276,13 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
      * actor at their meetings while the other's part waits behind it:
      * communicators of local ranks are made one at a time. */
     bool serial = c->meet_at_init;
-    if (serial) {
-        /* Bounded by the timeout: a creation held by a busy actor must
-         * not hold up one over other actors for longer. */
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now); /* the clock timedlock reads */
-        uint64_t t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-        uint64_t end = c->timeout_ns > UINT64_MAX - t ? UINT64_MAX : t + c->timeout_ns;
-        struct timespec until = {(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
-        if (pthread_mutex_timedlock(&local_create_mu, &until) != 0) {
-            rc = dv_error_set(DV_ETIMEDOUT, call, 0, 0,
-                              "nccl_%s: another creation of a communicator of this process's "
-                              "ranks did not end within %s",
-                              call, span_text(c->timeout_ns, (char[32]){0}));
-            comm_free(c);
-            return rc;
-        }
+    if (serial && local_turn_create(c->timeout_ns) != DV_OK) {
+        rc = dv_error_set(DV_ETIMEDOUT, call, 0, 0,
+                          "nccl_%s: another creation of a communicator of this process's "
+                          "ranks did not end within %s",
+                          call, span_text(c->timeout_ns, (char[32]){0}));
+        comm_free(c);
+        return rc;
     }
     init_job jobs[DV_MAX_DEVICES];
     dv_future fs[DV_MAX_DEVICES];
@@ -2312,7 +2363,7 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
     }
 failed:
     if (serial)
-        pthread_mutex_unlock(&local_create_mu);
+        local_turn_end();
     if (rc != DV_OK) {
         for (int i = 0; i < nlocal; i++)
             if (c->local[i].nc != NULL)
@@ -2422,11 +2473,10 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
             if (used & (UINT64_C(1) << s))
                 (void)dv_sync(c->local[i].actor, s);
     }
-    /* Each rank's destroy may wait on its actor for the others': posted
-     * in one order on every actor, under the lock that creations over
-     * the local ranks hold while they post theirs, so that no actor
-     * waits in one communicator's end (or creation) for a rank whose
-     * part is queued behind another's. */
+    /* Each rank's destroy may wait on its actor for the others': in its
+     * turn (local_turn), so that no actor waits in one communicator's
+     * end (or creation) for a rank whose part is queued behind
+     * another's. */
     dv_future fs[DV_MAX_DEVICES];
     bool posted[DV_MAX_DEVICES] = {false};
     init_job jobs[DV_MAX_DEVICES];
@@ -2434,7 +2484,7 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
     for (int i = 0; i < c->nlocal; i++)
         all = all && live[i];
     if (c->meet_at_init)
-        pthread_mutex_lock(&local_create_mu);
+        local_turn_destroy();
     for (int i = 0; i < c->nlocal; i++) {
         jobs[i].c = c;
         jobs[i].li = i;
@@ -2445,11 +2495,11 @@ void dv_nccl_comm_destroy(dv_nccl_comm *c)
                                              ends ? &jobs[i] : NULL, 0, NULL, 0,
                                              &fs[i]) == DV_OK;
     }
-    if (c->meet_at_init)
-        pthread_mutex_unlock(&local_create_mu);
     for (int i = 0; i < c->nlocal; i++)
         if (posted[i])
             (void)dv_future_wait(&fs[i]);
+    if (c->meet_at_init)
+        local_turn_end();
     /* Whatever was not destroyed on its actor is aborted from here. */
     for (int i = 0; c->cuda && i < c->nlocal; i++)
         if (c->local[i].nc != NULL) {

@@ -907,6 +907,56 @@ static void test_create_concurrent(void)
        cr[0].n, cr[0].failed, cr[1].failed, cr[0].failed ? cr[0].why : cr[1].why);
 }
 
+/* A creation begun while another communicator's destroy is under way
+ * over the same actors, with one of them busy past the creation's
+ * timeout: the destroy's tasks run first there, so the creation waits
+ * for the destroy to end before its timeout starts, rather than meeting
+ * a rank queued behind it.  (On GPUs NCCL's destroy of one rank can
+ * outlast another's by more than a short timeout.) */
+typedef struct ender {
+    dv_nccl_comm *c;
+} ender;
+
+static void *destroy_main(void *arg)
+{
+    dv_nccl_comm_destroy(((ender *)arg)->c);
+    return NULL;
+}
+
+static void test_create_after_destroy(void)
+{
+    if (R < 2) {
+        for (int i = 0; i < 2; i++)
+            skip("needs two ranks");
+        return;
+    }
+    int late = R - 1;
+    ender e = {NULL};
+    MUST(dv_nccl_comm_create(A, R, SHORT, &e.c));
+    dv_actor_stats before, now;
+    MUST(dv_actor_stats_get(A[0], &before));
+    uint64_t hold = 3 * SHORT;
+    dv_future held;
+    dv_future_init(&held, 0);
+    MUST(dv_task_async(A[late], hold_actor, &hold, 0, NULL, 0, &held));
+    pthread_t t;
+    pthread_create(&t, NULL, destroy_main, &e);
+    /* Rank 0's part of the destroy ran: the destroy posted every rank's
+     * (in one go) and waits for the busy one's. */
+    do {
+        MUST(dv_actor_stats_get(A[0], &now));
+    } while (now.tasks == before.tasks);
+    dv_nccl_comm *c = NULL;
+    int rc = dv_nccl_comm_create(A, R, SHORT, &c);
+    ok(rc == DV_OK && c != NULL,
+       "creation while a destroy over the same actors waits for a busy one: made once the "
+       "destroy ended (%s)",
+       rc == DV_OK ? "ok" : dv_last_error()->message);
+    pthread_join(t, NULL);
+    is_status(dv_future_wait(&held), DV_OK, "the busy actor's own work finished");
+    dv_nccl_comm_destroy(c);
+}
+
 /* The id as text and back. */
 static void test_id_text(void)
 {
@@ -1251,7 +1301,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 5);
+    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 5 + 2);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
@@ -1262,6 +1312,7 @@ int main(void)
     test_id_text();
     test_create_busy();
     test_create_concurrent();
+    test_create_after_destroy();
     test_join();
     test_lost();
     test_outlived();
