@@ -2026,6 +2026,7 @@ typedef struct coll_direct {
     dv_dptr send[DV_MAX_DEVICES], recv[DV_MAX_DEVICES];
     uint64_t use_send[DV_MAX_DEVICES], use_recv[DV_MAX_DEVICES]; /* --same-buffers */
     dv_drv_event *event[DV_MAX_DEVICES];                          /* --direct-events */
+    dv_drv_event *mark[2]; /* timing: the first rank's stream at a round's start and end */
 } coll_direct;
 
 /* The NCCL that devactor_nccl.h opens, looked for in the same order:
@@ -2123,6 +2124,11 @@ static bool coll_direct_setup(coll_direct *D, dv_driver *drv, int n, uint64_t by
 static void coll_direct_teardown(coll_direct *D)
 {
     D->n = 0;
+    for (int m = 0; m < 2; m++) { /* the first device's: before its context goes */
+        if (D->mark[m] != NULL)
+            dv__drv_event_destroy(D->mark[m]);
+        D->mark[m] = NULL;
+    }
     for (int i = 0; i < DV_MAX_DEVICES; i++) {
         if (D->comm[i] != NULL)
             D->destroy(D->comm[i]);
@@ -2188,14 +2194,29 @@ static int coll_direct_sync(coll_direct *D, char *why, size_t cap)
 
 /* `batch` all-reduces back to back, then one wait: as nccl-tests times
  * its bandwidth (the host's posting and the wait spread over the batch). */
-static int coll_direct_once(coll_direct *D, uint64_t count, int batch, char *why, size_t cap)
+static int coll_direct_once(coll_direct *D, uint64_t count, int batch, double *dev_s, char *why,
+                            size_t cap)
 {
+    *dev_s = 0;
+    for (int m = 0; m < 2; m++)
+        if (D->mark[m] == NULL &&
+            dv__drv_event_create(D->ctx[0], DV_DRV_EVENT_TIMING, &D->mark[m]) != DV_OK)
+            D->mark[m] = NULL;
+    bool marks = D->mark[0] != NULL && D->mark[1] != NULL;
+    if (marks)
+        (void)dv__drv_event_record(D->mark[0], D->stream[0]);
     for (int b = 0; b < batch; b++) {
         int rc = coll_direct_post(D, count, false, why, cap);
         if (rc != DV_OK)
             return rc;
     }
-    return coll_direct_sync(D, why, cap);
+    if (marks)
+        (void)dv__drv_event_record(D->mark[1], D->stream[0]);
+    int rc = coll_direct_sync(D, why, cap);
+    float ms = 0;
+    if (rc == DV_OK && marks && dv__drv_event_elapsed(D->mark[0], D->mark[1], &ms) == DV_OK)
+        *dev_s = (double)ms * 1e-3;
+    return rc;
 }
 
 /* devactor's side: an actor per device, each rank's buffers from its
@@ -2205,6 +2226,7 @@ typedef struct coll_actors {
     dv_actor *a[DV_MAX_DEVICES];
     dv_ref send[DV_MAX_DEVICES], recv[DV_MAX_DEVICES];
     dv_nccl_comm *comm;
+    dv_event *mark[2]; /* timing: the first rank's stream at a round's start and end */
 } coll_actors;
 
 /* On the sim, n simulated devices of one driver: the first actor opens
@@ -2237,12 +2259,18 @@ static int coll_actors_setup(coll_actors *A, dv_driver *drv, bool sim, int n, ui
             (rc = dv_memset(A->a[i], A->send[i], 0, COLL_FILL, bytes, 0)) != DV_OK)
             return rc;
     }
+    for (int m = 0; m < 2; m++)
+        if (dv_event_create(A->a[0], DV_EVENT_TIMING, &A->mark[m]) != DV_OK)
+            A->mark[m] = NULL;
     return dv_nccl_comm_create(A->a, n, COLL_TIMEOUT_NS, &A->comm);
 }
 
 static void coll_actors_teardown(coll_actors *A)
 {
     dv_nccl_comm_destroy(A->comm);
+    for (int m = 0; m < 2; m++)
+        if (A->mark[m] != NULL)
+            (void)dv_event_destroy(A->mark[m]);
     /* The last first: on the sim the first actor owns the driver. */
     for (int i = A->n - 1; i >= 0; i--) {
         if (A->send[i].bits != 0)
@@ -2264,6 +2292,9 @@ static int coll_actor_once(coll_actors *A, uint64_t count, int batch, char *why,
         return DV_ENOMEM;
     }
     int rc = DV_OK;
+    bool marks = A->mark[0] != NULL && A->mark[1] != NULL;
+    if (marks)
+        (void)dv_event_record(A->mark[0], 0);
     for (int b = 0; b < batch; b++) {
         for (int i = 0; i < A->n; i++) {
             dv_future *fi = &f[b * A->n + i];
@@ -2277,6 +2308,8 @@ static int coll_actor_once(coll_actors *A, uint64_t count, int batch, char *why,
             }
         }
     }
+    if (marks)
+        (void)dv_event_record(A->mark[1], 0);
     for (int i = 0; i < batch * A->n; i++) {
         int r = dv_future_wait(&f[i]);
         if (r != DV_OK && rc == DV_OK) {
@@ -2286,6 +2319,18 @@ static int coll_actor_once(coll_actors *A, uint64_t count, int batch, char *why,
     }
     free(f);
     return rc;
+}
+
+/* The device's time of the last round on the first rank's stream, from
+ * the record before its first all-reduce to the one after its last
+ * (seconds; 0 where it cannot be read). */
+static double coll_actor_dev_s(coll_actors *A)
+{
+    float ms = 0;
+    if (A->mark[0] == NULL || A->mark[1] == NULL ||
+        dv_event_sync(A->mark[1]) != DV_OK || dv_event_elapsed(A->mark[0], A->mark[1], &ms) != DV_OK)
+        return 0;
+    return (double)ms * 1e-3;
 }
 
 /* Rank 0's first elements after the all-reduce: every send holds
@@ -2307,6 +2352,10 @@ typedef struct coll_result {
     uint64_t bytes;
     int iters;
     double actor_s, direct_s; /* median seconds per all-reduce; direct_s 0: no direct row */
+    /* The device's time per all-reduce on the first rank's stream
+     * (medians of the rounds'; 0: not measured): what the host's posting
+     * and noticing the end add is the rest. */
+    double actor_dev_s, direct_dev_s;
     int error;                /* devactor's first failure */
     bool right;               /* devactor's result checked */
     char why[320];            /* devactor's failure */
@@ -2328,9 +2377,10 @@ static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int batch,
     double each = 0;
     memset(res, 0, sizeof(*res));
     res->bytes = bytes;
+    double dev_s = 0;
     for (int w = 0; w < warm; w++) {
         uint64_t t0 = now_ns();
-        if (D->n > 0 && coll_direct_once(D, count, batch, direct_why, cap) != DV_OK)
+        if (D->n > 0 && coll_direct_once(D, count, batch, &dev_s, direct_why, cap) != DV_OK)
             D->n = 0;
         if ((res->error = coll_actor_once(A, count, batch, res->why, sizeof(res->why))) != DV_OK)
             return;
@@ -2339,30 +2389,36 @@ static void coll_time(coll_actors *A, coll_direct *D, uint64_t bytes, int batch,
     int iters = (int)(seconds / (each > 1e-7 ? each : 1e-7));
     iters = iters < min_iters ? min_iters : iters > max_iters ? max_iters : iters;
     double *ta = malloc((size_t)iters * sizeof(double)),
-           *td = malloc((size_t)iters * sizeof(double));
-    if (ta == NULL || td == NULL) {
-        free(ta), free(td);
+           *td = malloc((size_t)iters * sizeof(double)),
+           *ga = malloc((size_t)iters * sizeof(double)),
+           *gd = malloc((size_t)iters * sizeof(double));
+    if (ta == NULL || td == NULL || ga == NULL || gd == NULL) {
+        free(ta), free(td), free(ga), free(gd);
         res->error = DV_ENOMEM;
         snprintf(res->why, sizeof(res->why), "out of host memory");
         return;
     }
     for (int i = 0; i < iters; i++) {
         uint64_t t0 = now_ns();
-        if (D->n > 0 && coll_direct_once(D, count, batch, direct_why, cap) != DV_OK)
+        if (D->n > 0 && coll_direct_once(D, count, batch, &dev_s, direct_why, cap) != DV_OK)
             D->n = 0;
         uint64_t t1 = now_ns();
         if ((res->error = coll_actor_once(A, count, batch, res->why, sizeof(res->why))) != DV_OK)
             break;
         ta[i] = (double)(now_ns() - t1) * 1e-9 / batch;
         td[i] = (double)(t1 - t0) * 1e-9 / batch;
+        gd[i] = dev_s / batch;
+        ga[i] = coll_actor_dev_s(A) / batch; /* after the timed part: a round trip */
     }
     if (res->error == DV_OK) {
         res->iters = iters;
         res->actor_s = median_of(ta, iters);
         res->direct_s = D->n > 0 ? median_of(td, iters) : 0;
+        res->actor_dev_s = median_of(ga, iters);
+        res->direct_dev_s = D->n > 0 ? median_of(gd, iters) : 0;
         res->right = coll_actor_check(A, count);
     }
-    free(ta), free(td);
+    free(ta), free(td), free(ga), free(gd);
 }
 
 static void coll_size_text(char *buf, size_t cap, uint64_t bytes)
@@ -2392,7 +2448,8 @@ static void coll_csv_note(char *dst, size_t cap, const char *note)
 
 #define COLL_HEADER_CSV                                                                            \
     "section,what,bytes,ranks,iters,devactor_us,devactor_algbw_gbs,devactor_busbw_gbs,"            \
-    "direct_us,direct_algbw_gbs,direct_busbw_gbs,ratio_to_direct,note\n"
+    "direct_us,direct_algbw_gbs,direct_busbw_gbs,ratio_to_direct,devactor_device_us,"              \
+    "direct_device_us,note\n"
 
 /*
  * A row: time per all-reduce, algbw = bytes / time and busbw = algbw *
@@ -2407,7 +2464,7 @@ static void coll_print(const char *what, const coll_result *r, int n, const char
     if (r->error != DV_OK) {
         coll_csv_note(field, sizeof(field), r->why);
         if (csv)
-            printf("collectives,%s,%llu,%d,,,,,,,,,%s\n", what, (unsigned long long)r->bytes, n,
+            printf("collectives,%s,%llu,%d,,,,,,,,,,,%s\n", what, (unsigned long long)r->bytes, n,
                    field);
         else
             printf("  %-10s %8s   error: %s: %s\n", what, size, dv_err_name(r->error), r->why);
@@ -2418,20 +2475,33 @@ static void coll_print(const char *what, const coll_result *r, int n, const char
     const char *say = r->right ? note : "devactor's result is WRONG";
     if (csv) {
         coll_csv_note(field, sizeof(field), say);
+        char dev[32] = "", ddev[32] = "";
+        if (r->actor_dev_s > 0)
+            snprintf(dev, sizeof(dev), "%.2f", r->actor_dev_s * 1e6);
+        if (r->direct_dev_s > 0)
+            snprintf(ddev, sizeof(ddev), "%.2f", r->direct_dev_s * 1e6);
         if (r->direct_s > 0)
-            printf("collectives,%s,%llu,%d,%d,%.2f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%s\n", what,
+            printf("collectives,%s,%llu,%d,%d,%.2f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%s,%s,%s\n", what,
                    (unsigned long long)r->bytes, n, r->iters, r->actor_s * 1e6, aa, ab,
-                   r->direct_s * 1e6, da, db, r->actor_s / r->direct_s, field);
+                   r->direct_s * 1e6, da, db, r->actor_s / r->direct_s, dev, ddev, field);
         else
-            printf("collectives,%s,%llu,%d,%d,%.2f,%.3f,%.3f,,,,,%s\n", what,
-                   (unsigned long long)r->bytes, n, r->iters, r->actor_s * 1e6, aa, ab, field);
-    } else if (r->direct_s > 0) {
-        printf("  %-10s %8s %6d %10.1f %8.2f %8.2f %10.1f %8.2f %8.2f %7.3f%s%s\n", what, size,
-               r->iters, r->actor_s * 1e6, aa, ab, r->direct_s * 1e6, da, db,
-               r->actor_s / r->direct_s, say[0] != '\0' ? "  " : "", say);
+            printf("collectives,%s,%llu,%d,%d,%.2f,%.3f,%.3f,,,,,%s,,%s\n", what,
+                   (unsigned long long)r->bytes, n, r->iters, r->actor_s * 1e6, aa, ab, dev, field);
+        return;
+    }
+    char dev[16] = "-", ddev[16] = "-";
+    if (r->actor_dev_s > 0)
+        snprintf(dev, sizeof(dev), "%.1f", r->actor_dev_s * 1e6);
+    if (r->direct_dev_s > 0)
+        snprintf(ddev, sizeof(ddev), "%.1f", r->direct_dev_s * 1e6);
+    if (r->direct_s > 0) {
+        printf("  %-10s %8s %6d %10.1f %8.2f %8.2f %10.1f %8.2f %8.2f %7.3f %9s %9s%s%s\n", what,
+               size, r->iters, r->actor_s * 1e6, aa, ab, r->direct_s * 1e6, da, db,
+               r->actor_s / r->direct_s, dev, ddev, say[0] != '\0' ? "  " : "", say);
     } else {
-        printf("  %-10s %8s %6d %10.1f %8.2f %8.2f %10s %8s %8s %7s%s%s\n", what, size, r->iters,
-               r->actor_s * 1e6, aa, ab, "-", "-", "-", "-", say[0] != '\0' ? "  " : "", say);
+        printf("  %-10s %8s %6d %10.1f %8.2f %8.2f %10s %8s %8s %7s %9s %9s%s%s\n", what, size,
+               r->iters, r->actor_s * 1e6, aa, ab, "-", "-", "-", "-", dev, ddev,
+               say[0] != '\0' ? "  " : "", say);
     }
 }
 
@@ -2440,7 +2510,7 @@ static void coll_skipped(const char *why)
     char field[600];
     if (csv) {
         coll_csv_note(field, sizeof(field), why);
-        printf(COLL_HEADER_CSV "collectives,skipped,,,,,,,,,,,%s\n", field);
+        printf(COLL_HEADER_CSV "collectives,skipped,,,,,,,,,,,,,%s\n", field);
     } else {
         printf("\ncollectives: skipped: %s\n", why);
     }
@@ -2526,11 +2596,12 @@ static void bench_collectives(dv_driver *drv, double seconds)
         printf("  (median us per all-reduce after warm-up%s; sizes: rounds of %d posted back to "
                "back, then waited,\n   as nccl-tests times them; latency: each posted and waited "
                "alone; algbw = bytes / time,\n   busbw = algbw * 2(n-1)/n as nccl-tests, GB/s%s; ratio: devactor's time over "
-               "the direct calls')\n"
-               "  %-10s %8s %6s %10s %8s %8s %10s %8s %8s %7s\n",
+               "the direct calls';\n   device: the first rank's stream's time per all-reduce, "
+               "from an event before a round to one after it, devactor's and direct)\n"
+               "  %-10s %8s %6s %10s %8s %8s %10s %8s %8s %7s %9s %9s\n",
                D.n > 0 ? ", direct and devactor in turn" : "", COLL_BATCH, n == 1 ? ", 0 with one rank" : "",
                "what", "size", "iters", "devactor", "algbw", "busbw", "direct", "algbw", "busbw",
-               "ratio");
+               "ratio", "device", "direct");
     }
     bool failed = false, had_direct = D.n > 0;
     for (int k = 0; k <= nsizes && !failed; k++) {

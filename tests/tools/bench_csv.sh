@@ -54,12 +54,13 @@ else
     printf '%s\n' "$out" | sed 's/^/# /'
     exit 1
 fi
-# devactor_us (field 6) a time above zero, and no result found wrong.
+# devactor_us (field 6) and devactor_device_us (13) above zero, and no result
+# found wrong.
 bad=$(printf '%s\n' "$out" | sed 's/"[^"]*WRONG[^"]*"/WRONG/; s/"[^"]*"/Q/g' |
-      awk -F, '$1 == "collectives" && (!($6 > 0) || $13 == "WRONG") { bad++ }
+      awk -F, '$1 == "collectives" && (!($6 > 0) || !($13 > 0) || $15 == "WRONG") { bad++ }
                END { print bad + 0 }')
 if [ "$bad" -eq 0 ]; then
-    echo "ok 5 - every collectives row has devactor's time, and its result checked"
+    echo "ok 5 - every collectives row has devactor's time and its device time, and its result checked"
 else
     echo "not ok 5 - $bad collectives rows without a time or with a wrong result"
     printf '%s\n' "$out" | sed 's/^/# /'
