@@ -156,6 +156,8 @@ static int reached(dv_future *f, uint32_t st, dv_milestone m)
     return f->status;
 }
 
+_Atomic unsigned dv__future_sleepers;
+
 /* Wait for milestone m until deadline_ns (0: none). */
 static int wait_until(dv_future *f, dv_milestone m, uint64_t deadline_ns, const char *op)
 {
@@ -201,7 +203,9 @@ static int wait_until(dv_future *f, dv_milestone m, uint64_t deadline_ns, const 
                                                    memory_order_acq_rel, memory_order_acquire))
             continue;
         struct timespec ts = dv__timespec_of(deadline_ns);
+        atomic_fetch_add_explicit(&dv__future_sleepers, 1, memory_order_relaxed);
         dv__futex_wait(st, s | DV__FUTURE_SLEEPERS, deadline_ns != 0 ? &ts : NULL);
+        atomic_fetch_sub_explicit(&dv__future_sleepers, 1, memory_order_relaxed);
     }
 }
 

@@ -38,4 +38,9 @@ void dv__future_complete(dv_future *f, int status);
 /* Complete with a detail given explicitly (fault reports). */
 void dv__future_complete_detail(dv_future *f, int status, const dv_error_detail *detail);
 
+/* Threads of this process asleep in a future's wait: while there are
+ * some, an actor waiting for the device looks more often (loop.c), so
+ * that the end of the work they wait for is seen soon. */
+extern _Atomic unsigned dv__future_sleepers;
+
 #endif /* DV_ACTOR_FUTURE_H */
