@@ -44,6 +44,7 @@
 #define NSTREAMS           64
 #define DEFAULT_TIMEOUT_NS (60ull * 1000000000ull)
 #define WATCH_PERIOD_MS    20
+#define MEET_SPIN_NS       50000u /* a rank looks for the others this long before it sleeps */
 #define MAX_OPS            DV_LAUNCH_MAX_ARGS /* calls of one rank in one group */
 
 /* ------------------------------------------------------------------------
@@ -1264,13 +1265,23 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
     if (s->state == 0 && ++s->arrived == c->nlocal) {
         char why[400];
         if (agree(c, s, why, sizeof(why))) {
-            s->state = 1;
+            __atomic_store_n(&s->state, 1, __ATOMIC_RELEASE);
         } else {
-            s->state = 2;
             s->status = DV_EINVAL;
             snprintf(s->why, sizeof(s->why), "%s", why);
+            __atomic_store_n(&s->state, 2, __ATOMIC_RELEASE);
         }
         pthread_cond_broadcast(&c->cv);
+    } else if (s->state == 0 && c->status == DV_OK) {
+        /* The others are usually microseconds behind (one thread posts
+         * every rank's part): look for them a little before sleeping, so
+         * that this rank does not enqueue a wake-up later than the last
+         * (its kernel would wait for it on the device). */
+        pthread_mutex_unlock(&c->mu);
+        uint64_t until = now_ns() + MEET_SPIN_NS;
+        while (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == 0 && now_ns() < until)
+            sched_yield();
+        pthread_mutex_lock(&c->mu);
     }
     uint64_t deadline = deadline_after(c->timeout_ns);
     while (s->state == 0 && c->status == DV_OK) {
@@ -1285,8 +1296,8 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
                                      used ? ", " : "", c->local[i].rank);
                     used += n > 0 ? (size_t)n : 0;
                 }
-            s->state = 2;
             s->status = DV_ETIMEDOUT;
+            __atomic_store_n(&s->state, 2, __ATOMIC_RELEASE);
             if (k->nops == 0)
                 snprintf(s->why, sizeof(s->why),
                          "%s %s's actor did not take its part of the creation within %s; "
@@ -1307,9 +1318,9 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
     if (c->status != DV_OK && s->state == 0) {
         /* Aborted while this step was open: it fails, and a rank that
          * comes later does not read this one's (freed) call. */
-        s->state = 2;
         s->status = c->status;
         snprintf(s->why, sizeof(s->why), "%s", c->why);
+        __atomic_store_n(&s->state, 2, __ATOMIC_RELEASE);
     }
     s->part[li] = NULL;
     if (c->status != DV_OK)
