@@ -2055,6 +2055,8 @@ static void pend_flush(pool_res *p);
 static uint32_t pend_find(const pool_res *p, uint32_t g);
 static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y);
 static void pend_piece_idle(pool_res *p, pool_pend r);
+static uint32_t idle_before(const pool_res *p, uint64_t stamp);
+static void gran_uncount(pool_res *p, pool_gran *gr);
 
 /* Idle physical granules are a list in the order they went idle (by
  * stamp): memory q goes in after memory after (NO_PHYS: first). */
@@ -2452,9 +2454,31 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     int rc;
     if (p->npend != 0 && own != NO_PHYS && p->phys[own].active != NO_GRAN &&
         pend_at(p, p->phys[own].active)) {
-        /* Its own memory, pending at another address, is idle. */
+        /* Its own memory, pending at another address h: h is left as
+         * pend_piece_idle leaves it, and the memory comes here straight
+         * when the device passed the frees where it was (as it would
+         * from the idle list, without going through it); else it is idle
+         * in its place and looked at below with the rest. */
         uint32_t h = p->phys[own].active;
-        pend_piece_idle(p, pend_cut(p, pend_find(p, h), h, h));
+        pool_pend piece = pend_cut(p, pend_find(p, h), h, h);
+        pool_gran *hr = &p->gran[h];
+        pool_phys *ph = &p->phys[own];
+        dv_assert_internal(hr->phys == own); /* mapped at h, where it serves */
+        gran_note_free(p, hr, piece.stream, piece.epoch);
+        hr->users = 0;
+        gran_uncount(p, hr);
+        ph->active = NO_GRAN;
+        bool passed = ph->last == g;
+        rc = passed ? DV_OK : gran_passed(p, &p->gran[ph->last], look, &passed);
+        if (rc == DV_OK && passed && ph->last != g)
+            rc = gran_wait(p, &p->gran[ph->last], s);
+        if (rc == DV_OK && passed) {
+            ph->active = ph->last = g;
+            return DV_OK;
+        }
+        idle_insert(p, own, idle_before(p, piece.stamp), piece.stamp);
+        if (rc != DV_OK)
+            return rc;
     }
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
         pool_phys *ph = &p->phys[own];
@@ -2552,15 +2576,21 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
 /* Granule g is live no more: its memory (if it serves g) goes into the
  * idle order after memory after, stamped.  What is last in the order
  * then. */
-static uint32_t gran_rest(pool_res *p, uint32_t g, uint32_t after, uint64_t stamp)
+/* Granule gr leaves its unit's count of live granules. */
+static void gran_uncount(pool_res *p, pool_gran *gr)
 {
-    pool_gran *gr = &p->gran[g];
     if (gr->counted) {
         uint32_t v = unit_of(p, gr);
         gr->counted = false;
         if (--p->unit_live[v] == 0)
             p->live_units[v / 64] &= ~(UINT64_C(1) << (v % 64));
     }
+}
+
+static uint32_t gran_rest(pool_res *p, uint32_t g, uint32_t after, uint64_t stamp)
+{
+    pool_gran *gr = &p->gran[g];
+    gran_uncount(p, gr);
     if (gr->phys == NO_PHYS || p->phys[gr->phys].active != g)
         return after;
     p->phys[gr->phys].active = NO_GRAN;
