@@ -2631,6 +2631,11 @@ static bool pend_any(const pool_res *p, uint32_t g0, uint32_t g1)
 
 static void pend_bits_set(pool_res *p, uint32_t g, uint32_t n, bool on)
 {
+    if (n == 1) { /* the common cut: one granule */
+        uint64_t m = UINT64_C(1) << (g % 64);
+        p->pend_bits[g / 64] = on ? p->pend_bits[g / 64] | m : p->pend_bits[g / 64] & ~m;
+        return;
+    }
     while (n != 0) {
         uint32_t k = 64 - g % 64 < n ? 64 - g % 64 : n;
         uint64_t m = (k == 64 ? ~UINT64_C(0) : (UINT64_C(1) << k) - 1) << (g % 64);
@@ -2712,12 +2717,22 @@ static uint32_t pend_find(const pool_res *p, uint32_t g)
  * made idle): returned as a run of their own, off the list. */
 static pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y)
 {
-    pool_pend r = p->pend[i], piece = r;
+    pool_pend *run = &p->pend[i], piece = *run;
     piece.g = x;
     piece.n = y - x + 1;
-    piece.stamp = r.stamp + (x - r.g);
+    piece.stamp = run->stamp + (x - run->g);
     pend_bits_set(p, x, piece.n, false);
-    uint32_t end = r.g + r.n - 1;
+    uint32_t end = run->g + run->n - 1;
+    if (x == run->g && y < end) {
+        /* Its head: the rest stays where it is, starting after y. */
+        p->gran[x].pend = 0;
+        run->g = y + 1;
+        run->n = end - y;
+        run->stamp = piece.stamp + piece.n;
+        p->gran[run->g].pend = i + 1;
+        return piece;
+    }
+    pool_pend r = *run;
     if (y < end) {
         pool_pend right = r;
         right.g = y + 1;
