@@ -2262,6 +2262,20 @@ static uint32_t gran_frees(const pool_res *p, const pool_gran *gr, dv_stream_pos
  * is the caller's. */
 static int gran_passed(pool_res *p, const pool_gran *gr, uint64_t look, bool *passed)
 {
+    *passed = true;
+    if (!gr->many) { /* its frees as kept; those known passed ask nothing */
+        for (uint32_t i = 0; i < gr->nfree; i++) {
+            dv_stream_pos f = {gr->fstream[i], gr->fepoch[i]};
+            if (dv__tracker_known_passed(p->t, f))
+                continue;
+            int rc = dv__tracker_reached_in(p->t, look, f, passed);
+            if (rc != DV_OK || !*passed) {
+                *passed = *passed && rc == DV_OK;
+                return rc;
+            }
+        }
+        return DV_OK;
+    }
     dv_stream_pos pos[DV_MAX_STREAMS];
     uint32_t n = gran_frees(p, gr, pos);
     int rc = DV_OK;
