@@ -185,6 +185,8 @@ static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, ref_chunk **c
     dv_ref_domain *d = domain_at(di);
     if (d == NULL)
         return ref_fail(DV_ESTALE, op, ref, "names a domain never opened");
+    if (REF_GEN(ref.bits) == 0) /* a slot never minted reads generation 0 too */
+        return ref_fail(DV_ESTALE, op, ref, "names generation 0, which no handle has");
     /* Relaxed: it moves only in a child with one thread (base/proc.h). */
     if (atomic_load_explicit(&d->fork_gen, memory_order_relaxed) != dv__fork_now())
         return dv__forked(op);
@@ -807,6 +809,10 @@ dv_ref_slot *dv__ref_lookup(dv_ref_domain *d, dv_ref ref, const char *op)
     ref_chunk *c = chunk_of(d, REF_SLOT(ref.bits));
     if (c == NULL) {
         ref_fail(DV_ESTALE, op, ref, "names a slot beyond the table");
+        return NULL;
+    }
+    if (REF_GEN(ref.bits) == 0) { /* a free slot's generation: never a handle's */
+        ref_fail(DV_ESTALE, op, ref, "names generation 0, which no handle has");
         return NULL;
     }
     dv_ref_slot *s = &c->slot[REF_SLOT(ref.bits) % CHUNK];

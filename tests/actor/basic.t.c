@@ -39,7 +39,7 @@ int main(void)
     a = make(3);
     if (BASIC_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(57);
+    plan(58);
     ok(a != NULL, "a composed actor on the sim: %s",
        a ? dv_actor_backend_name(a) : dv_last_error()->message);
     if (a == NULL)
@@ -116,6 +116,19 @@ int main(void)
     dv_ref forged = {x.bits ^ 1}; /* same slot, another generation */
     is_status(dv_memset(a, forged, 0, 0, 4, 0), DV_ESTALE, "memset through a forged handle");
     is_status(dv_ref_access(forged, &info), DV_ESTALE, "access of a forged handle");
+    /* A slot of the same table never handed out (its generation reads 0),
+     * named with generation 0: no handle has it. */
+    dv_ref unminted = {(x.bits & ~UINT64_C(0xffffffffffffff)) | (UINT64_C(4000) << 32)};
+    dv_future uf;
+    dv_future_init(&uf, 0);
+    int urc = dv_memset_async(a, unminted, 0, 0, 4, 0, &uf);
+    if (urc == DV_OK)
+        urc = dv_future_wait(&uf);
+    ok(urc == DV_ESTALE && dv_ref_access(unminted, &info) == DV_ESTALE &&
+           dv_memset(a, unminted, 0, 0, 4, 0) == DV_ESTALE,
+       "a never-minted slot named with generation 0: DV_ESTALE (memset, posted and blocking; "
+       "access) (%s)",
+       dv_err_name(urc));
     is_status(dv_sync(a, 7), DV_EINVAL, "sync of an unknown stream");
 
     /* -- release ---------------------------------------------------------- */
