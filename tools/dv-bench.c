@@ -2114,6 +2114,9 @@ static bool coll_direct_setup(coll_direct *D, dv_driver *drv, int n, uint64_t by
         memset(D->comm, 0, sizeof(D->comm));
         return false;
     }
+    for (int m = 0; m < 2; m++) /* no timing events: the device columns stay empty */
+        if (dv__drv_event_create(D->ctx[0], DV_DRV_EVENT_TIMING, &D->mark[m]) != DV_OK)
+            D->mark[m] = NULL;
     D->n = n;
     return true;
 }
@@ -2198,10 +2201,6 @@ static int coll_direct_once(coll_direct *D, uint64_t count, int batch, double *d
                             size_t cap)
 {
     *dev_s = 0;
-    for (int m = 0; m < 2; m++)
-        if (D->mark[m] == NULL &&
-            dv__drv_event_create(D->ctx[0], DV_DRV_EVENT_TIMING, &D->mark[m]) != DV_OK)
-            D->mark[m] = NULL;
     bool marks = D->mark[0] != NULL && D->mark[1] != NULL;
     if (marks)
         (void)dv__drv_event_record(D->mark[0], D->stream[0]);
