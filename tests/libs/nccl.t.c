@@ -913,13 +913,9 @@ static void test_create_concurrent(void)
  * for the destroy to end before its timeout starts, rather than meeting
  * a rank queued behind it.  (On GPUs NCCL's destroy of one rank can
  * outlast another's by more than a short timeout.) */
-typedef struct ender {
-    dv_nccl_comm *c;
-} ender;
-
-static void *destroy_main(void *arg)
+static void *destroy_main(void *comm)
 {
-    dv_nccl_comm_destroy(((ender *)arg)->c);
+    dv_nccl_comm_destroy(comm);
     return NULL;
 }
 
@@ -931,8 +927,8 @@ static void test_create_after_destroy(void)
         return;
     }
     int late = R - 1;
-    ender e = {NULL};
-    MUST(dv_nccl_comm_create(A, R, SHORT, &e.c));
+    dv_nccl_comm *first = NULL;
+    MUST(dv_nccl_comm_create(A, R, SHORT, &first));
     dv_actor_stats before, now;
     MUST(dv_actor_stats_get(A[0], &before));
     uint64_t hold = 3 * SHORT;
@@ -940,7 +936,7 @@ static void test_create_after_destroy(void)
     dv_future_init(&held, 0);
     MUST(dv_task_async(A[late], hold_actor, &hold, 0, NULL, 0, &held));
     pthread_t t;
-    pthread_create(&t, NULL, destroy_main, &e);
+    pthread_create(&t, NULL, destroy_main, first);
     /* Rank 0's part of the destroy ran: the destroy posted every rank's
      * (in one go) and waits for the busy one's. */
     do {
