@@ -23,8 +23,9 @@
  * up to PARK_LONG_NS; back to PARK_POLL_NS whenever a look finds
  * something finished or a message gives the device work (and never past
  * PARK_WAITED_NS while a client sleeps in a wait).  So work is seen done
- * at most about 0.1 ms late, or 1.6% of the time it has been running: a client waiting for a batch of long operations (collectives
- * of 64 MiB, 0.3 ms each) loses little per batch (with parks of up to
+ * at most about 0.1 ms late, or 1.6% of the time it has been running: a
+ * client waiting for a batch of long operations (collectives of 64 MiB,
+ * 0.3 ms each) loses little per batch (with parks of up to
  * 1 ms, which ck_ec stretched to 6.4 ms, such a batch took 7-11% longer
  * on two H100s), and a kernel of seconds costs the actor's thread a few
  * hundred looks a second.  A look costs a query per stream that waits

@@ -2587,9 +2587,6 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
     return DV_OK;
 }
 
-/* Granule g is live no more: its memory (if it serves g) goes into the
- * idle order after memory after, stamped.  What is last in the order
- * then. */
 /* Granule gr leaves its unit's count of live granules. */
 static void gran_uncount(pool_res *p, pool_gran *gr)
 {
@@ -2601,6 +2598,9 @@ static void gran_uncount(pool_res *p, pool_gran *gr)
     }
 }
 
+/* Granule g is live no more: its memory (if it serves g) goes into the
+ * idle order after memory after, stamped.  What is last in the order
+ * then. */
 static uint32_t gran_rest(pool_res *p, uint32_t g, uint32_t after, uint64_t stamp)
 {
     pool_gran *gr = &p->gran[g];
