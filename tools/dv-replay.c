@@ -651,6 +651,7 @@ typedef struct replayer {
     uint64_t thread;
     pthread_t id;
     uint64_t ops;
+    struct timespec t0, t1; /* its pass: from its first row to after its last */
     pthread_mutex_t mu; /* --ordered: sleeps on cv until its row's turn */
     pthread_cond_t cv;
 } replayer;
@@ -940,7 +941,9 @@ static void *replay(void *arg)
         pthread_barrier_wait(&pass_start);
         if (replay_quit)
             return NULL;
+        clock_gettime(CLOCK_MONOTONIC, &rp->t0);
         replay_pass(rp);
+        clock_gettime(CLOCK_MONOTONIC, &rp->t1);
         pthread_barrier_wait(&pass_end);
     }
 }
@@ -1001,13 +1004,19 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         for (size_t t = 0; t < nthreads; t++)
             threads[t].ops = 0;
         atomic_store(&turn, 0);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
         pthread_barrier_wait(&pass_start);
         pthread_barrier_wait(&pass_end);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        for (size_t t = 0; t < nthreads; t++)
+        /* The pass: from the first thread's start to the last one's end,
+         * as each read its clock (not the barriers' wake-ups: --stack
+         * times its pass inside it too). */
+        struct timespec t0 = threads[0].t0, t1 = threads[0].t1;
+        for (size_t t = 0; t < nthreads; t++) {
             *ops += threads[t].ops;
+            if (seconds_between(&threads[t].t0, &t0) > 0)
+                t0 = threads[t].t0;
+            if (seconds_between(&t1, &threads[t].t1) > 0)
+                t1 = threads[t].t1;
+        }
         *secs += seconds_between(&t0, &t1);
         if (pass == 0) {
             first_ops[target] = *ops;
