@@ -846,6 +846,8 @@ static void stacks_free(pool_res *p)
  */
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s);
 #define ALIAS_FLUSH 1 /* alias_use: stacked blocks first */
+static pool_range *bound_fit(pool_res *p, uint64_t need, dv_dptr *at);
+static pool_range *split_free(pool_res *p, pool_range *r, dv_dptr at);
 
 static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_stacked *out,
                 bool *found)
@@ -910,6 +912,18 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
     if (p->areg != NULL) {
         /* Memory for the granules the block makes live. */
         int rc = alias_use(p, r->ptr, need, s);
+        if (rc != DV_OK && rc != ALIAS_FLUSH && dv__short_of_memory(rc)) {
+            /* None to be had: room where memory is already. */
+            dv_dptr at;
+            pool_range *q = bound_fit(p, need, &at);
+            if (q != NULL) {
+                from = q->owner;
+                if (from != s && (rc = dv__tracker_wait(p->t, s, freed_pos(q))) != DV_OK)
+                    return rc;
+                r = at != q->ptr ? split_free(p, q, at) : q;
+                rc = alias_use(p, r->ptr, need, s); /* nothing to bind */
+            }
+        }
         if (rc == ALIAS_FLUSH) {
             *found = false;
             return DV_OK;
@@ -2803,6 +2817,52 @@ static void whole_granules(const pool_res *p, dv_dptr ptr, uint64_t bytes, uint3
     *gb = (uint32_t)(end >> p->gshift) - 1; /* end >= granule where *ga <= *gb */
     if ((end >> p->gshift) == 0)
         *ga = 1, *gb = 0;
+}
+
+/* Is every granule of [ptr, ptr + bytes) in use (live, or pending with
+ * its memory there), so that a block there needs no memory? */
+static bool gran_all_used(const pool_res *p, dv_dptr ptr, uint64_t bytes)
+{
+    if (ptr < p->areg->block.ptr || ptr + bytes - p->areg->block.ptr > p->areg->va_bytes)
+        return false; /* not the alias region's */
+    for (uint32_t g = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1); g <= g1; g++)
+        if (!gran_is_ready(p, g) || p->gran[g].users == 0)
+            return false;
+    return true;
+}
+
+/*
+ * No memory to be had for the granules a placement would make live: the
+ * smallest free range of any stream with room for need bytes, at its
+ * start or at its end, in granules in use already, where a block needs
+ * no memory; *at, where.  NULL if none.  Each stream places in its own
+ * slice of addresses, so a device held whole by small blocks of many
+ * streams has room in one slice's granules that another slice cannot
+ * otherwise use.  Only when memory has run out: every stream's free
+ * space is walked.
+ */
+static pool_range *bound_fit(pool_res *p, uint64_t need, dv_dptr *at)
+{
+    pool_range *best = NULL;
+    for (uint32_t t = 0; t < p->nstreams; t++) {
+        const pool_lists *l = &p->lists[t];
+        for (uint64_t fb = l->fl_map; fb != 0; fb &= fb - 1) {
+            unsigned fl = (unsigned)__builtin_ctzll(fb);
+            for (uint32_t sb = l->sl_map[fl]; sb != 0; sb &= sb - 1) {
+                pool_range *r = l->bins[fl][__builtin_ctz(sb)];
+                for (; r != NULL; r = r->free_next) {
+                    if (r->bytes < need || (best != NULL && !smaller(r, best)))
+                        continue;
+                    dv_dptr end = r->ptr + r->bytes - need;
+                    if (gran_all_used(p, r->ptr, need) || gran_all_used(p, end, need)) {
+                        best = r;
+                        *at = gran_all_used(p, r->ptr, need) ? r->ptr : end;
+                    }
+                }
+            }
+        }
+    }
+    return best;
 }
 
 /* A taken-back piece's free noted at its granules in [x, y] (what its

@@ -5,7 +5,8 @@
  * granule and trim gives it back; a workload that repeats makes no driver
  * call once it has run; blocks keep their data while memory moves under
  * other addresses; memory freed on another stream serves at once; the cap
- * and the device's size are kept; random work on three streams keeps the
+ * and the device's size are kept, and at the cap a block goes where a
+ * granule in use has room; random work on three streams keeps the
  * books straight (dv__pool_check); a destroy gives everything back.
  */
 #ifndef DV_TESTS_ALIAS_TESTS_H
@@ -103,7 +104,7 @@ static long al_random(test_env *t, dv_resource *pool, uint32_t seed, long n, boo
     return dv__pool_check(pool) == DV_OK ? -1 : n;
 }
 
-#define ALIAS_TESTS 20
+#define ALIAS_TESTS 23
 
 static void alias_tests(test_env *t)
 {
@@ -234,6 +235,36 @@ static void alias_tests(test_env *t)
     ok(rc == DV_OK && rg_stats(pool).chunk_bytes <= 6 * RG_MIB && dv__pool_check(pool) == DV_OK,
        "alias: once the first is freed, it fits under the cap (%s)", dv_err_name(rc));
     rc = dv__res_deallocate(pool, &b);
+    dv__res_destroy_stack(pool);
+
+    /* The cap held whole by two streams' blocks, each in a granule of
+     * its own slice of the addresses: a block of a third stream, which
+     * would need a granule of its own, goes where memory is, in the room
+     * the first stream's granule has left; one that fits no such room is
+     * refused, nothing changed. */
+    pool = al_pool(t, 2 * g);
+    rc = dv__res_allocate(pool, RG_MIB, 0, rg_tag(30), &a) |
+         dv__res_allocate(pool, RG_MIB, 1, rg_tag(31), &b);
+    rc |= rg_fill(t, &a, 31, 0) | rg_fill(t, &b, 32, 1);
+    int third = dv__res_allocate(pool, g / 2 - 64 * 1024, 2, rg_tag(32), &c);
+    if (third == DV_OK)
+        third = rg_fill(t, &c, 33, 2);
+    ok(rc == DV_OK && third == DV_OK && rg_stats(pool).chunk_bytes == 2 * g &&
+           rg_holds(t, &a, 31, 0) && rg_holds(t, &b, 32, 1) && rg_holds(t, &c, 33, 2) &&
+           dv__pool_check(pool) == DV_OK,
+       "alias: at the cap, a third stream's block is placed in another stream's granule, every "
+       "block holding its data (%s, %s)",
+       dv_err_name(rc), dv_err_name(third));
+    dv_block d;
+    over = dv__res_allocate(pool, g, 2, rg_tag(33), &d);
+    ok(over == DV_EOUT_OF_BUDGET && rg_stats(pool).chunk_bytes == 2 * g &&
+           dv__pool_check(pool) == DV_OK,
+       "alias: a block no granule in use has room for: DV_EOUT_OF_BUDGET (%s)",
+       dv_err_name(over));
+    rc = dv__res_deallocate(pool, &a) | dv__res_deallocate(pool, &b);
+    if (third == DV_OK)
+        rc |= dv__res_deallocate(pool, &c);
+    ok(rc == DV_OK && dv__pool_check(pool) == DV_OK, "alias: and freed, the books straight");
     dv__res_destroy_stack(pool);
 
     /* 40 small blocks (2.5 MiB) freed, nothing live: their stacks are
