@@ -2468,6 +2468,22 @@ static void phys_activate(pool_res *p, uint32_t q, uint32_t g)
     p->phys[q].active = p->phys[q].last = g;
 }
 
+/* May granule g's own memory ph (serving no address now) serve g: has the
+ * device passed every free where it served last (nothing to pass where
+ * that was g)?  If so, s waits for those frees on the device (for the
+ * stream-order checker).  A driver error is the caller's. */
+static int own_passed(pool_res *p, const pool_phys *ph, uint32_t g, dv_stream_id s, uint64_t look,
+                      bool *passed)
+{
+    *passed = ph->last == g;
+    if (*passed)
+        return DV_OK;
+    int rc = gran_passed(p, &p->gran[ph->last], look, passed);
+    if (rc == DV_OK && *passed)
+        rc = gran_wait(p, &p->gran[ph->last], s);
+    return rc;
+}
+
 /*
  * Physical memory for granule g, which has just become live for stream s:
  * its own, when that is idle and was last here (no driver call); else an
@@ -2500,10 +2516,8 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         hr->users = 0;
         gran_uncount(p, hr);
         ph->active = NO_GRAN;
-        bool passed = ph->last == g;
-        rc = passed ? DV_OK : gran_passed(p, &p->gran[ph->last], look, &passed);
-        if (rc == DV_OK && passed && ph->last != g)
-            rc = gran_wait(p, &p->gran[ph->last], s);
+        bool passed;
+        rc = own_passed(p, ph, g, s, look, &passed);
         if (rc == DV_OK && passed) {
             ph->active = ph->last = g;
             return DV_OK;
@@ -2513,13 +2527,10 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
             return rc;
     }
     if (own != NO_PHYS && p->phys[own].active == NO_GRAN) {
-        pool_phys *ph = &p->phys[own];
-        bool passed = ph->last == g;
-        if (!passed && (rc = gran_passed(p, &p->gran[ph->last], look, &passed)) != DV_OK)
+        bool passed;
+        if ((rc = own_passed(p, &p->phys[own], g, s, look, &passed)) != DV_OK)
             return rc;
         if (passed) {
-            if (ph->last != g && (rc = gran_wait(p, &p->gran[ph->last], s)) != DV_OK)
-                return rc;
             phys_activate(p, own, g);
             return DV_OK;
         }
