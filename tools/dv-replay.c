@@ -16,11 +16,11 @@
  * replayed).  Streams are mapped
  * to the actor's streams in order of first appearance (modulo their count).
  * An action is allocate, free (or deallocate), or a failure of either,
- * which is skipped; any other refuses the log.  A free of a block the log
- * never allocated (a log begun late) is counted and skipped; a
- * zero-byte allocation is skipped with its free; an allocation at the
- * address of a block still live frees that block first (as the trace's
- * live count does), said on stderr.  A quoted
+ * which is skipped; any other refuses the log.  A free of no live block
+ * (never allocated: a log begun late; or freed already) is counted and
+ * skipped; a zero-byte allocation is skipped with its free; an
+ * allocation at the address of a block still live frees that block first
+ * (as the trace's live count does), said on stderr.  A quoted
  * field may hold line breaks (the row then runs over several lines).
  *
  * The report: rows, allocations and frees replayed, the peak of live bytes
@@ -36,7 +36,8 @@
  *
  * The replay threads start before the first pass and meet the timing
  * thread at the start and the end of each pass; the timed region is a
- * pass, from the start to the last thread's end; an operation is an
+ * pass, from the first thread's start to the last one's end, each read
+ * on the replay thread itself (not the barriers' wake-ups); an operation is an
  * allocation (refused or not) or the free of an allocation that
  * succeeded.  Per row, the actor's side does what a client
  * needing the memory does: dv_alloc and dv_ref_access (the device address:
@@ -85,6 +86,8 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -96,6 +99,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "devactor.h"
@@ -112,7 +116,9 @@ typedef struct row {
     int32_t prior;     /* allocate: a live block at its address, freed first; -1: none */
     uint32_t seq;      /* order in the file, for a stable sort */
     uint32_t owner;    /* the replay thread of its Thread */
+    dv_stream sidx;    /* the actor's stream (and the peer's) for its Stream */
     _Atomic int state; /* 0: not yet, 1: replayed, 2: refused, 3: freed */
+    _Atomic int waited; /* a thread sleeps on state (row_settle wakes it) */
     dv_ref ref;        /* the actor's handle */
     dv_block block;    /* --stack: the block the stack gave */
     void *p;           /* the peer's block */
@@ -240,9 +246,11 @@ static char *field(char **p)
             }
             *w++ = *s++;
         }
+        /* Text after the closing quote stays in the field (as Python's
+         * csv keeps it): "100"x is 100x, which then does not parse. */
+        while (*s != ',' && *s != '\0' && *s != '\r' && *s != '\n')
+            *w++ = *s++;
         *w = '\0';
-        while (*s != ',' && *s != '\0')
-            s++;
     } else {
         while (*s != ',' && *s != '\0' && *s != '\r' && *s != '\n')
             s++;
@@ -268,11 +276,22 @@ static bool number(const char *s, int base, uint64_t *out)
     return true;
 }
 
-/* A time in seconds, or RMM's time of day (*of_day set), in µs. */
+/* A time in seconds, or RMM's time of day (*of_day set), in µs: digits,
+ * a fraction after a point, and for a time of day HH:MM:SS before it;
+ * nothing else (no sign, exponent or hex). */
 static bool parse_time(const char *s, uint64_t *us, bool *of_day)
 {
     char *end;
-    if (*s < '0' || *s > '9')
+    unsigned colons = 0, points = 0;
+    for (const char *c = s; *c != '\0'; c++) {
+        if (*c == ':' && points == 0)
+            colons++;
+        else if (*c == '.')
+            points++;
+        else if (*c < '0' || *c > '9')
+            return false;
+    }
+    if ((colons != 0 && colons != 2) || points > 1 || *s < '0' || *s > '9')
         return false;
     errno = 0;
     double t = strtod(s, &end);
@@ -407,17 +426,34 @@ static ssize_t read_line(FILE *f, char **buf, size_t *cap)
     return (ssize_t)n;
 }
 
-/* While *line holds an odd number of quotes (a quoted field still open),
- * append the next line of f.  0, or -1 at the end of the file, or out of
- * memory. */
+/* Does a quoted field stay open past the end of text (from state
+ * *quoted, *start: at a field's start)?  A quote opens a field only at
+ * its start, as field() reads it; one inside an unquoted field is text. */
+static void quote_scan(const char *text, bool *quoted, bool *start)
+{
+    for (const char *c = text; *c != '\0'; c++) {
+        if (*quoted) {
+            if (*c == '"' && c[1] == '"')
+                c++; /* an escaped quote */
+            else if (*c == '"')
+                *quoted = false;
+        } else if (*c == '"' && *start) {
+            *quoted = true;
+        }
+        *start = !*quoted && (*c == ',' || *c == '\n');
+    }
+}
+
+/* While *line ends inside a quoted field, append the next line of f.  0,
+ * or -1 at the end of the file, or out of memory. */
 static int join_quoted(FILE *f, char **line, size_t *cap, uint32_t *lineno)
 {
-    size_t quotes = 0, len = 0;
-    for (const char *c = *line; *c != '\0'; c++, len++)
-        quotes += *c == '"';
+    bool quoted = false, start = true;
+    size_t len = strlen(*line);
+    quote_scan(*line, &quoted, &start);
     char *more = NULL;
     size_t more_cap = 0;
-    while (quotes % 2 != 0) {
+    while (quoted) {
         ssize_t n = read_line(f, &more, &more_cap);
         if (n < 0)
             break;
@@ -431,11 +467,10 @@ static int join_quoted(FILE *f, char **line, size_t *cap, uint32_t *lineno)
         }
         memcpy(*line + len, more, (size_t)n + 1);
         len += (size_t)n;
-        for (ssize_t i = 0; i < n; i++)
-            quotes += more[i] == '"';
+        quote_scan(more, &quoted, &start);
     }
     free(more);
-    return quotes % 2 == 0 ? 0 : -1;
+    return quoted ? -1 : 0;
 }
 
 /* --scale: every size of the log times this. */
@@ -457,6 +492,7 @@ static int load(const char *path)
     /* RMM's times of day: a time more than 12 hours before the last is
      * on the next day (the log ran past midnight). */
     uint64_t day_us = 0, last_us = 0;
+    bool day_times = false; /* the rows' times are times of day */
     const uint64_t half_day_us = UINT64_C(12) * 3600 * 1000000;
     ssize_t got;
     while (rc == 0 && (got = read_line(f, &line, &line_cap)) != -1) {
@@ -512,7 +548,7 @@ static int load(const char *path)
             if (strcmp(action, "allocate failure") == 0 || strcmp(action, "free failure") == 0 ||
                 strcmp(action, "deallocate failure") == 0)
                 continue; /* nothing happened */
-            fprintf(stderr, "dv-replay: %s: line %u: unknown action \"%.40s\"\n", path, lineno,
+            fprintf(stderr, "dv-replay: %s: line %u: unknown action \"%.40s\"\n", path, row_line,
                     action);
             rc = -1;
             break;
@@ -524,11 +560,19 @@ static int load(const char *path)
                     number(ptr, 16, &r.ptr) && number(size, 10, &r.size) &&
                     number(stream, 0, &r.stream) && number(device, 10, &dev) &&
                     number(query, 10, &(uint64_t){0});
-        if (!okay) {
+        if (!okay || dev > INT_MAX) {
             fprintf(stderr, "dv-replay: %s: line %u: a field does not parse\n", path, row_line);
             rc = -1;
             break;
         }
+        if (nrows != 0 && of_day != day_times) {
+            fprintf(stderr, "dv-replay: %s: line %u: a %s where the rows before give %s\n", path,
+                    row_line, of_day ? "time of day" : "time in seconds",
+                    of_day ? "seconds" : "times of day");
+            rc = -1;
+            break;
+        }
+        day_times = of_day;
         if (r.size > UINT64_MAX / size_scale) {
             fprintf(stderr, "dv-replay: %s: line %u: the size times --scale overflows\n", path,
                     row_line);
@@ -560,15 +604,15 @@ static int load(const char *path)
         rows[nrows++] = r;
     }
     free(line);
-    if (rc == 0 && lineno == 0) {
-        fprintf(stderr, "dv-replay: %s: empty: not a devactor or RMM allocation log\n", path);
-        rc = -1;
-    }
     if (close_log(f, child) != 0 && rc == 0) {
         fprintf(stderr, "dv-replay: %s: gzip -dc failed\n", path);
         rc = -1;
     }
-    if (rc == 0)
+    if (rc == 0 && lineno == 0) {
+        fprintf(stderr, "dv-replay: %s: empty: not a devactor or RMM allocation log\n", path);
+        rc = -1;
+    }
+    if (rc == 0 && nrows != 0)
         qsort(rows, nrows, sizeof(*rows), by_time);
     return rc;
 }
@@ -596,7 +640,7 @@ static uint64_t match(uint64_t *unmatched)
         return 0;
     for (size_t i = 0; i < cap; i++)
         tab[i] = EMPTY;
-    uint64_t live = 0, peak = 0;
+    unsigned __int128 live = 0, peak = 0; /* sizes up to 2^64 - 1 each */
     *unmatched = 0;
     for (size_t i = 0; i < nrows; i++) {
         row *r = &rows[i];
@@ -644,7 +688,7 @@ static uint64_t match(uint64_t *unmatched)
         }
     }
     free(tab);
-    return peak;
+    return peak > UINT64_MAX ? UINT64_MAX : (uint64_t)peak;
 }
 
 typedef struct replayer {
@@ -658,16 +702,10 @@ typedef struct replayer {
 
 static replayer *replayers;
 
-static uint64_t stream_keys[64];
+/* The log's streams in order of first appearance; the i-th replays on
+ * the actor's stream i % nstreams (rows[].sidx). */
+static uint64_t *stream_keys;
 static unsigned nstream_keys;
-
-static dv_stream stream_of(uint64_t key)
-{
-    for (unsigned i = 0; i < nstream_keys; i++)
-        if (stream_keys[i] == key)
-            return i % nstreams;
-    return 0;
-}
 
 static _Atomic uint64_t noted[2]; /* failures seen at their row, named or not */
 
@@ -743,6 +781,14 @@ static void pass_turn(replayer *rp, size_t i)
     pthread_mutex_unlock(&next->mu);
 }
 
+/* Row r's outcome st, for a thread that may wait for it in free_row. */
+static void row_settle(row *r, int st)
+{
+    atomic_store(&r->state, st);
+    if (atomic_load(&r->waited))
+        (void)syscall(SYS_futex, &r->state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 /* The free of allocation row a (replayed by any thread); zero-byte
  * allocations were not replayed and have nothing to free. */
 static void free_row(replayer *rp, row *a)
@@ -750,8 +796,19 @@ static void free_row(replayer *rp, row *a)
     if (a->size == 0)
         return;
     int st;
-    while ((st = atomic_load_explicit(&a->state, memory_order_acquire)) == 0)
-        sched_yield(); /* allocated by another thread: not yet */
+    /* Allocated by another thread, not yet: yield a while, then sleep on
+     * the row's state until row_settle wakes this thread (thousands of
+     * waiting threads that only yielded would keep the allocating one off
+     * the cores). */
+    for (unsigned n = 0; (st = atomic_load(&a->state)) == 0; n++) {
+        if (n < 64) {
+            sched_yield();
+            continue;
+        }
+        atomic_store(&a->waited, 1); /* then state read again: no lost wake */
+        if (atomic_load(&a->state) == 0)
+            (void)syscall(SYS_futex, &a->state, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
     if (st == 3)
         return;
     if (target == 1) {
@@ -777,17 +834,17 @@ static void replay_pass(replayer *rp)
         if (r->alloc && r->size == 0) {
             if (r->prior >= 0)
                 free_row(rp, &rows[r->prior]);
-            atomic_store_explicit(&r->state, 3, memory_order_release);
+            row_settle(r, 3);
         } else if (r->alloc) {
             int rc = DV_OK;
             if (r->prior >= 0)
                 free_row(rp, &rows[r->prior]);
             if (target == 1) {
-                r->p = peer.api.alloc((size_t)r->size, peer.streams[stream_of(r->stream)]);
+                r->p = peer.api.alloc((size_t)r->size, peer.streams[r->sidx]);
                 rc = r->p != NULL ? DV_OK : -1;
             } else {
                 dv_ref ref = DV_REF_NULL;
-                rc = dv_alloc(actor, r->size, stream_of(r->stream), "replay", &ref);
+                rc = dv_alloc(actor, r->size, r->sidx, "replay", &ref);
                 dv_ref_info info;
                 if (rc == DV_OK && !post_only)
                     rc = dv_ref_access(ref, &info); /* the address, as the peer gives it */
@@ -795,7 +852,7 @@ static void replay_pass(replayer *rp)
             }
             if (rc != DV_OK)
                 note_failure(r, rc);
-            atomic_store_explicit(&r->state, rc == DV_OK ? 1 : 2, memory_order_release);
+            row_settle(r, rc == DV_OK ? 1 : 2);
             rp->ops++;
         } else if (r->match >= 0) {
             free_row(rp, &rows[r->match]);
@@ -849,7 +906,7 @@ static int stack_replay(dv_resource *top, void *arg)
             continue;
         } else if (r->alloc) {
             dv_tag tag = {.name = "replay", .query_id = 0};
-            int rc = dv_resource_allocate(top, r->size, stream_of(r->stream), tag, &r->block);
+            int rc = dv_resource_allocate(top, r->size, r->sidx, tag, &r->block);
             if (rc != DV_OK) {
                 note_failure(r, rc);
             } else if ((sp->held += r->block.requested) > sp->held_peak) {
@@ -998,6 +1055,7 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
             (void)dv_memory_stats_get(actor, &before);
         for (size_t i = 0; i < nrows; i++) {
             atomic_store_explicit(&rows[i].state, 0, memory_order_relaxed);
+            atomic_store_explicit(&rows[i].waited, 0, memory_order_relaxed);
             rows[i].ref = DV_REF_NULL;
             rows[i].p = NULL;
         }
@@ -1008,8 +1066,10 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         pthread_barrier_wait(&pass_end);
         /* The pass: from the first thread's start to the last one's end,
          * as each read its clock (not the barriers' wake-ups: --stack
-         * times its pass inside it too). */
-        struct timespec t0 = threads[0].t0, t1 = threads[0].t1;
+         * times its pass inside it too).  No rows: no thread, no time. */
+        struct timespec t0 = {0}, t1 = {0};
+        if (nthreads != 0)
+            t0 = threads[0].t0, t1 = threads[0].t1;
         for (size_t t = 0; t < nthreads; t++) {
             *ops += threads[t].ops;
             if (seconds_between(&threads[t].t0, &t0) > 0)
@@ -1188,12 +1248,20 @@ int main(int argc, char **argv)
 
     /* Streams and threads, in order of first appearance. */
     for (size_t i = 0; i < nrows; i++) {
-        bool seen = false;
-        for (unsigned s = 0; s < nstream_keys && !seen; s++)
-            seen = stream_keys[s] == rows[i].stream;
-        if (!seen && nstream_keys < 64)
+        unsigned k = 0;
+        while (k < nstream_keys && stream_keys[k] != rows[i].stream)
+            k++;
+        if (k == nstream_keys) {
+            uint64_t *more = realloc(stream_keys, (nstream_keys + 1) * sizeof(*stream_keys));
+            if (more == NULL) {
+                fprintf(stderr, "dv-replay: out of memory\n");
+                goto out;
+            }
+            stream_keys = more;
             stream_keys[nstream_keys++] = rows[i].stream;
-        seen = false;
+        }
+        rows[i].sidx = nstreams != 0 ? k % nstreams : 0; /* 0: the actor refuses it below */
+        bool seen = false;
         for (size_t t = 0; t < nthreads && !seen; t++)
             if ((seen = threads[t].thread == rows[i].thread))
                 rows[i].owner = (uint32_t)t;
@@ -1333,7 +1401,7 @@ int main(int argc, char **argv)
         printf("dv-replay: %s%s%s, %zu threads, %u streams%s\n", path, ours ? " on " : "",
                backend_name, nthreads, nstream_keys, in_passes);
         printf("  rows %zu: %" PRIu64 " allocations, %" PRIu64 " frees%s (%" PRIu64
-               " frees of blocks the log never allocated, skipped%s)\n",
+               " frees of no live block, never allocated or freed already, skipped%s)\n",
                nrows, allocs, frees, in_passes, unmatched, passes > 1 ? " in each pass" : "");
         if (zero_allocs != 0)
             printf("  %" PRIu64 " zero-byte allocations skipped, with their frees\n", zero_allocs);
@@ -1385,5 +1453,6 @@ out:
         peer_unload();
     free(threads);
     free(rows);
+    free(stream_keys);
     return status;
 }
