@@ -2074,7 +2074,7 @@ static HOT uint32_t pend_find(const pool_res *p, uint32_t g);
 static HOT pool_pend pend_cut(pool_res *p, uint32_t i, uint32_t x, uint32_t y);
 static void pend_piece_idle(pool_res *p, pool_pend r);
 static uint32_t idle_before(const pool_res *p, uint64_t stamp);
-static void gran_uncount(pool_res *p, pool_gran *gr);
+static HOT uint32_t gran_leave(pool_res *p, uint32_t g);
 
 /* Idle physical granules are a list in the order they went idle (by
  * stamp): memory q goes in after memory after (NO_PHYS: first). */
@@ -2472,8 +2472,8 @@ static void phys_activate(pool_res *p, uint32_t q, uint32_t g)
  * device passed every free where it served last (nothing to pass where
  * that was g)?  If so, s waits for those frees on the device (for the
  * stream-order checker).  A driver error is the caller's. */
-static int own_passed(pool_res *p, const pool_phys *ph, uint32_t g, dv_stream_id s, uint64_t look,
-                      bool *passed)
+static HOT int own_passed(pool_res *p, const pool_phys *ph, uint32_t g, dv_stream_id s,
+                          uint64_t look, bool *passed)
 {
     *passed = ph->last == g;
     if (*passed)
@@ -2514,8 +2514,7 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
         dv_assert_internal(hr->phys == own); /* mapped at h, where it serves */
         gran_note_free(p, hr, piece.stream, piece.epoch);
         hr->users = 0;
-        gran_uncount(p, hr);
-        ph->active = NO_GRAN;
+        (void)gran_leave(p, h); /* own, off h */
         bool passed;
         rc = own_passed(p, ph, g, s, look, &passed);
         if (rc == DV_OK && passed) {
@@ -2627,18 +2626,28 @@ static void gran_uncount(pool_res *p, pool_gran *gr)
     }
 }
 
+/* Granule g is live no more: out of its unit's count, and its memory (if
+ * it serves g) serves nothing now.  That memory, or NO_PHYS. */
+static HOT uint32_t gran_leave(pool_res *p, uint32_t g)
+{
+    pool_gran *gr = &p->gran[g];
+    gran_uncount(p, gr);
+    if (gr->phys == NO_PHYS || p->phys[gr->phys].active != g)
+        return NO_PHYS;
+    p->phys[gr->phys].active = NO_GRAN;
+    return gr->phys;
+}
+
 /* Granule g is live no more: its memory (if it serves g) goes into the
  * idle order after memory after, stamped.  What is last in the order
  * then. */
 static uint32_t gran_rest(pool_res *p, uint32_t g, uint32_t after, uint64_t stamp)
 {
-    pool_gran *gr = &p->gran[g];
-    gran_uncount(p, gr);
-    if (gr->phys == NO_PHYS || p->phys[gr->phys].active != g)
+    uint32_t q = gran_leave(p, g);
+    if (q == NO_PHYS)
         return after;
-    p->phys[gr->phys].active = NO_GRAN;
-    idle_insert(p, gr->phys, after, stamp);
-    return gr->phys;
+    idle_insert(p, q, after, stamp);
+    return q;
 }
 
 /* Granule g has nothing used in it any more: its memory is idle. */
@@ -2865,9 +2874,10 @@ static pool_range *bound_fit(pool_res *p, uint64_t need, dv_dptr *at)
                     if (r->bytes < need || (best != NULL && !smaller(r, best)))
                         continue;
                     dv_dptr end = r->ptr + r->bytes - need;
-                    if (gran_all_used(p, r->ptr, need) || gran_all_used(p, end, need)) {
+                    bool head = gran_all_used(p, r->ptr, need);
+                    if (head || gran_all_used(p, end, need)) {
                         best = r;
-                        *at = gran_all_used(p, r->ptr, need) ? r->ptr : end;
+                        *at = head ? r->ptr : end;
                     }
                 }
             }
