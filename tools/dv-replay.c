@@ -86,10 +86,10 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -97,9 +97,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "devactor.h"
