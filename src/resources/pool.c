@@ -154,7 +154,11 @@
  * back a run at a time; whatever would see the difference (a bind, a
  * granule learning, trim) first makes them idle, in their place of the
  * idle order, so placements, bytes and driver calls are the same as
- * without.
+ * without.  A large block's free leaves its granules' side for the next
+ * call (bins_defer): a placement of the same size, stream and address,
+ * its granules having learnt all there is, undoes it with no granule
+ * work at all (a loop that frees a buffer and takes its like again);
+ * anything else does it first.
  *
  * Returning chunks.  A chunk with nothing live or stacked is empty; trim
  * makes the chunk's alloc stream wait on the free position of each of its
@@ -369,6 +373,15 @@ typedef struct pool_res {
     uint64_t high;          /* the most chunk_bytes ever was (mapped or chunks) */
     uint64_t live_bytes;    /* owner's view of bytes_outstanding */
     uint64_t stacked_bytes; /* on small-class stacks, all streams */
+    /* Aliases: the granules' side of the last large block's free, not done
+     * yet (bins_defer). */
+    struct {
+        dv_dptr ptr;
+        uint64_t bytes, epoch, mark; /* mark: its range's at placement */
+        dv_stream_id s;
+        bool on;
+    } defer;
+    uint64_t undone; /* deferred frees a placement undid */
     /* A move's donors: unmapped with their physical memory kept (keeping
      * on), mapped again where the growth needs it, the rest released. */
     bool keeping;
@@ -754,9 +767,12 @@ static void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
 static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
                         bool clean);
 
+static HOT void defer_flush(pool_res *p);
+
 static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
 {
     pool_range *r = range_at(p, b.index);
+    defer_flush(p);
     if (p->areg != NULL)
         /* (A used range's freed_epoch: the binds its placement learnt at.) */
         alias_unuse(p, r->ptr, r->bytes, s, b.freed_epoch,
@@ -766,6 +782,45 @@ static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
     adopt_idle(p, r->phys_prev, s);
     adopt_idle(p, r->phys_next, s);
     (void)bins_release(p, r);
+}
+
+/*
+ * With aliases, a large block's free: its range goes to the bins as
+ * bins_return puts it, and its granules' side (alias_unuse) waits for the
+ * next operation.  When that is a placement of the same size, on the same
+ * stream, at the same address, and the granules learnt all there is (so
+ * that leaving and coming back would change nothing of theirs but the
+ * notes of this free, which the block's next free supersedes on the same
+ * stream), both sides are skipped (defer_keeps); anything else does it
+ * first (defer_flush), in the order the frees came.  A loop that frees a
+ * buffer and allocates its like again then does no granule work.
+ */
+static void bins_defer(pool_res *p, pool_stacked b, dv_stream_id s)
+{
+    pool_range *r = range_at(p, b.index);
+    defer_flush(p);
+    p->defer.ptr = r->ptr;
+    p->defer.bytes = r->bytes;
+    p->defer.epoch = b.freed_epoch;
+    p->defer.mark = r->freed_epoch;
+    p->defer.s = s;
+    p->defer.on = true;
+    r->freed_epoch = b.freed_epoch;
+    r->owner = (uint8_t)s;
+    (void)bins_release(p, r); /* (adopt_idle: never with aliases) */
+}
+
+static void defer_do(pool_res *p)
+{
+    p->defer.on = false;
+    alias_unuse(p, p->defer.ptr, p->defer.bytes, p->defer.s, p->defer.epoch,
+                p->defer.mark == p->binds && p->binds != 0);
+}
+
+static HOT void defer_flush(pool_res *p)
+{
+    if (p->defer.on)
+        defer_do(p);
 }
 
 /* ------------------------------------------------------------------------
@@ -818,6 +873,7 @@ static pool_stacked stack_pop(pool_res *p, dv_stream_id s, unsigned c)
 /* Every stacked block back into the bins, coalescing. */
 static void flush_stacks(pool_res *p)
 {
+    defer_flush(p);
     while (p->classes_stacked != 0) {
         unsigned c = (unsigned)__builtin_ctzll(p->classes_stacked);
         while (p->streams_with_class[c] != 0) {
@@ -845,6 +901,7 @@ static void stacks_free(pool_res *p)
  * nothing.
  */
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s);
+static bool defer_keeps(const pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s);
 #define ALIAS_FLUSH 1 /* alias_use: stacked blocks first */
 static pool_range *bound_fit(pool_res *p, uint64_t need, dv_dptr *at);
 static pool_range *split_free(pool_res *p, pool_range *r, dv_dptr at);
@@ -909,8 +966,12 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
     }
 
     uint32_t binds = p->binds;
-    if (p->areg != NULL) {
+    if (p->areg != NULL && p->defer.on && from == s && defer_keeps(p, r->ptr, need, s)) {
+        p->defer.on = false; /* its granules as they were: nothing to do */
+        p->undone++;
+    } else if (p->areg != NULL) {
         /* Memory for the granules the block makes live. */
+        defer_flush(p);
         int rc = alias_use(p, r->ptr, need, s);
         if (rc != DV_OK && rc != ALIAS_FLUSH && dv__short_of_memory(rc)) {
             /* None to be had: room where memory is already. */
@@ -961,6 +1022,8 @@ static void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
 {
     if (c != OWNER_LARGE)
         stack_push(p, b, s, c);
+    else if (p->areg != NULL && !p->cfg.no_defer)
+        bins_defer(p, b, s);
     else
         bins_return(p, b, s);
 }
@@ -2839,6 +2902,27 @@ static void whole_granules(const pool_res *p, dv_dptr ptr, uint64_t bytes, uint3
         *ga = 1, *gb = 0;
 }
 
+/* Would a placement of [ptr, ptr + bytes) for s undo the deferred free
+ * exactly?  Its block was clean (placed with no bind since, so its whole
+ * granules learnt then), and an edge granule it had alone learnt at the
+ * binds now: leaving would make them pending or idle, coming back take
+ * them back with no bind and nothing to learn. */
+static bool defer_keeps(const pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
+{
+    if (!p->defer.on || ptr != p->defer.ptr || bytes != p->defer.bytes || s != p->defer.s ||
+        p->defer.mark != p->binds || p->binds == 0 || p->cfg.no_pend)
+        return false;
+    uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), wa, wb;
+    whole_granules(p, ptr, bytes, &wa, &wb);
+    for (uint32_t g = g0; g <= g1; g++) {
+        if (wa <= wb && g == wa)
+            g = wb; /* whole: learnt at placement */
+        else if (p->gran[g].users == 1 && p->gran[g].learnt != p->binds)
+            return false;
+    }
+    return true;
+}
+
 /* Is every granule of [ptr, ptr + bytes) in use (live, or pending with
  * its memory there), so that a block there needs no memory? */
 static bool gran_all_used(const pool_res *p, dv_dptr ptr, uint64_t bytes)
@@ -3244,12 +3328,16 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
         else if (rc != DV_OK)
             return rc;
     }
+    if (p->defer.on && (c != NO_CLASS || need != p->defer.bytes || s != p->defer.s))
+        defer_flush(p);
     if (c == NO_CLASS && p->stacked_bytes != 0)
         /* A large request sees the space small blocks freed around it
          * merged (each stacked block is flushed once per push). */
         flush_stacks(p);
     if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
         return rc;
+    if (!found)
+        defer_flush(p);
     if (!found && p->stacked_bytes != 0) {
         /* Stacked blocks of other classes may coalesce into room. */
         flush_stacks(p);
@@ -3588,6 +3676,63 @@ static uint64_t largest_free(pool_res *p)
     return best;
 }
 
+uint64_t dv__pool_undone(dv_resource *pool)
+{
+    pool_res *p = pool_of(pool);
+    return p != NULL ? p->undone : 0;
+}
+
+static uint64_t fp_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + UINT64_C(0x9E3779B97F4A7C15) + (h << 6) + (h >> 2);
+    return h * UINT64_C(0xFF51AFD7ED558CCD);
+}
+
+uint64_t dv__pool_fingerprint(dv_resource *pool)
+{
+    pool_res *p = pool_of(pool);
+    if (p == NULL || p->areg == NULL)
+        return 0;
+    uint64_t h = fp_mix(0, p->nlive);
+    h = fp_mix(h, p->peak_live);
+    h = fp_mix(h, p->binds);
+    h = fp_mix(h, p->nphys);
+    h = fp_mix(h, p->nsid);
+    h = fp_mix(h, p->seen_shift);
+    for (uint32_t g = 0; g < p->ngran; g++) {
+        if (!gran_is_ready(p, g))
+            continue;
+        const pool_gran *gr = &p->gran[g];
+        if (gr->users == 0 && gr->phys == NO_PHYS && gr->sid == NO_GRAN)
+            continue;
+        h = fp_mix(h, g);
+        h = fp_mix(h, (uint64_t)gr->users << 32 | gr->phys);
+        h = fp_mix(h, (uint64_t)gr->learnt << 32 | gr->sid);
+        h = fp_mix(h, (uint64_t)gr->counted << 1 | pend_at(p, g));
+    }
+    for (uint32_t q = p->idle_head; q != NO_PHYS; q = p->phys[q].idle_next)
+        h = fp_mix(h, q);
+    for (uint32_t q = 0; q < p->nphys_slots; q++) {
+        const pool_phys *ph = &p->phys[q];
+        if (ph->handle == 0)
+            continue;
+        h = fp_mix(h, (uint64_t)ph->active << 32 | ph->last);
+        for (uint32_t i = 0; i < ph->nalias; i++)
+            h = fp_mix(h, ph->alias[i]);
+    }
+    uint64_t runs = 0; /* the pending runs, in any order */
+    for (uint32_t i = 0; i < p->npend; i++) {
+        const pool_pend *r = &p->pend[i];
+        runs += fp_mix(fp_mix(fp_mix(r->g, r->n), (uint64_t)r->w0 << 32 | r->w1), r->epoch);
+    }
+    h = fp_mix(h, runs);
+    for (uint64_t i = 0; i < (uint64_t)p->seen_n * (p->seen_n / 64); i++)
+        h = fp_mix(h, p->seen[i]);
+    for (uint32_t v = 0; v < p->seen_max && v <= p->nsid >> p->seen_shift; v++)
+        h = fp_mix(h, p->unit_live[v]); /* (units past the sids given: none live) */
+    return h;
+}
+
 uint32_t dv__pool_seen_unit(dv_resource *pool)
 {
     pool_res *p = pool_of(pool);
@@ -3672,6 +3817,11 @@ int dv__pool_check(dv_resource *pool)
             for (uint32_t g = gran_of(p, r->ptr), g1 = gran_of(p, r->ptr + r->bytes - 1); g <= g1;
                  g++)
                 users[g]++;
+    if (p->defer.on) /* in the bins, its granules' side not done yet */
+        for (uint32_t g = gran_of(p, p->defer.ptr),
+                      g1 = gran_of(p, p->defer.ptr + p->defer.bytes - 1);
+             g <= g1; g++)
+            users[g]++;
     uint32_t npending = 0, nbits = 0;
     for (uint32_t i = 0; i < p->npend && rc == DV_OK; i++) {
         const pool_pend *pr = &p->pend[i];

@@ -260,6 +260,10 @@ typedef struct dv_pool_config {
     bool alias;                   /* bind physical granules to address granules
                                    * as blocks come, keeping them mapped at every
                                    * address that used them (aliases) */
+    bool no_defer;                /* aliases: a large block's free done whole
+                                   * at once, never undone by a placement of
+                                   * its like (the same placements: tests
+                                   * compare the two) */
     bool no_pend;                 /* aliases: every granule a free leaves
                                    * unused made idle at once, none left
                                    * pending (the same placements: tests
@@ -294,6 +298,14 @@ int dv__pool_check(dv_resource *pool);
  * (1, or 2, 4 ... once more granules were used than it keeps units for;
  * 0 for a pool without aliases). */
 uint32_t dv__pool_seen_unit(dv_resource *pool);
+/* Aliases: large frees whose granule work a placement of the same block
+ * made needless (bins_defer), so far. */
+uint64_t dv__pool_undone(dv_resource *pool);
+/* Tests: a hash of a pool's alias books that two pools placing alike
+ * share: granules (users, memory, what they learnt, pending or not), the
+ * idle order, what was seen live together; not the frees noted nor the
+ * idle stamps.  0 without aliases. */
+uint64_t dv__pool_fingerprint(dv_resource *pool);
 
 /* Byte limit over any inner resource; refusal is DV_EOUT_OF_BUDGET with
  * requested and remaining bytes in the detail. */

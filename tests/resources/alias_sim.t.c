@@ -142,6 +142,101 @@ static void pend_same(test_env *t)
        dv_err_name(rc), bad, differ, (unsigned long long)calls[0], (unsigned long long)calls[1]);
 }
 
+/* The same workload over a pool whose large frees wait for the next call
+ * (a placement of the same block undoes them) and one that does each at
+ * once, the device synchronised after every call: large blocks on three
+ * streams, each freed and, most often, allocated again at once at its
+ * size on its stream, else at another size or on another stream, small
+ * blocks and trims between; capped, so that memory moves.  Every block at
+ * the same address in both, the same driver calls; frees undone in the
+ * first (none in the second), its books straight after every call, and
+ * every block filled holding its data. */
+static void defer_same(test_env *t)
+{
+    enum { LIVE = 12, OPS = 2000 };
+    static dv_dptr at[2][OPS];
+    static uint64_t fp[2][OPS];
+    uint64_t calls[2] = {0, 0}, undone[2] = {0, 0};
+    int bad = -1, rc = DV_OK;
+    bool kept = true;
+    for (int k = 0; k < 2 && rc == DV_OK; k++) {
+        dv_pool_config cfg;
+        dv__pool_config_init(&cfg);
+        cfg.alias = true;
+        cfg.no_defer = k == 1;
+        cfg.max_pool_bytes = 96 * RG_MIB;
+        dv_resource *pool = rg_pool_with(t, &cfg);
+        dv_block b[LIVE];
+        bool used[LIVE] = {false}, filled[LIVE] = {false};
+        uint8_t pat[LIVE] = {0};
+        uint64_t x = 0x2545F4914F6CDD1Dull, c0 = al_calls(t);
+        for (int op = 0; op < OPS && rc == DV_OK; op++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int i = (int)(x % LIVE);
+            at[k][op] = 0;
+            fp[k][op] = 0;
+            if (!used[i]) {
+                uint64_t bytes = (x >> 8) % 4 == 0 ? 1024 + (x >> 12) % (200 * 1024)
+                                                   : RG_MIB / 2 + (x >> 12) % (9 * RG_MIB);
+                rc = dv__res_allocate(pool, bytes, (dv_stream_id)((x >> 32) % 3),
+                                      rg_tag((uint64_t)op), &b[i]);
+                used[i] = rc == DV_OK;
+            } else {
+                if (filled[i])
+                    kept &= rg_holds(t, &b[i], pat[i], (dv_stream_id)b[i].alloc_stream);
+                dv_block old = b[i];
+                rc = dv__res_deallocate(pool, &b[i]);
+                used[i] = false;
+                if (rc == DV_OK && (x >> 44) % 4 != 0) {
+                    /* Again at once: mostly its like, on its stream. */
+                    uint64_t bytes = (x >> 48) % 8 != 0 ? old.requested : old.requested + 4096;
+                    dv_stream_id s = (x >> 52) % 8 != 0
+                                         ? (dv_stream_id)old.alloc_stream
+                                         : (dv_stream_id)((old.alloc_stream + 1) % 3);
+                    rc = dv__res_allocate(pool, bytes, s, rg_tag((uint64_t)op), &b[i]);
+                    used[i] = rc == DV_OK;
+                }
+            }
+            if (rc == DV_OK && used[i]) {
+                at[k][op] = b[i].ptr;
+                fp[k][op] = dv__pool_fingerprint(pool); /* nothing deferred after a placement */
+                pat[i] = (uint8_t)(x >> 56);
+                filled[i] = (x >> 36) % 32 == 0; /* one in 32 filled, compared at its free */
+                if (filled[i])
+                    rc = rg_fill(t, &b[i], pat[i], (dv_stream_id)b[i].alloc_stream);
+            }
+            if (rc == DV_OK && (x >> 20) % 151 == 0)
+                rc = dv__pool_trim(pool, NULL);
+            rc |= dv__res_env_sync(&t->env);
+            if (rc == DV_OK && k == 0 && bad < 0 && dv__pool_check(pool) != DV_OK)
+                bad = op;
+        }
+        for (int i = 0; i < LIVE; i++)
+            if (used[i])
+                rc |= dv__res_deallocate(pool, &b[i]);
+        calls[k] = al_calls(t) - c0;
+        undone[k] = dv__pool_undone(pool);
+        dv__res_env_sync(&t->env);
+        dv__res_destroy_stack(pool);
+    }
+    int differ = -1, books_apart = -1;
+    for (int i = 0; i < OPS && differ < 0; i++)
+        if (at[0][i] != at[1][i])
+            differ = i;
+    for (int i = 0; i < OPS && books_apart < 0; i++)
+        if (fp[0][i] != fp[1][i])
+            books_apart = i;
+    ok(rc == DV_OK && bad < 0 && differ < 0 && books_apart < 0 && calls[0] == calls[1] &&
+           calls[0] > 0 && undone[0] > 100 && undone[1] == 0 && kept,
+       "alias: large frees undone by a placement of their like place every block where frees "
+       "done at once do, with the same books and driver calls (%s, books wrong after op %d, "
+       "first address apart at %d, books apart at %d, %llu and %llu calls, %llu and %llu frees "
+       "undone, data %s)",
+       dv_err_name(rc), bad, differ, books_apart, (unsigned long long)calls[0],
+       (unsigned long long)calls[1], (unsigned long long)undone[0], (unsigned long long)undone[1],
+       kept ? "kept" : "LOST");
+}
+
 /* A placement that takes pending granules back and then fails leaves
  * them idle with the free that made them pending noted: a trim while the
  * work queued before that free is still running releases nothing. */
@@ -286,12 +381,13 @@ static void seen_units(test_env *t, uint32_t units)
 int main(void)
 {
     test_env t;
-    plan(10 + ALIAS_TESTS);
+    plan(11 + ALIAS_TESTS);
     if (!is_status(test_env_sim(&t, 3, 20), DV_OK, "sim environment with 3 streams"))
         return tap_done();
     alias_tests(&t);
     sim_only(&t);
     pend_same(&t);
+    defer_same(&t);
     pend_undo(&t);
     seen_units(&t, 64);  /* a matrix of one word a row */
     seen_units(&t, 128); /* of two words, halved */
