@@ -702,10 +702,56 @@ typedef struct replayer {
 
 static replayer *replayers;
 
-/* The log's streams in order of first appearance; the i-th replays on
- * the actor's stream i % nstreams (rows[].sidx). */
-static uint64_t *stream_keys;
-static unsigned nstream_keys;
+/* Keys (a log's streams, its threads) in order of first appearance,
+ * found by key through an open-addressing index. */
+typedef struct key_order {
+    uint64_t *keys; /* [n] */
+    size_t *slot;   /* [cap]: a key's place + 1; 0: empty */
+    size_t n, cap;
+} key_order;
+
+/* key's place in o, added last where it is new; -1 out of memory. */
+static ptrdiff_t key_place(key_order *o, uint64_t key)
+{
+    if (2 * (o->n + 1) > o->cap) {
+        size_t cap = o->cap ? 2 * o->cap : 64;
+        size_t *slot = calloc(cap, sizeof(*slot));
+        uint64_t *keys = realloc(o->keys, cap / 2 * sizeof(*keys));
+        if (slot == NULL || keys == NULL) {
+            free(slot);
+            if (keys != NULL)
+                o->keys = keys;
+            return -1;
+        }
+        o->keys = keys;
+        for (size_t i = 0; i < o->n; i++) {
+            size_t h = home(o->keys[i], 0, cap);
+            while (slot[h] != 0)
+                h = (h + 1) & (cap - 1);
+            slot[h] = i + 1;
+        }
+        free(o->slot);
+        o->slot = slot;
+        o->cap = cap;
+    }
+    size_t h = home(key, 0, o->cap);
+    for (; o->slot[h] != 0; h = (h + 1) & (o->cap - 1))
+        if (o->keys[o->slot[h] - 1] == key)
+            return (ptrdiff_t)o->slot[h] - 1;
+    o->keys[o->n] = key;
+    o->slot[h] = ++o->n;
+    return (ptrdiff_t)o->n - 1;
+}
+
+static void key_order_free(key_order *o)
+{
+    free(o->keys);
+    free(o->slot);
+}
+
+/* The log's streams: the i-th replays on the actor's stream i % nstreams
+ * (rows[].sidx). */
+static key_order stream_keys;
 
 static _Atomic uint64_t noted[2]; /* failures seen at their row, named or not */
 
@@ -1126,7 +1172,7 @@ static int peer_load(const char *path)
 /* One peer stream per actor stream the log uses (at least one). */
 static int peer_open(const char *path, int device)
 {
-    unsigned n = nstream_keys < nstreams ? nstream_keys : nstreams;
+    unsigned n = stream_keys.n < nstreams ? (unsigned)stream_keys.n : nstreams;
     if (n == 0)
         n = 1;
     peer.streams = calloc(n, sizeof(*peer.streams));
@@ -1241,6 +1287,7 @@ int main(int argc, char **argv)
     int status = 1;
     replayer *threads = NULL;
     size_t nthreads = 0;
+    key_order thread_keys = {0};
     if (load(path) != 0)
         goto out;
     uint64_t unmatched = 0;
@@ -1248,34 +1295,22 @@ int main(int argc, char **argv)
 
     /* Streams and threads, in order of first appearance. */
     for (size_t i = 0; i < nrows; i++) {
-        unsigned k = 0;
-        while (k < nstream_keys && stream_keys[k] != rows[i].stream)
-            k++;
-        if (k == nstream_keys) {
-            uint64_t *more = realloc(stream_keys, (nstream_keys + 1) * sizeof(*stream_keys));
-            if (more == NULL) {
-                fprintf(stderr, "dv-replay: out of memory\n");
-                goto out;
-            }
-            stream_keys = more;
-            stream_keys[nstream_keys++] = rows[i].stream;
+        ptrdiff_t k = key_place(&stream_keys, rows[i].stream);
+        ptrdiff_t t = key_place(&thread_keys, rows[i].thread);
+        if (k < 0 || t < 0) {
+            fprintf(stderr, "dv-replay: out of memory\n");
+            goto out;
         }
-        rows[i].sidx = nstreams != 0 ? k % nstreams : 0; /* 0: the actor refuses it below */
-        bool seen = false;
-        for (size_t t = 0; t < nthreads && !seen; t++)
-            if ((seen = threads[t].thread == rows[i].thread))
-                rows[i].owner = (uint32_t)t;
-        if (!seen) {
-            replayer *more = realloc(threads, (nthreads + 1) * sizeof(*threads));
-            if (more == NULL) {
-                fprintf(stderr, "dv-replay: out of memory\n");
-                goto out;
-            }
-            threads = more;
-            rows[i].owner = (uint32_t)nthreads;
-            threads[nthreads++] = (replayer){.thread = rows[i].thread};
-        }
+        /* (nstreams 0: the actor refuses it below) */
+        rows[i].sidx = nstreams != 0 ? (dv_stream)((size_t)k % nstreams) : 0;
+        rows[i].owner = (uint32_t)t;
     }
+    if (thread_keys.n != 0 && (threads = calloc(thread_keys.n, sizeof(*threads))) == NULL) {
+        fprintf(stderr, "dv-replay: out of memory\n");
+        goto out;
+    }
+    for (; nthreads < thread_keys.n; nthreads++)
+        threads[nthreads].thread = thread_keys.keys[nthreads];
     if (peer_path != NULL && peer_open(peer_path, cfg.device) != 0)
         goto out;
 
@@ -1399,7 +1434,7 @@ int main(int argc, char **argv)
         if (passes > 1)
             snprintf(in_passes, sizeof(in_passes), " in %u passes", passes);
         printf("dv-replay: %s%s%s, %zu threads, %u streams%s\n", path, ours ? " on " : "",
-               backend_name, nthreads, nstream_keys, in_passes);
+               backend_name, nthreads, (unsigned)stream_keys.n, in_passes);
         printf("  rows %zu: %" PRIu64 " allocations, %" PRIu64 " frees%s (%" PRIu64
                " frees of no live block, never allocated or freed already, skipped%s)\n",
                nrows, allocs, frees, in_passes, unmatched, passes > 1 ? " in each pass" : "");
@@ -1453,6 +1488,7 @@ out:
         peer_unload();
     free(threads);
     free(rows);
-    free(stream_keys);
+    key_order_free(&stream_keys);
+    key_order_free(&thread_keys);
     return status;
 }
