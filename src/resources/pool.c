@@ -751,9 +751,8 @@ static pool_range *bins_release(pool_res *p, pool_range *r)
  * that differs from one pass of a workload to the next moves memory.) */
 static void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
 {
-    if (q == NULL || q->state != RANGE_FREE || q->owner == s || p->base.env->fence_always ||
-        p->areg != NULL ||
-        !dv__tracker_known_passed(p->t, freed_pos(q)))
+    if (p->areg != NULL || q == NULL || q->state != RANGE_FREE || q->owner == s ||
+        p->base.env->fence_always || !dv__tracker_known_passed(p->t, freed_pos(q)))
         return;
     bin_remove(p, q);
     q->freed_epoch = 0;
@@ -769,19 +768,32 @@ static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s
 
 static HOT void defer_flush(pool_res *p);
 
+/* With aliases, a used range's freed_epoch is the binds its placement
+ * learnt at: is that placement clean (no bind since, so every granule it
+ * made live learnt all there is)? */
+static bool mark_clean(const pool_res *p, uint64_t mark)
+{
+    return mark == p->binds && p->binds != 0;
+}
+
+/* Range r into stream s's bins, stamped with its free there at epoch. */
+static void range_return(pool_res *p, pool_range *r, dv_stream_id s, uint64_t epoch)
+{
+    r->freed_epoch = epoch;
+    r->owner = (uint8_t)s;
+    adopt_idle(p, r->phys_prev, s);
+    adopt_idle(p, r->phys_next, s);
+    (void)bins_release(p, r);
+}
+
 static void bins_return(pool_res *p, pool_stacked b, dv_stream_id s)
 {
     pool_range *r = range_at(p, b.index);
     defer_flush(p);
     if (p->areg != NULL)
-        /* (A used range's freed_epoch: the binds its placement learnt at.) */
         alias_unuse(p, r->ptr, r->bytes, s, b.freed_epoch,
-                    r->bytes > SMALL_MAX && r->freed_epoch == p->binds && p->binds != 0);
-    r->freed_epoch = b.freed_epoch;
-    r->owner = (uint8_t)s;
-    adopt_idle(p, r->phys_prev, s);
-    adopt_idle(p, r->phys_next, s);
-    (void)bins_release(p, r);
+                    r->bytes > SMALL_MAX && mark_clean(p, r->freed_epoch));
+    range_return(p, r, s, b.freed_epoch);
 }
 
 /*
@@ -805,16 +817,14 @@ static void bins_defer(pool_res *p, pool_stacked b, dv_stream_id s)
     p->defer.mark = r->freed_epoch;
     p->defer.s = s;
     p->defer.on = true;
-    r->freed_epoch = b.freed_epoch;
-    r->owner = (uint8_t)s;
-    (void)bins_release(p, r); /* (adopt_idle: never with aliases) */
+    range_return(p, r, s, b.freed_epoch);
 }
 
 static void defer_do(pool_res *p)
 {
     p->defer.on = false;
     alias_unuse(p, p->defer.ptr, p->defer.bytes, p->defer.s, p->defer.epoch,
-                p->defer.mark == p->binds && p->binds != 0);
+                mark_clean(p, p->defer.mark));
 }
 
 static HOT void defer_flush(pool_res *p)
@@ -2910,7 +2920,7 @@ static void whole_granules(const pool_res *p, dv_dptr ptr, uint64_t bytes, uint3
 static bool defer_keeps(const pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s)
 {
     if (!p->defer.on || ptr != p->defer.ptr || bytes != p->defer.bytes || s != p->defer.s ||
-        p->defer.mark != p->binds || p->binds == 0 || p->cfg.no_pend)
+        !mark_clean(p, p->defer.mark) || p->cfg.no_pend)
         return false;
     uint32_t g0 = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1), wa, wb;
     whole_granules(p, ptr, bytes, &wa, &wb);
