@@ -781,8 +781,10 @@ static void range_return(pool_res *p, pool_range *r, dv_stream_id s, uint64_t ep
 {
     r->freed_epoch = epoch;
     r->owner = (uint8_t)s;
-    adopt_idle(p, r->phys_prev, s);
-    adopt_idle(p, r->phys_next, s);
+    if (p->areg == NULL) { /* (never with aliases: adopt_idle) */
+        adopt_idle(p, r->phys_prev, s);
+        adopt_idle(p, r->phys_next, s);
+    }
     (void)bins_release(p, r);
 }
 
@@ -1028,7 +1030,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
 
 /* A block of class c (or OWNER_LARGE) used on stream s goes back to s's
  * lists, stamped with the free's epoch there. */
-static void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
+static HOT void release(pool_res *p, pool_stacked b, dv_stream_id s, unsigned c)
 {
     if (c != OWNER_LARGE)
         stack_push(p, b, s, c);
@@ -3344,8 +3346,13 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
         /* A large request sees the space small blocks freed around it
          * merged (each stacked block is flushed once per push). */
         flush_stacks(p);
-    if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
+    if (c != NO_CLASS && p->lists[s].stacks[c].n != 0) {
+        /* The common small request, take's first case, without the call. */
+        b = stack_pop(p, s, c);
+        found = true;
+    } else if ((rc = take(p, need, c, s, &b, &found)) != DV_OK) {
         return rc;
+    }
     if (!found)
         defer_flush(p);
     if (!found && p->stacked_bytes != 0) {

@@ -12,38 +12,9 @@
 #include "devactor_resource.h"
 #include "resources/resource.h"
 
-/* Public calls on the wrong thread are refused rather than asserted: a
- * stack belongs to one thread, and a caller's mistake must not corrupt it. */
 static int owner_check(const dv_resource *r, const char *op)
 {
-    if (r == NULL)
-        return dv__fail(DV_EINVAL, op, "%s: NULL resource", op);
-    if (r->env == NULL || !pthread_equal(pthread_self(), r->env->owner))
-        return dv__fail(DV_EINVAL, op,
-                        "%s: resource %s used off its actor's thread (only in the stack "
-                        "function, a resource's own calls, or dv_actor_resources)",
-                        op, dv__res_name(r));
-    return DV_OK;
-}
-
-int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_tag tag,
-                         dv_block *out)
-{
-    int rc = owner_check(r, "resource_allocate");
-    if (rc != DV_OK) {
-        if (out != NULL) /* as every failure leaves it */
-            memset(out, 0, sizeof(*out));
-        return rc;
-    }
-    if (out == NULL)
-        return dv__fail(DV_EINVAL, "resource_allocate", "resource_allocate: NULL out");
-    return dv__res_allocate(r, bytes, stream, tag, out);
-}
-
-int dv_resource_deallocate(dv_resource *r, dv_block *block)
-{
-    int rc = owner_check(r, "resource_deallocate");
-    return rc != DV_OK ? rc : dv__res_deallocate(r, block);
+    return dv__res_owner_check(r, op);
 }
 
 uint64_t dv_resource_bytes_outstanding(const dv_resource *r)

@@ -200,6 +200,10 @@ struct dv_resource {
 /* For resources that cannot track (direct) and their tracking ops. */
 int dv__res_no_tracking(const dv_resource *r, const char *op);
 
+/* A public call's check: r is set and the caller is its environment's
+ * owner; else DV_EINVAL, said. */
+int dv__res_owner_check(const dv_resource *r, const char *op);
+
 /* Debug builds check that the caller is the environment's owner. */
 void dv__res_owner_violation(const dv_resource *r, const char *op);
 

@@ -120,30 +120,16 @@ static int event_for(dv_tracker *t, dv_stream_pos pos, struct dv__track_ring_slo
 }
 
 /* An event captures every epoch marked on stream: the newest one, at no
- * cost, where nothing was enqueued since it was recorded (not under the
- * stream-order checker: it orders by the records it sees, and an event
- * recorded before a step does not cover it), else a new record. */
+ * cost, where it can (dv__tracker_capture_free), else a new record. */
 static int capture_marks(dv_tracker *t, dv_stream_id stream)
 {
-    struct dv__track_stream *s = &t->st[stream];
-    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
-    if (last->ev != NULL && last->epoch == s->recorded && !t->env->fence_always &&
-        dv__drv_stream_work(t->env->streams[stream]) == s->work) {
-        /* Seen done already, with nothing enqueued since: so is every
-         * epoch it now captures. */
-        if (s->passed >= last->epoch)
-            s->passed = s->epoch;
-        last->epoch = s->epoch;
-        s->recorded = s->epoch;
-        return DV_OK;
-    }
-    return record(t, stream, &last);
+    struct dv__track_ring_slot *slot;
+    return dv__tracker_capture_free(t, stream) ? DV_OK : record(t, stream, &slot);
 }
 
-int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch_out)
+int dv__tracker_mark_captured_slow(dv_tracker *t, dv_stream_id stream, uint64_t epoch)
 {
     struct dv__track_stream *s = &t->st[stream];
-    uint64_t epoch = *epoch_out = dv__tracker_mark(t, stream);
     /* The stream-order checker counts the free itself as a step of the
      * stream, after the resource's part: an event recorded here would come
      * before it.  There the wait records its event, as for any position. */

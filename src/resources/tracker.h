@@ -166,7 +166,7 @@ static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream);
  * epoch is then captured by the wait, later.  Under the stream-order
  * checker (fence_always) the event is recorded by dv__tracker_capture,
  * once the checker has taken the free. */
-int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch);
+static inline int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch);
 /* Under fence_always: record an event on stream if a free marked there
  * has none yet (the checker has taken the free by now). */
 int dv__tracker_capture(dv_tracker *t, dv_stream_id stream);
@@ -308,6 +308,38 @@ void dv__tracker_not_found(dv_block_id id, dv_tracked at, const char *op);
 static inline uint64_t dv__tracker_mark(dv_tracker *t, dv_stream_id stream)
 {
     return ++t->st[stream].epoch;
+}
+
+/* Where nothing was enqueued on stream since its newest event was
+ * recorded (and not under the stream-order checker: it orders by the
+ * records it sees, and an event recorded before a step does not cover
+ * it), that event captures every epoch marked there now, at no cost:
+ * true.  False: a new record is needed. */
+static inline bool dv__tracker_capture_free(dv_tracker *t, dv_stream_id stream)
+{
+    struct dv__track_stream *s = &t->st[stream];
+    struct dv__track_ring_slot *last = &s->ring[(s->next + DV__TRACK_RING - 1) % DV__TRACK_RING];
+    if (last->ev == NULL || last->epoch != s->recorded || t->env->fence_always ||
+        dv__drv_stream_work(t->env->streams[stream]) != s->work)
+        return false;
+    /* Seen done already, with nothing enqueued since: so is every epoch
+     * it now captures. */
+    if (s->passed >= last->epoch)
+        s->passed = s->epoch;
+    last->epoch = s->epoch;
+    s->recorded = s->epoch;
+    return true;
+}
+
+/* dv__tracker_mark_captured where the newest event does not capture the
+ * mark (tracker.c). */
+int dv__tracker_mark_captured_slow(dv_tracker *t, dv_stream_id stream, uint64_t epoch);
+
+static inline int dv__tracker_mark_captured(dv_tracker *t, dv_stream_id stream, uint64_t *epoch)
+{
+    uint64_t e = *epoch = dv__tracker_mark(t, stream);
+    return dv__tracker_capture_free(t, stream) ? DV_OK
+                                               : dv__tracker_mark_captured_slow(t, stream, e);
 }
 
 /* The stream's hook asked for (tracker.c), once per driver stream. */
