@@ -311,6 +311,7 @@ typedef struct pool_phys {
     uint32_t *alias;                /* the granules it is mapped at */
     uint32_t nalias, cap_alias;
     uint64_t idle_stamp; /* idle: when it went idle (the list's order) */
+    uint64_t made;       /* the env's alloc_epoch of the allocation that made it */
 } pool_phys;
 
 /*
@@ -2494,8 +2495,12 @@ static int gran_make(pool_res *p, uint32_t g)
         return dv__fail(DV_ENOMEM, "allocate", "allocate: out of host memory for memory");
     int rc = dv__drv_mem_map(p->base.env->ctx, gran_va(p, g), p->granule, &handle);
     if (rc == DV_OK) {
-        p->phys[q] = (pool_phys){.handle = handle, .active = g, .last = g,
-                                 .idle_prev = NO_PHYS, .idle_next = NO_PHYS};
+        p->phys[q] = (pool_phys){.handle = handle,
+                                 .active = g,
+                                 .last = g,
+                                 .idle_prev = NO_PHYS,
+                                 .idle_next = NO_PHYS,
+                                 .made = p->base.env->alloc_epoch};
         if ((rc = alias_add(&p->phys[q], g)) != DV_OK)
             (void)dv__drv_mem_unmap(p->base.env->ctx, gran_va(p, g), p->granule, handle);
     }
@@ -3220,6 +3225,33 @@ static int alias_trim(pool_res *p, uint64_t *released)
     return DV_OK;
 }
 
+/* An allocation refused for want of memory: the memory it made, idle
+ * again, given back (as trim would), so that the refusal leaves the pool
+ * holding what it held. */
+static void alias_unmake(pool_res *p)
+{
+    uint64_t epoch = p->base.env->alloc_epoch, look = 0;
+    for (uint32_t q = p->idle_head, next; q != NO_PHYS; q = next) {
+        pool_phys *ph = &p->phys[q];
+        next = ph->idle_next;
+        if (ph->made != epoch)
+            continue;
+        bool passed = true;
+        if (look == 0)
+            look = dv__tracker_new_look(p->t);
+        for (uint32_t k = 0; k < ph->nalias && passed; k++)
+            if (gran_passed(p, &p->gran[ph->alias[k]], look, &passed) != DV_OK)
+                return;
+        if (!passed)
+            continue; /* (cannot be: nothing it served was freed; trim's) */
+        while (ph->nalias > 0)
+            if (gran_unbind(p, ph->alias[ph->nalias - 1]) != DV_OK)
+                return; /* the driver's: left to trim */
+        idle_unlink(p, q);
+        phys_drop(p, q);
+    }
+}
+
 /* At a destroy (the device past every free): every mapping and all the
  * physical memory given back, the region's address space too. */
 static void alias_drop(pool_res *p)
@@ -3319,10 +3351,26 @@ static int grow(pool_res *p, uint64_t need, dv_stream_id s)
  * The ops
  * ------------------------------------------------------------------------ */
 
+static int pool_place(pool_res *p, uint64_t bytes, dv_stream_id s, dv_tag tag, dv_block *out);
+
 static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_tag tag,
                          dv_block *out)
 {
     pool_res *p = (pool_res *)res;
+    int rc = pool_place(p, bytes, s, tag, out);
+    if (rc != DV_OK && dv__short_of_memory(rc)) {
+        /* The request's bytes in the detail (not a granule's or a
+         * chunk's), and nothing held for it. */
+        dv__detail()->requested = bytes;
+        if (p->areg != NULL)
+            alias_unmake(p);
+    }
+    return rc;
+}
+
+static int pool_place(pool_res *p, uint64_t bytes, dv_stream_id s, dv_tag tag, dv_block *out)
+{
+    dv_resource *res = &p->base;
     unsigned c = bytes <= SMALL_MAX ? small_class(bytes) : NO_CLASS;
     uint64_t need = c != NO_CLASS ? class_bytes(c) : round_up(bytes, DV_BLOCK_ALIGN);
     pool_stacked b;
@@ -3340,6 +3388,8 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
         else if (rc != DV_OK)
             return rc;
     }
+    if (p->areg != NULL && need > p->va_step)
+        return grow(p, need, s); /* more than the device: refused before anything is mapped */
     if (p->defer.on && (c != NO_CLASS || need != p->defer.bytes || s != p->defer.s))
         defer_flush(p);
     if (c == NO_CLASS && p->stacked_bytes != 0)
@@ -3372,11 +3422,8 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
     if (merged && (rc = take(p, need, c, s, &b, &found)) != DV_OK)
         return rc;
     if (!found) {
-        if ((rc = grow(p, need, s)) != DV_OK) {
-            if (dv__short_of_memory(rc)) /* the detail names the request, not the growth */
-                dv__detail()->requested = bytes;
+        if ((rc = grow(p, need, s)) != DV_OK)
             return rc;
-        }
         if ((rc = take(p, need, c, s, &b, &found)) != DV_OK)
             return rc;
         if (!found) /* the new chunk is in s's bins: cannot happen */

@@ -16,7 +16,9 @@
  *     its half, and the other gets it;
  *   - inside a task dv_alloc_wait answers DV_EDEADLK;
  *   - (sim) a request larger than the device is refused before anything
- *     is mapped, and a large first request maps in few extents.
+ *     is mapped, and a large first request maps in few extents;
+ *   - (sim) a refusal leaves the pool holding what it held, and its
+ *     detail names the bytes asked for and those the device has left.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -368,6 +370,7 @@ static void test_sizes(void)
         ok(false, "an actor on a 64 MiB device");
         ok(false, "(skipped)");
         ok(false, "(skipped)");
+        ok(false, "(skipped)");
         return;
     }
     uint64_t before = maps_of(a);
@@ -378,6 +381,15 @@ static void test_sizes(void)
     ok(rc == DV_EDEVICE_OOM && strstr(msg, "more than the device's") != NULL,
        "1 GiB on a 64 MiB device: %s (%s)", dv_err_name(rc), msg);
     is_u64(maps_of(a) - before, 0, "refused without a mapping tried");
+    dv_ref_release(r);
+    /* Just over the device: address space for it there is (with aliases,
+     * a stream's slice is twice the device), memory not. */
+    before = maps_of(a);
+    dv_alloc(a, 66 * MIB, 0, "over", &r);
+    rc = dv_ref_access(r, NULL);
+    ok(rc == DV_EDEVICE_OOM && maps_of(a) == before && dv_last_error()->requested == 66 * MIB,
+       "66 MiB on a 64 MiB device: %s with %llu mappings tried, requested %llu", dv_err_name(rc),
+       (unsigned long long)(maps_of(a) - before), (unsigned long long)dv_last_error()->requested);
     dv_ref_release(r);
     dv_actor_destroy(a);
 
@@ -399,6 +411,42 @@ static void test_sizes(void)
     }
 }
 
+/*
+ * A refusal changes nothing held: 40 MiB live on a 64 MiB device, 30 MiB
+ * asked for and refused; the pool holds what it held before the request
+ * (with aliases it maps granule by granule until the device refuses, and
+ * gives back what it mapped), and the detail names the 30 MiB asked for
+ * and the bytes the device has left.
+ */
+static void test_refusal_holds_nothing(void)
+{
+    dv_actor *a = make_with(0, NULL, NULL, true, 64 * MIB);
+    dv_ref held = DV_REF_NULL, r = DV_REF_NULL;
+    int rc = a != NULL ? dv_alloc_wait(a, 40 * MIB, 0, "held", 0, &held) : DV_EINVAL;
+    dv_memory_stats before = {0}, after = {0};
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &before);
+    int refused = rc == DV_OK ? dv_alloc_wait(a, 30 * MIB, 1, "refused", 0, &r) : rc;
+    dv_error_detail d = *dv_last_error();
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &after);
+    ok(rc == DV_OK && refused == DV_EDEVICE_OOM, "30 MiB more refused: %s (%s)",
+       dv_err_name(refused), d.message);
+    ok(d.requested == 30 * MIB && d.remaining == 64 * MIB - after.reserved.current,
+       "the detail: requested %llu (30 MiB), remaining %llu (the device's %llu left)",
+       (unsigned long long)d.requested, (unsigned long long)d.remaining,
+       (unsigned long long)(64 * MIB - after.reserved.current));
+    ok(after.reserved.current == before.reserved.current && after.bytes.current == 40 * MIB,
+       "reserved %llu after the refusal, %llu before it",
+       (unsigned long long)after.reserved.current, (unsigned long long)before.reserved.current);
+    rc = a != NULL ? dv_alloc_wait(a, 20 * MIB, 1, "fits", 0, &r) : DV_EINVAL;
+    ok(rc == DV_OK, "20 MiB then fits: %s", dv_err_name(rc));
+    dv_ref_release(r);
+    dv_ref_release(held);
+    if (a != NULL)
+        dv_actor_destroy(a);
+}
+
 int main(void)
 {
     if (OOM_ON_CUDA) {
@@ -407,7 +455,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 3) + 6 + 3 + 3 + 2);
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + (OOM_ON_CUDA ? 0 : 4));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
@@ -415,7 +463,9 @@ int main(void)
     test_wait_for_release();
     test_everyone_waits();
     test_in_task();
-    if (!OOM_ON_CUDA)
+    if (!OOM_ON_CUDA) {
         test_sizes();
+        test_refusal_holds_nothing();
+    }
     return tap_done();
 }
