@@ -424,7 +424,18 @@ static dv_host_buf *take_small(dv_actor *a, int c)
         reclaim_pending(a);
     if (h->free[c] == NULL) {
         dv_host_region *r;
-        if (dv__host_region_new(a, DV_HOST_SLAB_BYTES, DV_HR_SLAB, &r) != DV_OK)
+        int rc = dv__host_region_new(a, DV_HOST_SLAB_BYTES, DV_HR_SLAB, &r);
+        uint64_t room = dv_last_error()->remaining, bytes = UINT64_C(4096) << c;
+        if (rc == DV_EOUT_OF_BUDGET && bytes < DV_HOST_SLAB_BYTES) {
+            /* A whole slab is past the host budget: a smaller one, as many
+             * of this class's buffers as fit (a power of two of them; the
+             * refusal, if even one does not, names one buffer). */
+            uint64_t slab = bytes;
+            while (slab * 2 <= room && slab * 2 < DV_HOST_SLAB_BYTES)
+                slab *= 2;
+            rc = dv__host_region_new(a, slab, DV_HR_SLAB, &r);
+        }
+        if (rc != DV_OK)
             return NULL;
         r->cls = (uint8_t)c;
         uint64_t n = slots_of(r);
@@ -482,8 +493,10 @@ static int host_alloc(dv_actor *a, uint64_t bytes, void **out)
     dv_hostmem *h = &a->host;
     int c = class_of(bytes);
     dv_host_buf *b = c >= 0 ? take_small(a, c) : take_large(a, bytes);
-    if (b == NULL)
+    if (b == NULL) {
+        dv__detail()->requested = bytes; /* the caller's, not the slab's */
         return dv_last_error()->status;
+    }
     b->state = DV_HB_LIVE;
     b->requested = bytes;
     clear_uses(b);

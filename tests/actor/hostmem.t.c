@@ -214,6 +214,26 @@ static void test_budget(void)
     dv_host_free(a, p1);
     dv_host_free(a, p3);
     dv_actor_destroy(a);
+
+    /* A budget under one 2 MiB slab: small buffers come from smaller
+     * slabs, as many as fit; past it the detail names the caller's bytes. */
+    a = make(1 * MiB, false);
+    void *small[256];
+    unsigned got = 0;
+    while (got < 256 && dv_host_alloc(a, 4096, &small[got]) == DV_OK)
+        got++;
+    rc = dv_host_alloc(a, 4096, &p2);
+    d = dv_last_error();
+    ok(got == 256 && rc == DV_EOUT_OF_BUDGET && d->requested == 4096,
+       "budget 1 MiB: %u buffers of 4 KiB, then %s for %llu bytes (%s)", got, dv_err_name(rc),
+       (unsigned long long)d->requested, d->message);
+    if (got > 0)
+        memset(small[got - 1], 0x5a, 4096);
+    for (unsigned i = 0; i < got; i++)
+        dv_host_free(a, small[i]);
+    is_status(dv_host_alloc(a, 512 * 1024, &p1), DV_OK, "then 512 KiB");
+    dv_host_free(a, p1);
+    dv_actor_destroy(a);
 }
 
 static void test_register(void)
@@ -393,7 +413,7 @@ static void test_checker(void)
 
 int main(void)
 {
-    plan(62);
+    plan(64);
     test_sizes();
     test_copies();
     test_reuse_after_copies();
