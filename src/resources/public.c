@@ -136,9 +136,7 @@ int dv_resource_guard_check(dv_resource *guard)
 int dv_resource_trim(dv_resource *r, uint64_t *released)
 {
     int rc = owner_check(r, "resource_trim");
-    if (released != NULL)
-        *released = 0;
-    return rc != DV_OK ? rc : dv__res_trim_stack(r, released);
+    return rc != DV_OK ? rc : dv__res_trim_stack(r, released); /* refused: *released untouched */
 }
 
 int dv__res_trim_stack(dv_resource *r, uint64_t *released)
