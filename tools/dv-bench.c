@@ -2683,7 +2683,8 @@ static void usage(FILE *out)
                  "                 load is a failed measurement: exit 1)\n"
                  "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
                  "  --conf TEXT    the collectives section's actors' configuration, in\n"
-                 "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1)\n"
+                 "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1);\n"
+                 "                 given again, applied over the ones before\n"
                  "  --same-buffers the collectives' direct calls use devactor's blocks, so\n"
                  "                 the two differ in the path of the call alone, not memory\n"
                  "  --direct-events  the direct calls record an event after each all-reduce,\n"
@@ -2811,7 +2812,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "dv-bench: --conf: %s\n", dv_last_error()->message);
                 return 2;
             }
-            coll_conf = optarg;
+            if (coll_conf != NULL) { /* given again: over the ones before (leaked: a few bytes) */
+                char *both = malloc(strlen(coll_conf) + strlen(optarg) + 2);
+                if (both == NULL)
+                    return 2;
+                sprintf(both, "%s,%s", coll_conf, optarg);
+                coll_conf = both;
+            } else {
+                coll_conf = optarg;
+            }
             break;
         }
         case 'h':

@@ -32,7 +32,8 @@
  * actor's driver work per pass (dv_actor_stats: mappings made and
  * unmapped, calls into the driver).  --csv prints one line of the same.
  * The actor's configuration is the default one with --conf's text over it
- * (dv_actor_config_parse: budget, pool sizes, streams, ...).
+ * (dv_actor_config_parse: budget, pool sizes, streams, ...), each --conf
+ * over the ones before it.
  *
  * The replay threads start before the first pass and meet the timing
  * thread at the start and the end of each pass; the timed region is a
@@ -112,7 +113,8 @@ typedef struct row {
     int device;
     bool alloc;
     uint32_t line;
-    int32_t match;     /* free: the index of its allocation, -1: none */
+    int32_t match;     /* free: the index of its allocation, -1: none; a zero-byte
+                        * allocation: the live block it lies over, -1: none */
     int32_t prior;     /* allocate: a live block at its address, freed first; -1: none */
     uint32_t seq;      /* order in the file, for a stable sort */
     uint32_t owner;    /* the replay thread of its Thread */
@@ -174,7 +176,8 @@ static void usage(FILE *to)
             "streams mapped.  Actions: allocate, free (or deallocate); failure rows are\n"
             "skipped, any other action refuses the log.\n"
             "  --backend B  sim or cuda (default: DV_BACKEND, else cuda if present, else sim)\n"
-            "  --conf TEXT  actor configuration, as DEVACTOR_CONF (e.g. budget:8G,streams:8)\n"
+            "  --conf TEXT  actor configuration, as DEVACTOR_CONF (e.g. budget:8G,streams:8);\n"
+            "               given again, applied over the ones before\n"
             "  --peer LIB   replay the same rows the same way through a peer allocator too\n"
             "               (a dv_peer library, as dv-bench loads: tools/peers/), after the\n"
             "               actor; compare peak reserved and ops/s\n"
@@ -659,7 +662,15 @@ static uint64_t match(uint64_t *unmatched)
         if (r->alloc) {
             if (r->size == 0)
                 zero_allocs++;
-            if (found != SIZE_MAX) { /* reused without its free row */
+            if (found != SIZE_MAX && r->size == 0) {
+                /* A zero-byte allocation (skipped) at a block's address:
+                 * the block stays live under it, and is the one at the
+                 * address again once the zero-byte one's free comes (an
+                 * alloc row's match: the row it shadows). */
+                row *old = &rows[tab[found]];
+                r->match = old->size != 0 ? (int32_t)tab[found] : old->match;
+                tab[found] = (int64_t)i;
+            } else if (found != SIZE_MAX) { /* reused without its free row */
                 row *old = &rows[tab[found]];
                 live -= old->size;
                 if (old->size != 0) {
@@ -680,9 +691,10 @@ static uint64_t match(uint64_t *unmatched)
             if (live > peak)
                 peak = live;
         } else if (found != SIZE_MAX) {
+            const row *a = &rows[tab[found]];
             r->match = (int32_t)tab[found];
-            live -= rows[tab[found]].size;
-            tab[found] = DEAD;
+            live -= a->size;
+            tab[found] = a->size == 0 && a->match >= 0 ? (int64_t)a->match : DEAD;
         } else {
             (*unmatched)++;
         }
@@ -1217,7 +1229,8 @@ static const char *ratio_or_na(char *buf, size_t cap, bool known, const char *fm
 
 int main(int argc, char **argv)
 {
-    const char *conf = NULL, *path = NULL, *peer_path = NULL;
+    const char *confs[16], *path = NULL, *peer_path = NULL;
+    unsigned nconfs = 0;
     dv_backend backend = DV_BACKEND_AUTO;
     bool csv = false, peer_only = false;
     unsigned passes = 1;
@@ -1226,7 +1239,9 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (strcmp(argv[i], "--conf") == 0 && i + 1 < argc) {
-            conf = argv[++i];
+            if (nconfs == sizeof(confs) / sizeof(confs[0]))
+                return bad("--conf: at most 16 of them, not more at", argv[i + 1]);
+            confs[nconfs++] = argv[++i]; /* applied in order, each over the last */
         } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
             i++;
             backend = strcmp(argv[i], "sim") == 0    ? DV_BACKEND_SIM
@@ -1277,9 +1292,11 @@ int main(int argc, char **argv)
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     cfg.backend = backend;
-    if (conf != NULL && dv_actor_config_parse(&cfg, conf) != DV_OK) {
-        fprintf(stderr, "dv-replay: --conf: %s\n", dv_last_error()->message);
-        return 2;
+    for (unsigned k = 0; k < nconfs; k++) {
+        if (dv_actor_config_parse(&cfg, confs[k]) != DV_OK) {
+            fprintf(stderr, "dv-replay: --conf: %s\n", dv_last_error()->message);
+            return 2;
+        }
     }
     nstreams = cfg.streams;
     if (peer_path != NULL && peer_load(peer_path) != 0)
@@ -1409,11 +1426,12 @@ int main(int argc, char **argv)
                         "reserved_vs_peer,ops_vs_peer"
                       : "",
                theirs ? ",peer_later_ops_per_s,later_vs_peer" : "");
-        printf(
-            "%zu,%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64 ",%s,%s,%s,%s", nrows, allocs, frees,
-            u64_or_na(b[0], 32, ours, nfail), peak_live, u64_or_na(b[1], 32, ours, ms.bytes.peak),
-            u64_or_na(b[2], 32, ours, ms.reserved.peak), ratio_or_na(b[3], 32, ours, "%.3f", ratio),
-            ratio_or_na(b[4], 32, ours, "%.0f", rate));
+        printf("%zu,%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64 ",%s,%s,%s,%s", nrows, allocs, frees,
+               u64_or_na(b[0], 32, ours, nfail), peak_live,
+               u64_or_na(b[1], 32, ours, ms.bytes.peak),
+               u64_or_na(b[2], 32, ours, ms.reserved.peak),
+               ratio_or_na(b[3], 32, ours && peak_live != 0, "%.3f", ratio),
+               ratio_or_na(b[4], 32, ours, "%.0f", rate));
         if (theirs)
             printf(",%" PRIu64 ",%s,%s,%.0f,%s,%s", peer_nfail,
                    u64_or_na(b[5], 32, peer_stats, peer_alloc_peak),
@@ -1450,8 +1468,11 @@ int main(int argc, char **argv)
                    ms.bytes.peak > peak_live && nthreads > 1 && !ordered && !stack_mode
                        ? "  (threads interleaved unlike the log, --concurrent)"
                        : "");
-            printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak live)\n",
-                   ms.reserved.peak, ratio);
+            if (peak_live != 0)
+                printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak live)\n",
+                       ms.reserved.peak, ratio);
+            else
+                printf("  peak bytes reserved from device    %" PRIu64 "\n", ms.reserved.peak);
             printf("  allocation failures                %" PRIu64 "\n", nfail);
             printf("  %.0f ops/s (%" PRIu64 " ops in %.3f s)\n", rate, ops, secs);
             passes_split(0, passes, ops, secs);

@@ -2398,7 +2398,8 @@ static void usage(FILE *out)
             "  --no-pool       allocate straight from the driver's stream-ordered allocator\n"
             "  --conf TEXT     more of the actors' configuration, as DEVACTOR_CONF, over the\n"
             "                  options above (e.g. pool_alias:1 for the pool with aliases;\n"
-            "                  keys: dv_actor_config_parse in devactor.h)\n"
+            "                  keys: dv_actor_config_parse in devactor.h); given again,\n"
+            "                  applied over the ones before\n"
             "  --no-check-order  run without the stream-order checker (on by default; the\n"
             "                  summary's throughput shows its overhead; DV_CHECK_ORDER=1\n"
             "                  in the environment turns it on regardless)\n"
@@ -2662,7 +2663,15 @@ static int parse_options(int argc, char **argv, options *o)
                 fprintf(stderr, "dv-stress: --conf: %s\n", dv_last_error()->message);
                 return 2;
             }
-            o->conf = optarg;
+            if (o->conf != NULL) { /* given again: over the ones before (leaked: a few bytes) */
+                char *both = malloc(strlen(o->conf) + strlen(optarg) + 2);
+                if (both == NULL)
+                    return 2;
+                sprintf(both, "%s,%s", o->conf, optarg);
+                o->conf = both;
+            } else {
+                o->conf = optarg;
+            }
             break;
         }
         case 'h':

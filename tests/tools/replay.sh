@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..85"
+echo "1..88"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -293,6 +293,23 @@ check "an allocation at a live block's address: peak live $(field "$out" 5), hel
     "$(yes_if test "$(field "$out" 5),$(field "$out" 6)" = 3000,3000)"
 check "and a warning names its line and the live block's" \
     "$(yes_if sh -c 'echo "$1" | grep -q "line 3: allocate at 0x1000 while the block of line 2 is live"' - "$out")"
+# A zero-byte allocation at a live block's address (skipped) leaves the
+# block live: its own free is the first at the address, the block's the
+# second.  Live: 1024, +4096 = 5120 (peak), then the block's free.
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x1000,1024,0\n1,0.2,allocate,0x1000,0,0\n1,0.3,free,0x1000,0,0\n1,0.4,allocate,0x2000,4096,0\n1,0.5,free,0x1000,1024,0\n' >"$tmp/zero-over.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/zero-over.csv" 2>&1)
+check "a zero-byte allocation over a live block frees nothing: 2 allocations, 1 free, peak 5120, held 5120" \
+    "$(yes_if test "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5),$(field "$out" 6)" = 2,1,5120,5120)"
+# --conf given twice: the second over the first (the device's 64 MiB kept).
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,104857600,0\n1,2.0,free,0x1000,104857600,0\n' >"$tmp/hundred.csv"
+out=$("$replay" --backend sim --csv --conf sim_memory:64M --conf pool_alias:1 "$tmp/hundred.csv" 2>&1)
+rc=$?
+check "--conf sim_memory:64M --conf pool_alias:1: 100 MiB refused (exit $rc, $(field "$out" 4) failures)" \
+    "$(yes_if test "$rc,$(field "$out" 4)" = 1,1)"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,free,0x1000,10,0\n' >"$tmp/nolive.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/nolive.csv" 2>&1)
+check "nothing live in the trace: reserved over live is n/a ($(field "$out" 8))" \
+    "$(yes_if test "$(field "$out" 8)" = n/a)"
 # More than 20 failures: 20 named, the rest counted on stderr.
 { echo 'Thread,Time,Action,Pointer,Size,Stream'
   i=1; while [ $i -le 25 ]; do printf '1,%d.0,allocate,0x%x,268435456,0\n' $i $((i * 4096)); i=$((i + 1)); done
