@@ -222,6 +222,16 @@ def test_files(tap, snap, tmp, dv_replay):
                           capture_output=True, text=True)
     tap.check("a pickle referring to code is refused (exit 1)",
               proc.returncode == 1 and "plain data only" in proc.stderr, proc.stderr.strip())
+    bad = os.path.join(tmp, "bad.pickle")
+    bad_out = os.path.join(tmp, "bad.csv")
+    with open(bad, "wb") as f:  # a size that is a bool: no log, not one dv-replay refuses
+        pickle.dump({"device_traces": [[{"action": "alloc", "addr": 4096, "size": True,
+                                         "stream": 0}]]}, f)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "snapshot2csv.py"), bad, "-o",
+                           bad_out], capture_output=True, text=True)
+    tap.check("an entry whose size is not an integer is refused (exit 1), no output written",
+              proc.returncode == 1 and "trace entry 0" in proc.stderr
+              and not os.path.exists(bad_out), proc.stderr.strip())
     try:
         s2c.check_tag("a,b")
         tap.check("a tag with a comma is refused", False)

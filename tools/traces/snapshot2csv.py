@@ -183,6 +183,20 @@ def _free_position(block, free_at):
     return block.replaced_at
 
 
+def _check_entry(i, e, action):
+    """An entry's fields the log needs: integers (not bools) in range, or
+    ValueError naming the entry."""
+    fields = ("addr", "size") if action == "alloc" else ("addr",)
+    for name in fields:
+        v = e.get(name)
+        if type(v) is not int or not 0 <= v < 1 << 64:
+            raise ValueError(f"trace entry {i} ({action}): {name} {v!r} is not an integer "
+                             f"in 0 .. 2^64 - 1")
+    stream = e.get("stream", 0)
+    if type(stream) is not int or stream < 0:
+        raise ValueError(f"trace entry {i} ({action}): stream {stream!r} is not an integer >= 0")
+
+
 def convert_entries(entries, *, device=0, free_at="requested", scale=1, max_rows=None):
     """Turn a device's trace entries into a Conversion (rows without times)."""
     if free_at not in FREE_AT_CHOICES:
@@ -198,6 +212,8 @@ def convert_entries(entries, *, device=0, free_at="requested", scale=1, max_rows
     for i, e in enumerate(entries):
         action = e.get("action")
         actions[action] += 1
+        if action in ("alloc", "free_requested", "free_completed"):
+            _check_entry(i, e, action)
         if i == 0 and isinstance(e.get("time_us"), int) and e["time_us"] > 0:
             conv.base_us = e["time_us"]
         if action == "alloc":
