@@ -158,6 +158,20 @@ static _Atomic uint64_t failures[2];
  * later passes' (the first grows from nothing; the later run warm). */
 static uint64_t first_ops[2];
 static double first_secs[2];
+/* Each pass's operations and seconds, the actor's [0] and the peer's [1]
+ * (--repeat: the later passes' median rate is robust to a pass the host
+ * interrupted). */
+static uint64_t *pass_ops[2];
+static double *pass_secs[2];
+
+/* Pass k of who's replay took ops in secs. */
+static void pass_note(int who, unsigned k, uint64_t ops, double secs)
+{
+    if (pass_ops[who] != NULL) {
+        pass_ops[who][k] = ops;
+        pass_secs[who][k] = secs;
+    }
+}
 /* The actor's counts after the first pass (what it left live freed too):
  * the later passes' driver calls are what came after. */
 static dv_actor_stats first_stats;
@@ -210,7 +224,10 @@ static void usage(FILE *to)
             "               then later_ops_per_s (passes 2..N; n/a with one pass), with\n"
             "               --peer also peer_later_ops_per_s,later_vs_peer; last\n"
             "               later_calls_per_pass (the actor's driver calls a pass over\n"
-            "               passes 2..N; n/a with one pass)\n"
+            "               passes 2..N; n/a with one pass); then later_median_ops_per_s\n"
+            "               (the median of passes 2..N's own rates, which a pass the host\n"
+            "               interrupted does not move), with --peer also\n"
+            "               peer_later_median_ops_per_s,later_median_vs_peer\n"
             "  --quiet      name no failure (by default the first 20 are named on stderr,\n"
             "               and the number of the others is said)\n"
             "Zero-byte allocations are skipped with their frees.  An allocation at the\n"
@@ -1025,7 +1042,10 @@ static void stack_run(unsigned passes, uint64_t *ops, double *secs, uint64_t *he
     for (unsigned pass = 0; pass < passes; pass++) {
         for (size_t i = 0; i < nrows; i++)
             atomic_store_explicit(&rows[i].state, 0, memory_order_relaxed);
+        uint64_t ops0 = sp.ops;
+        double secs0 = sp.secs;
         int rc = dv_actor_resources(actor, stack_replay, &sp);
+        pass_note(0, pass, sp.ops - ops0, sp.secs - secs0);
         if (rc == DV_OK)
             rc = dv_actor_resources(actor, stack_free_live, &sp);
         if (pass == 0) {
@@ -1119,6 +1139,8 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
         }
         for (size_t t = 0; t < nthreads; t++)
             threads[t].ops = 0;
+        uint64_t ops0 = *ops;
+        double secs0 = *secs;
         atomic_store(&turn, 0);
         pthread_barrier_wait(&pass_start);
         pthread_barrier_wait(&pass_end);
@@ -1136,6 +1158,7 @@ static void run(replayer *threads, size_t nthreads, unsigned passes, uint64_t *o
                 t1 = threads[t].t1;
         }
         *secs += seconds_between(&t0, &t1);
+        pass_note(target, pass, *ops - ops0, *secs - secs0);
         if (pass == 0) {
             first_ops[target] = *ops;
             first_secs[target] = *secs;
@@ -1166,13 +1189,44 @@ static double later_rate(int who, unsigned passes, uint64_t ops, double secs)
     return (double)(ops - first_ops[who]) / later;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the later passes' rates (passes 2..N), 0 where there is
+ * none; *lo and *hi the slowest and the fastest. */
+static double later_median(int who, unsigned passes, double *lo, double *hi)
+{
+    *lo = *hi = 0;
+    if (passes < 2 || pass_ops[who] == NULL)
+        return 0;
+    double *r = malloc((passes - 1) * sizeof(*r));
+    unsigned n = 0;
+    for (unsigned k = 1; r != NULL && k < passes; k++)
+        if (pass_secs[who][k] > 0)
+            r[n++] = (double)pass_ops[who][k] / pass_secs[who][k];
+    double m = 0;
+    if (n > 0) {
+        qsort(r, n, sizeof(*r), cmp_double);
+        m = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+        *lo = r[0];
+        *hi = r[n - 1];
+    }
+    free(r);
+    return m;
+}
+
 /* With several passes: the first pass's rate and the later passes'. */
 static void passes_split(int who, unsigned passes, uint64_t ops, double secs)
 {
-    double later = later_rate(who, passes, ops, secs);
+    double later = later_rate(who, passes, ops, secs), lo, hi;
+    double median = later_median(who, passes, &lo, &hi);
     if (later > 0)
-        printf("  first pass %.0f ops/s, passes 2-%u %.0f ops/s\n",
-               (double)first_ops[who] / first_secs[who], passes, later);
+        printf("  first pass %.0f ops/s, passes 2-%u %.0f ops/s (a pass: median %.0f, "
+               "slowest %.0f, fastest %.0f)\n",
+               (double)first_ops[who] / first_secs[who], passes, later, median, lo, hi);
 }
 
 /* Load the peer library: 0, or -1 having said why. */
@@ -1331,6 +1385,16 @@ int main(int argc, char **argv)
     if (peer_path != NULL && peer_open(peer_path, cfg.device) != 0)
         goto out;
 
+    for (int who = 0; who < 2; who++) { /* (none: no medians, said as n/a) */
+        pass_ops[who] = calloc(passes, sizeof(*pass_ops[who]));
+        pass_secs[who] = calloc(passes, sizeof(*pass_secs[who]));
+        if (pass_ops[who] == NULL || pass_secs[who] == NULL) {
+            free(pass_ops[who]);
+            free(pass_secs[who]);
+            pass_ops[who] = NULL;
+            pass_secs[who] = NULL;
+        }
+    }
     /* The actor's replay; it is destroyed before the peer's begins. */
     dv_memory_stats ms = {0};
     dv_actor_stats st0 = {0}, st1 = {0};
@@ -1399,6 +1463,11 @@ int main(int argc, char **argv)
     double peer_later = theirs ? later_rate(1, passes, peer_ops, peer_secs) : 0;
     bool vs_later = later > 0 && peer_later > 0;
     double later_vs = vs_later ? later / peer_later : 0;
+    double lo, hi;
+    double median = ours ? later_median(0, passes, &lo, &hi) : 0;
+    double peer_median = theirs ? later_median(1, passes, &lo, &hi) : 0;
+    bool vs_median = median > 0 && peer_median > 0;
+    double median_vs = vs_median ? median / peer_median : 0;
     uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
     for (int who = 0; who < 2 && verbose_failures > 0; who++) {
         uint64_t n = atomic_load(&noted[who]);
@@ -1421,11 +1490,12 @@ int main(int argc, char **argv)
     if (csv) {
         printf("rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,"
                "ops_per_s%s,maps_per_pass,unmaps_per_pass,driver_calls_per_pass,"
-               "later_ops_per_s%s,later_calls_per_pass\n",
+               "later_ops_per_s%s,later_calls_per_pass,later_median_ops_per_s%s\n",
                theirs ? ",peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,"
                         "reserved_vs_peer,ops_vs_peer"
                       : "",
-               theirs ? ",peer_later_ops_per_s,later_vs_peer" : "");
+               theirs ? ",peer_later_ops_per_s,later_vs_peer" : "",
+               theirs ? ",peer_later_median_ops_per_s,later_median_vs_peer" : "");
         printf("%zu,%" PRIu64 ",%" PRIu64 ",%s,%" PRIu64 ",%s,%s,%s,%s", nrows, allocs, frees,
                u64_or_na(b[0], 32, ours, nfail), peak_live,
                u64_or_na(b[1], 32, ours, ms.bytes.peak),
@@ -1446,7 +1516,13 @@ int main(int argc, char **argv)
         if (theirs)
             printf(",%s,%s", ratio_or_na(b[13], 32, peer_later > 0, "%.0f", peer_later),
                    ratio_or_na(b[14], 32, vs_later, "%.3f", later_vs));
-        printf(",%s\n", ratio_or_na(b[15], 32, later_known, "%.1f", later_calls));
+        printf(",%s", ratio_or_na(b[15], 32, later_known, "%.1f", later_calls));
+        /* The median of the warm passes' own rates (n/a with one pass). */
+        printf(",%s", ratio_or_na(b[12], 32, median > 0, "%.0f", median));
+        if (theirs)
+            printf(",%s,%s", ratio_or_na(b[13], 32, peer_median > 0, "%.0f", peer_median),
+                   ratio_or_na(b[14], 32, vs_median, "%.3f", median_vs));
+        printf("\n");
     } else {
         char in_passes[48] = "";
         if (passes > 1)

@@ -37,7 +37,7 @@ traces=${TRACES:-cnn transformer inference multistream}
 mkdir -p "$out"
 csv=$out/replay.csv
 peer=$(bash "$here/peers/build-torch-peer.sh" "$out/peer/libdv_torch_peer.so" 2>"$out/peer-build.txt") || peer=
-echo "trace,config,run,rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,ops_per_s,peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,reserved_vs_peer,ops_vs_peer,maps_per_pass,unmaps_per_pass,driver_calls_per_pass,later_ops_per_s,peer_later_ops_per_s,later_vs_peer,later_calls_per_pass" >"$csv"
+echo "trace,config,run,rows,allocs,frees,failures,peak_live,peak_held,peak_reserved,reserved_over_live,ops_per_s,peer_failures,peer_peak_allocated,peer_peak_reserved,peer_ops_per_s,reserved_vs_peer,ops_vs_peer,maps_per_pass,unmaps_per_pass,driver_calls_per_pass,later_ops_per_s,peer_later_ops_per_s,later_vs_peer,later_calls_per_pass,later_median_ops_per_s,peer_later_median_ops_per_s,later_median_vs_peer" >"$csv"
 status=0
 # The log of trace t: a captured one, else a random one written here.
 log_of() {

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..88"
+echo "1..89"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -135,7 +135,7 @@ check "an unknown option: exit 2" "$(yes_if test $? = 2)"
 out=$(DV_BACKEND=sim "$replay" --csv --concurrent --peer "$peer" "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "through the peer too: exit $rc, $(columns "$out") columns, $(field "$out" 10) peer failures" \
-    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 22 -a "$(field "$out" 10)" = 0)"
+    "$(yes_if test $rc = 0 -a "$(columns "$out")" = 25 -a "$(field "$out" 10)" = 0)"
 p=$(field "$out" 11)
 check "the peer's peak allocated ($p) is 6, 6.5 or 7 MiB, the trace's still 7 MiB" \
     "$(yes_if test \( "$p" = 6291456 -o "$p" = 6815744 -o "$p" = 7340032 \) \
@@ -170,12 +170,14 @@ check "--repeat 3: the later passes' rates and their ratio are numbers ($(field 
     "$(yes_if numbers "$(field "$out" 19)" "$(field "$out" 20)" "$(field "$out" 21)")"
 check "--repeat 3: the later passes' driver calls a pass, a number ($(field "$out" 22))" \
     "$(yes_if numbers "$(field "$out" 22)")"
+check "--repeat 3: the median pass rates and their ratio are numbers ($(field "$out" 23), $(field "$out" 24), $(field "$out" 25))" \
+    "$(yes_if numbers "$(field "$out" 23)" "$(field "$out" 24)" "$(field "$out" 25)")"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
-check "one pass: 14 columns, the later passes' rate and calls n/a ($(field "$out" 13), $(field "$out" 14))" \
-    "$(yes_if test "$(columns "$out"),$(field "$out" 13),$(field "$out" 14)" = 14,n/a,n/a)"
+check "one pass: 15 columns, the later passes' rate, calls and median n/a ($(field "$out" 13), $(field "$out" 14), $(field "$out" 15))" \
+    "$(yes_if test "$(columns "$out"),$(field "$out" 13),$(field "$out" 14),$(field "$out" 15)" = 15,n/a,n/a,n/a)"
 out=$(DV_BACKEND=sim "$replay" --repeat 3 --peer "$peer" "$data/replay-ours.csv" 2>&1)
 check "--repeat 3: the first pass's rate and the later passes', for both" \
-    "$(yes_if test "$(echo "$out" | grep -c '^  first pass [0-9]* ops/s, passes 2-3 [0-9]* ops/s$')" = 2)"
+    "$(yes_if test "$(echo "$out" | grep -c '^  first pass [0-9]* ops/s, passes 2-3 [0-9]* ops/s (a pass: median [0-9]*, slowest [0-9]*, fastest [0-9]*)$')" = 2)"
 out=$(DV_BACKEND=sim "$replay" "$data/replay-ours.csv" 2>&1)
 check "one pass: no split" "$(yes_if test "$(echo "$out" | grep -c 'first pass')" = 0)"
 gzip -c "$data/replay-ours.csv" >"$tmp/replay ours.csv.gz"
