@@ -335,7 +335,10 @@ DV_EXPORT int dv_future_wait_ordered(dv_future *f);
 /* Wait for a milestone at most timeout_ns: DV_ETIMEDOUT when it was not
  * reached (the future stays in flight; wait again later). */
 DV_EXPORT int dv_future_wait_for(dv_future *f, dv_milestone m, uint64_t timeout_ns);
-/* Complete yet?  Never blocks. */
+/* Complete yet?  Never blocks.  For the checker, true orders the calling
+ * thread after the operation as dv_future_wait does (so does
+ * dv_future_reached(f, DV_COMPLETE), and dv_future_wait_for that reached
+ * DV_COMPLETE); false orders it after nothing. */
 DV_EXPORT bool dv_future_done(const dv_future *f);
 /* Reached milestone m yet?  Never blocks. */
 DV_EXPORT bool dv_future_reached(const dv_future *f, dv_milestone m);

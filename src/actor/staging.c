@@ -294,6 +294,18 @@ static bool step_ready(const dv_stage_job *j, uint32_t i, int state)
     return state == DV_STAGE_ENQUEUED && reached(word_load(ch->dev_word), gen_of(j, i));
 }
 
+/* Is a copy from the device into host memory that j (to the device) reads,
+ * on j's stream, begun before j, still to land?  The caller holds mu. */
+static bool dtoh_pending(const dv_staging *st, const dv_stage_job *j)
+{
+    for (const dv_stage_job *q = st->live; q != NULL; q = q->live_next)
+        if (q->dir == DV_MSG_DTOH && q->stream == j->stream && q->seq < j->seq &&
+            q->host < j->host + j->bytes && j->host < q->host + q->bytes &&
+            !atomic_load_explicit(&q->pumped, memory_order_acquire))
+            return true;
+    return false;
+}
+
 /*
  * One step of j at most, on any thread.  Step i+k uses the chunk of step
  * i only once the device is done with it, which it is only after step i's
@@ -313,6 +325,16 @@ static int pump(dv_stage_job *j)
     if (state == DV_STAGE_REFUSED) {
         pump_finish(j, FINISH_REFUSED);
         return PUMP_DONE;
+    }
+    if (atomic_load_explicit(&j->after_dtoh, memory_order_acquire)) {
+        /* A copy from the device into this buffer, on this stream, before
+         * this one: not a byte read until it landed. */
+        pthread_mutex_lock(&st->mu);
+        bool pending = dtoh_pending(st, j);
+        pthread_mutex_unlock(&st->mu);
+        if (pending)
+            return PUMP_IDLE;
+        atomic_store_explicit(&j->after_dtoh, false, memory_order_release);
     }
     uint32_t i = atomic_load(&j->claim);
     if (i == j->nsub) {
@@ -418,11 +440,18 @@ static int help_one(dv_staging *st)
  * Copy threads (the _async copies)
  * ------------------------------------------------------------------------ */
 
-/* Every copy under way is listed, for the actor to stop at a fault. */
+/* Every copy under way is listed, for the actor to stop at a fault, and
+ * numbered: a copy to the device from pageable memory that a copy from
+ * the device on the same stream writes, begun before it, reads it only
+ * once that copy landed (stream order: the host's side of the one before
+ * is done before the host's side of the one after reads). */
 static void live_add(dv_stage_job *j)
 {
     dv_staging *st = j->st;
     pthread_mutex_lock(&st->mu);
+    j->seq = ++st->seq;
+    if (j->dir == DV_MSG_HTOD)
+        atomic_store_explicit(&j->after_dtoh, dtoh_pending(st, j), memory_order_relaxed);
     j->live_prev = NULL;
     j->live_next = st->live;
     if (st->live != NULL)
@@ -669,6 +698,7 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         memset(j, 0, sizeof(*j));
     j->st = st;
     j->dir = dir;
+    j->stream = (uint16_t)stream;
     j->host = host;
     j->bytes = bytes;
     j->sub = sub_for(st, bytes);

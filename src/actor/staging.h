@@ -113,6 +113,12 @@ enum dv_stage_state { DV_STAGE_POSTED = 0, DV_STAGE_ENQUEUED, DV_STAGE_REFUSED }
 typedef struct dv_stage_job {
     struct dv_staging *st;
     uint8_t dir; /* DV_MSG_HTOD or DV_MSG_DTOH */
+    uint16_t stream;
+    uint64_t seq; /* in the order the copies were begun (staging's mu) */
+    /* To the device: a copy from the device into an overlapping range of
+     * the buffer, on the same stream, begun before and not yet landed;
+     * no step is filled until it landed (pump). */
+    _Atomic bool after_dtoh;
     unsigned char *host;
     uint64_t bytes, sub; /* sub: a sub-copy's length (the last one's may be less) */
     uint32_t nsub, k, prefilled;
@@ -163,6 +169,7 @@ typedef struct dv_staging {
     _Atomic uint32_t next_worker;
     dv_stage_job *help; /* copies of more than one chunk, to help (mu) */
     dv_stage_job *live; /* every copy under way (mu) */
+    uint64_t seq;       /* the last copy begun (mu) */
 } dv_staging;
 
 enum { DV_STAGING_NONE = 0, DV_STAGING_READY, DV_STAGING_FAILED };

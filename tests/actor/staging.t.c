@@ -18,7 +18,9 @@
  *     copies are right; a driver error at a stream memory operation;
  *     the actor destroyed with _async copies in flight;
  *   - inside a task: the blocking form answers DV_EDEADLK, the _async form
- *     runs (or answers DV_EAGAIN when no chunk is free).
+ *     runs (or answers DV_EAGAIN when no chunk is free);
+ *   - a copy from a pageable buffer after a copy into it on the same
+ *     stream sends what the first brought.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -402,9 +404,61 @@ static void test_in_task(void)
     dv_actor_destroy(a);
 }
 
+/*
+ * Stream order with one pageable buffer: a copy from the device into h,
+ * then on the same stream a copy from h to another block, posted before
+ * the first landed (its stream held by a kernel): the second sends what
+ * the first brought, _async or blocking, one chunk or many.
+ */
+static void test_same_buffer_same_stream(void)
+{
+    dv_actor *a = make_with(1 * MiB, 64 * KiB, 0); /* 16 chunks: both copies hold some */
+    static const uint64_t sizes[] = {4 * KiB, 1 * MiB + 3};
+    int good[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        uint64_t n = sizes[i];
+        unsigned char *src = malloc(n), *h = malloc(n), *back = malloc(n);
+        for (int blocking = 0; blocking < 2; blocking++) {
+            dv_ref x = DV_REF_NULL, y = DV_REF_NULL;
+            dv_future held, f1, f2;
+            dv_future_init(&held, 0);
+            dv_future_init(&f1, 0);
+            dv_future_init(&f2, 0);
+            bool fine = src != NULL && h != NULL && back != NULL &&
+                        dv_alloc(a, n, 1, "x", &x) == DV_OK && dv_alloc(a, n, 1, "y", &y) == DV_OK;
+            if (fine) {
+                pattern(src, n, (unsigned)(7 + i + 2 * blocking));
+                memset(h, 0xee, n);
+                fine = dv_copy_htod(a, x, 0, src, n, 1) == DV_OK;
+                hold(a, 1, 30 * 1000 * 1000, &held); /* the copy below waits behind it */
+                fine = fine && dv_copy_dtoh_async(a, h, x, 0, n, 1, &f1) == DV_OK;
+                if (blocking)
+                    fine = fine && dv_copy_htod(a, y, 0, h, n, 1) == DV_OK;
+                else
+                    fine = fine && dv_copy_htod_async(a, y, 0, h, n, 1, &f2) == DV_OK &&
+                           dv_future_wait(&f2) == DV_OK;
+                fine = fine && dv_future_wait(&f1) == DV_OK && dv_future_wait(&held) == DV_OK;
+                fine =
+                    fine && dv_copy_dtoh(a, back, y, 0, n, 2) == DV_OK && memcmp(back, src, n) == 0;
+            }
+            good[blocking] += fine;
+            dv_ref_release(x);
+            dv_ref_release(y);
+        }
+        free(src);
+        free(h);
+        free(back);
+    }
+    is_int(good[0], 2,
+           "a copy from a pageable buffer after a copy into it on the same stream, "
+           "both _async: it sends what the first brought (4 KiB, 1 MiB + 3)");
+    is_int(good[1], 2, "the same with the second copy blocking");
+    dv_actor_destroy(a);
+}
+
 int main(void)
 {
-    plan(23);
+    plan(25);
     test_sizes();
     test_backpressure();
     test_actor_free();
@@ -413,5 +467,6 @@ int main(void)
     test_driver_error();
     test_destroy_in_flight();
     test_in_task();
+    test_same_buffer_same_stream();
     return tap_done();
 }
