@@ -325,7 +325,9 @@ DV_EXPORT void dv_future_init_sized(dv_future *f, uint32_t flags, size_t size);
  * whose completion (the memory assigned) is nothing on the device: a raw
  * pointer to its block, used on another stream than the allocation's,
  * still wants an event recorded after it there or a sync of that stream
- * (a handle is fenced by devactor). */
+ * (a handle is fenced by devactor).  A future set up but not posted yet
+ * answers DV_EINVAL at once (so does every wait below): a thread handed a
+ * future before its call was made polls dv_future_done instead. */
 DV_EXPORT int dv_future_wait(dv_future *f);
 /* Wait until ordered: DV_OK, or the operation's error when it failed
  * before it was ordered (then it is complete too).  For the checker it
@@ -481,7 +483,8 @@ DV_EXPORT int dv_actor_config_parse(dv_actor_config *cfg, const char *text);
  * names applies to the first actor's driver, shared by all of them. */
 #define DV_MAX_DEVICES 16
 DV_EXPORT int dv_actor_get(int ordinal, dv_actor **out);
-/* A composed actor with its own configuration; not registered. */
+/* A composed actor with its own configuration (NULL: the defaults of
+ * dv_actor_config_init); not registered. */
 DV_EXPORT int dv_actor_create(const dv_actor_config *cfg, dv_actor **out);
 /* Stop accepting (later posts answer DV_ESHUTDOWN), finish what was
  * posted, free every block, destroy the streams, join the thread.  Handles
@@ -801,7 +804,8 @@ DV_EXPORT int dv_event_sync(dv_event *event);
 DV_EXPORT int dv_event_query(dv_event *event);
 /* Milliseconds between two timing events' records, both reached:
  * DV_EAGAIN when one is not reached yet, DV_EINVAL without
- * DV_EVENT_TIMING or of different actors.  A round trip to the actor. */
+ * DV_EVENT_TIMING, of different actors, or for one never recorded.  A
+ * round trip to the actor. */
 DV_EXPORT int dv_event_elapsed(dv_event *start, dv_event *end, float *ms);
 /* The driver's event (a CUevent) of the latest record that is ordered,
  * for interop (an Arrow device array's sync_event, a library's own
@@ -827,7 +831,7 @@ typedef struct dv_dim3 {
  * again on first use, so a kernel handle stays valid for the actor's life
  * (the actor owns it).  A round trip.  DV_ENOKERNEL when the image has no
  * kernel of that name; DV_EINVAL (or the driver's error) for an image the
- * backend cannot load.
+ * backend cannot load.  *out is written only on success.
  */
 typedef struct dv_kernel dv_kernel;
 DV_EXPORT int dv_kernel_get(dv_actor *actor, const void *image, size_t image_bytes,

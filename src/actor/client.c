@@ -716,7 +716,6 @@ int dv_kernel_get(dv_actor *a, const void *image, size_t image_bytes, const char
 {
     if (out == NULL || name == NULL || name[0] == '\0')
         return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: NULL out or empty name");
-    *out = NULL;
     if (image != NULL && image_bytes == 0)
         return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: an image of 0 bytes");
     dv_future f;
