@@ -16,7 +16,7 @@
 # Steps: every TAP test (tests on the sim run too), four actor tests again
 # with DV_POOL_ALIAS=1 (the pool with aliases), dv-demo on cuda, then
 # compute-sanitizer (memcheck over the device-port and resource conformance
-# suites, the guard's tests, the demo, the actor's basic, launch and
+# suites, the guard's tests, the demo, the actor's basic, staging, launch and
 # checker tests, the GEMM task, the BLAS and FFT library actors' tests and a
 # short dv-stress run; racecheck and
 # synccheck over the device-port suite, the launch tests and the GEMM task;
@@ -90,6 +90,10 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         "$build/tests/resources/guard_cuda.t"
     run_step "memcheck actor/basic_cuda.t" $cs --tool memcheck --leak-check full \
         --report-api-errors no "$build/tests/actor/basic_cuda.t"
+    # Staged copies: chunks the device and the host hand back and forth
+    # through stream memory operations on words in page-locked memory.
+    run_step "memcheck actor/staging_cuda.t" $cs --tool memcheck --leak-check full \
+        --report-api-errors no "$build/tests/actor/staging_cuda.t"
     # The driver has no call for a kernel's parameter count: devactor asks
     # for the parameter past the last once per kernel handle, an
     # INVALID_VALUE the sanitizer would report.  devactor checks every
