@@ -10,7 +10,13 @@
  * are checked against the blocks before anything is posted: an operand
  * that would reach past its block answers DV_EOUT_OF_BOUNDS, naming the
  * operand, the bytes it needs (detail.requested) and the bytes it has
- * (detail.remaining); nothing is enqueued.
+ * from its offset (detail.remaining); nothing is enqueued.  Sizes,
+ * leading dimensions, increments and batches are at most 2^31 - 1; an
+ * offset is a multiple of the element size; an output may not share
+ * bytes with an input (DV_EINVAL, all).  A call with nothing to do (an
+ * empty result: m or n 0, say) enqueues nothing but is checked all the
+ * same: its stream, and every handle that is not DV_REF_NULL at its
+ * offset.
  *
  * Libraries are opened at run time (dlopen), so devactor builds and runs
  * without them:
@@ -114,7 +120,9 @@ DV_EXPORT unsigned dv_blas_type_size(dv_blas_type type);
  * opens for its backend; DV_EINVAL for a NULL argument. */
 DV_EXPORT int dv_blas_create(dv_actor *actor, dv_blas **out);
 /* Waits for the actor's streams that ran calls, destroys the handles on
- * the actor's thread, and frees b.  NULL is fine. */
+ * the actor's thread, and frees b.  NULL is fine.  Inside a task it does
+ * nothing (dv_last_error says DV_EDEADLK) and b stays usable, to be
+ * destroyed outside; dv_blas_create there answers DV_EDEADLK. */
 DV_EXPORT void dv_blas_destroy(dv_blas *b);
 /* Which library b uses ("cuBLAS 13.0.0", "OpenBLAS ...", a path). */
 DV_EXPORT const char *dv_blas_library(const dv_blas *b);
@@ -130,8 +138,8 @@ DV_EXPORT int dv_blas_gemm_async(dv_blas *b, dv_stream stream, dv_blas_type type
                                  dv_blas_layout layout, dv_blas_op op_a, dv_blas_op op_b,
                                  int64_t m, int64_t n, int64_t k, double alpha, dv_blas_matrix a,
                                  dv_blas_matrix bm, double beta, dv_blas_matrix c, dv_future *f);
-/* batch GEMMs of one shape: matrix i of each operand starts stride * i
- * elements after its first. */
+/* batch GEMMs of one shape (batch at least 1): matrix i of each operand
+ * starts stride * i elements after its first. */
 DV_EXPORT int dv_blas_gemm_strided_batched(dv_blas *b, dv_stream stream, dv_blas_type type,
                                            dv_blas_layout layout, dv_blas_op op_a,
                                            dv_blas_op op_b, int64_t m, int64_t n, int64_t k,

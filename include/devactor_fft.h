@@ -7,7 +7,8 @@
  * its input and output dv_refs (plus byte offsets) fenced like a launch's
  * and declared for exactly the bytes they reach; sizes are checked
  * against the blocks before anything is posted (DV_EOUT_OF_BOUNDS naming
- * the operand, detail.requested its bytes, detail.remaining the block's).
+ * the operand, detail.requested its bytes, detail.remaining what its
+ * block has from its offset).
  *
  * Transforms: complex to complex (either direction), real to complex
  * (forward), complex to real (inverse); single or double precision; rank
@@ -32,8 +33,9 @@
  * (dv_fft_create's cache_bytes, 256 MiB when 0) counting each plan's work
  * area; the least recently used go first.  cuFFT's automatic work-area
  * allocation is off: each transform's work area is task scratch from the
- * actor's pool on its stream.  A plan of a context since rebuilt is
- * made again.  Destroying a cuFFT plan frees its device memory, which
+ * actor's pool on its stream.  On a GPU a plan of a context since
+ * rebuilt is made again (the sim's host plans belong to no context and
+ * are kept).  Destroying a cuFFT plan frees its device memory, which
  * waits for the device: an eviction can stall the actor's thread for the
  * work in flight.
  *
@@ -96,7 +98,9 @@ typedef struct dv_fft_stats {
  * DV_ENOTSUP (with the names tried) when the library does not open. */
 DV_EXPORT int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out);
 /* Waits for the streams that ran transforms, destroys the plans on the
- * actor's thread, and frees f.  NULL is fine. */
+ * actor's thread, and frees f.  NULL is fine.  Inside a task it does
+ * nothing (dv_last_error says DV_EDEADLK) and f stays usable, to be
+ * destroyed outside; dv_fft_create there answers DV_EDEADLK. */
 DV_EXPORT void dv_fft_destroy(dv_fft *f);
 DV_EXPORT const char *dv_fft_library(const dv_fft *f);
 /* The cache's counters (read on the actor's thread: it waits for it). */

@@ -703,7 +703,7 @@ static int hazard(dv_checker *c, const chk_stamp *now, const char *verb, const c
     /* Two threads: their own synchronisation may order them, unseen. */
     const char *threads =
         now->producer != prev->producer && prev->kind != DV_CHK_ALLOC && prev->kind != DV_CHK_FREE
-            ? " (two threads: hand over with dv_order_adopt)"
+            ? " (two threads: dv_order_adopt before the waits and uses that follow)"
             : "";
     return dv__fail(DV_EHAZARD, "check_order", "hazard: %s %s %s %s by %s; nothing orders them%s",
                     a, verb, what, prev_verb, b, threads);

@@ -172,6 +172,11 @@ int dv_blas_create(dv_actor *actor, dv_blas **out)
         return dv_error_set(DV_EINVAL, op, 0, 0, "blas_create: NULL %s",
                             actor == NULL ? "actor" : "out");
     *out = NULL;
+    /* Inside a task no dv_blas could be destroyed (destroy waits for the
+     * actor): none is made there either. */
+    int rc = dv__lib_no_wait(op);
+    if (rc != DV_OK)
+        return rc;
     dv_blas *b = calloc(1, sizeof(*b));
     if (b == NULL)
         return dv_error_set(DV_ENOMEM, op, sizeof(*b), 0, "blas_create: out of host memory");
@@ -432,8 +437,17 @@ static int gemm_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_
         !fits_int(bm.ld) || !fits_int(c.ld))
         return dv_error_set(DV_EINVAL, "blas", 0, 0,
                             "blas_%s: a size, leading dimension or batch past 2^31 - 1", what);
-    if (m == 0 || n == 0)
-        return DV_OK; /* C is empty */
+    if (m == 0 || n == 0) { /* C is empty: nothing to do but the checks */
+        const dv_ref refs[NOPS] = {a.ref, bm.ref, c.ref};
+        int64_t minor = layout == DV_BLAS_ROW_MAJOR ? n : m;
+        if (c.ld < (minor > 1 ? minor : 1))
+            return dv_error_set(DV_EINVAL, "blas", 0, 0,
+                                "blas_%s: operand C's leading dimension %lld is under its %s", what,
+                                (long long)c.ld, layout == DV_BLAS_ROW_MAJOR ? "columns" : "rows");
+        const uint64_t offs[NOPS] = {a.offset, bm.offset, c.offset};
+        return dv__lib_nothing_to_do("blas", "blas_", what, b->actor, stream, refs, offs,
+                                     dv_blas_type_size(type), operand_names[OP_GEMM], NOPS);
+    }
     blas_call call = {.b = b,
                       .kind = OP_GEMM,
                       .type = type,
@@ -573,8 +587,12 @@ static int gemv_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_
                             "2^31 - 1, increments not 0",
                             (long long)m, (long long)n, (long long)x.inc, (long long)y.inc);
     int64_t xn = op == DV_BLAS_N ? n : m, yn = op == DV_BLAS_N ? m : n;
-    if (yn == 0)
-        return DV_OK;
+    if (yn == 0) { /* y is empty */
+        const dv_ref refs[NOPS] = {a.ref, x.ref, y.ref};
+        const uint64_t offs[NOPS] = {a.offset, x.offset, y.offset};
+        return dv__lib_nothing_to_do("blas", "blas_", what, b->actor, stream, refs, offs,
+                                     dv_blas_type_size(type), operand_names[OP_GEMV], NOPS);
+    }
     blas_call call = {.b = b,
                       .kind = OP_GEMV,
                       .type = type,
@@ -611,8 +629,12 @@ static int axpy_common(dv_blas *b, dv_stream stream, dv_blas_type type, int64_t 
     uint64_t elems[NOPS] = {0, 0, 0};
     if ((rc = vector_pair(what, n, x, y, &elems[A_], &elems[B_])) != DV_OK)
         return rc;
-    if (n == 0)
-        return DV_OK;
+    if (n == 0) { /* y stays as it is */
+        const dv_ref refs[NOPS] = {x.ref, y.ref, DV_REF_NULL};
+        const uint64_t offs[NOPS] = {x.offset, y.offset, 0};
+        return dv__lib_nothing_to_do("blas", "blas_", what, b->actor, stream, refs, offs,
+                                     dv_blas_type_size(type), operand_names[OP_AXPY], 2);
+    }
     blas_call call = {.b = b,
                       .kind = OP_AXPY,
                       .type = type,

@@ -192,6 +192,11 @@ int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
         return dv_error_set(DV_EINVAL, op, 0, 0, "fft_create: NULL %s",
                             actor == NULL ? "actor" : "out");
     *out = NULL;
+    /* Inside a task no dv_fft could be destroyed (destroy waits for the
+     * actor): none is made there either. */
+    int no = dv__lib_no_wait(op);
+    if (no != DV_OK)
+        return no;
     dv_fft *f = calloc(1, sizeof(*f));
     if (f == NULL)
         return dv_error_set(DV_ENOMEM, op, sizeof(*f), 0, "fft_create: out of host memory");

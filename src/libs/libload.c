@@ -147,6 +147,28 @@ int dv__lib_no_wait(const char *op)
     return dv__no_wait(op);
 }
 
+int dv__lib_nothing_to_do(const char *call, const char *lead, const char *what, dv_actor *a,
+                          dv_stream stream, const dv_ref *refs, const uint64_t *offs, unsigned es,
+                          const char *const *names, int n)
+{
+    if (a == NULL || stream >= a->cfg.streams)
+        return dv_error_set(DV_EINVAL, call, 0, 0, "%s%s: unknown stream %u (the actor has %u)",
+                            lead, what, stream, a != NULL ? a->cfg.streams : 0);
+    for (int i = 0; i < n; i++) {
+        if (refs[i].bits == 0)
+            continue;
+        uint64_t base;
+        int rc = dv__lib_operand(call, lead, what, names[i], refs[i], offs[i], 0, es, &base);
+        if (rc != DV_OK)
+            return rc;
+        if (dv__actor_of_ref(refs[i]) != a)
+            return dv_error_set(DV_EINVAL, call, 0, 0,
+                                "%s%s: operand %s is a block of another actor", lead, what,
+                                names[i]);
+    }
+    return DV_OK;
+}
+
 const dv_actor *dv__lib_actor_of(dv_ref ref)
 {
     return ref.bits != 0 ? dv__actor_of_ref(ref) : NULL;

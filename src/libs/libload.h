@@ -22,18 +22,28 @@
 void *dv__lib_open(const char *env, const char *const *names, char *tried, size_t cap,
                    char *path, size_t path_cap);
 
+/* DV_EDEADLK (with its detail) on a thread that serves an actor: a library
+ * call's _async form waits until its task is ordered (the call's state
+ * lives on the caller's stack until then), which such a thread must not. */
+int dv__lib_no_wait(const char *op);
 /* An operand of a library call: `bytes` from byte `off` of ref's block, in
  * elements of `es` bytes.  DV_OK with the block's address in *base; else
  * the failure, recorded as call's (dv_error_set) and named "<lead><what>:
  * operand <name>": the handle's own error, DV_EINVAL for an offset that is
  * not a multiple of es, DV_EOUT_OF_BOUNDS (requested: bytes, remaining:
  * what the block has from off) past the block as it was asked for. */
-/* DV_EDEADLK (with its detail) on a thread that serves an actor: a library
- * call's _async form waits until its task is ordered (the call's state
- * lives on the caller's stack until then), which such a thread must not. */
-int dv__lib_no_wait(const char *op);
 int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
                     dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base);
+/* A call with nothing to do (an empty result) still checks what it was
+ * given: its stream on actor a, and each of the n handles that is not
+ * DV_REF_NULL at its offset (names[i] in the message) as an operand of
+ * no bytes: DV_EINVAL for an unknown stream, another actor's block or an
+ * offset not a multiple of es, the handle's own error (DV_ESTALE) for one
+ * released, DV_EOUT_OF_BOUNDS for an offset past its block.  Recorded as
+ * call's, like dv__lib_operand. */
+int dv__lib_nothing_to_do(const char *call, const char *lead, const char *what, dv_actor *a,
+                          dv_stream stream, const dv_ref *refs, const uint64_t *offs, unsigned es,
+                          const char *const *names, int n);
 /* The actor whose block ref names (NULL for a null or unknown handle): a
  * wrapper whose task must not be refused at its fencing checks this on
  * the caller's thread. */

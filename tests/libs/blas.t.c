@@ -532,6 +532,21 @@ static int m_null_ref(void)
     return dv_blas_gemm(B, 0, F32, ROW, N_, N_, 4, 4, 4, 1, M(DV_REF_NULL, 0, 4), M(big, 0, 4), 0,
                         M(outb, 0, 4));
 }
+/* Nothing to do (m or n 0), checked all the same. */
+static int m_empty_released_c(void)
+{
+    return dv_blas_gemm(B, 0, F32, ROW, N_, N_, 0, 4, 4, 1, M(big, 0, 4), M(big, 0, 4), 0,
+                        M(released, 0, 4));
+}
+static int m_empty_bad_stream(void)
+{
+    return dv_blas_gemm(B, 60, F32, ROW, N_, N_, 4, 0, 4, 1, M(big, 0, 4), M(big, 0, 4), 0,
+                        M(outb, 0, 4));
+}
+static int m_empty_axpy_released(void)
+{
+    return dv_blas_axpy(B, 0, F32, 0, 1, dv_blas_vec(big, 0, 1), dv_blas_vec(released, 0, 1));
+}
 static int m_bad_stream(void)
 {
     return dv_blas_gemm(B, 60, F32, ROW, N_, N_, 4, 4, 4, 1, M(big, 0, 4), M(big, 0, 4), 0,
@@ -572,6 +587,9 @@ static void test_mistakes(void)
         {"a NULL dv_blas", DV_EINVAL, m_null_blas},
         {"DV_REF_NULL", DV_EINVAL, m_null_ref},
         {"a stream the actor does not have", DV_EINVAL, m_bad_stream},
+        {"gemm with m 0 into a released C", DV_ESTALE, m_empty_released_c},
+        {"gemm with n 0 on a stream the actor does not have", DV_EINVAL, m_empty_bad_stream},
+        {"axpy with n 0 into a released y", DV_ESTALE, m_empty_axpy_released},
     };
     unsigned char pattern[4096], now[4096];
     for (unsigned i = 0; i < sizeof(pattern); i++)
@@ -683,7 +701,8 @@ static void test_rebuild(void)
 typedef struct in_task_probe {
     dv_ref x, y;
     int async_rc, future_rc;
-    int destroy_status;
+    int destroy_status, create_rc;
+    dv_blas *made;
 } in_task_probe;
 
 static int probe_task(const dv_task_ctx *ctx, void *user)
@@ -698,6 +717,8 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
     dv_error_clear();
     dv_blas_destroy(B);
     p->destroy_status = dv_last_error()->status;
+    p->made = (dv_blas *)p; /* a dv_blas_create refused there leaves NULL */
+    p->create_rc = dv_blas_create(A, &p->made);
     return DV_OK;
 }
 
@@ -713,6 +734,8 @@ static void test_in_task(void)
        "inside it, blas_axpy_async answers DV_EDEADLK and completes its future so (%s, %s)",
        dv_err_name(p.async_rc), dv_err_name(p.future_rc));
     is_status(p.destroy_status, DV_EDEADLK, "dv_blas_destroy there does nothing, and says why");
+    ok(p.create_rc == DV_EDEADLK && p.made == NULL,
+       "dv_blas_create there answers DV_EDEADLK, making nothing (%s)", dv_err_name(p.create_rc));
     is_status(dv_blas_axpy(B, 0, DV_BLAS_F32, 16, 1.0, (dv_blas_vector){p.x, 0, 1},
                            (dv_blas_vector){p.y, 0, 1}),
               DV_OK, "the BLAS actor still works after it");
@@ -739,7 +762,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(43);
+    plan(44);
     is_status(rc, DV_OK, "the BLAS library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_blas_library(B) : dv_last_error()->message);
     if (rc != DV_OK)

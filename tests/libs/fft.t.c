@@ -453,7 +453,8 @@ static void test_async(void)
  * dv_fft_destroy cannot wait for the actor. */
 typedef struct in_task_probe {
     dv_ref buf;
-    int async_rc, future_rc, destroy_status;
+    int async_rc, future_rc, destroy_status, create_rc;
+    dv_fft *made;
 } in_task_probe;
 
 static int probe_task(const dv_task_ctx *ctx, void *user)
@@ -469,6 +470,8 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
     dv_error_clear();
     dv_fft_destroy(F);
     p->destroy_status = dv_last_error()->status;
+    p->made = (dv_fft *)p; /* a dv_fft_create refused there leaves NULL */
+    p->create_rc = dv_fft_create(A, 0, &p->made);
     return DV_OK;
 }
 
@@ -483,6 +486,8 @@ static void test_in_task(void)
        "inside a task: fft_exec_async and its future answer DV_EDEADLK, dv_fft_destroy does "
        "nothing (%s, %s, %s)",
        dv_err_name(p.async_rc), dv_err_name(p.future_rc), dv_err_name(p.destroy_status));
+    ok(p.create_rc == DV_EDEADLK && p.made == NULL,
+       "dv_fft_create there answers DV_EDEADLK, making nothing (%s)", dv_err_name(p.create_rc));
     dv_fft_shape shape = {.rank = 1, .n = {64}, .batch = 1};
     is_status(dv_fft_exec(F, 0, DV_FFT_C2C, DV_FFT_F32, DV_FFT_FORWARD, &shape, p.buf, 0,
                           p.buf, 0),
@@ -509,7 +514,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(18);
+    plan(19);
     is_status(rc, DV_OK, "the FFT library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_fft_library(F) : dv_last_error()->message);
     if (rc != DV_OK)
