@@ -80,6 +80,24 @@ static bool csv;
 /* A measurement could not be made (said on stderr): exit status 1. */
 static bool bench_failed;
 
+/* Progress of a long section on stderr: rewritten in place on a terminal,
+ * a line each otherwise (a log keeps lines); none with --csv. */
+static void progress(const char *what, int i, int n)
+{
+    if (csv)
+        return;
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\r%s %d of %d", what, i, n);
+    else
+        fprintf(stderr, "%s %d of %d\n", what, i, n);
+}
+
+static void progress_done(void)
+{
+    if (!csv && isatty(STDERR_FILENO))
+        fprintf(stderr, "\r%40s\r", "");
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -235,10 +253,14 @@ static void print_row(const char *what, uint64_t bytes, result r)
     else
         snprintf(size, sizeof(size), "%llu B", (unsigned long long)bytes);
     if (r.error != 0) {
+        /* In the table as a row, and a failed measurement: said on
+         * stderr, exit 1. */
         if (csv)
             printf("alloc,\"%s\",%llu,,,,%s\n", what, (unsigned long long)bytes, dv_err_name(r.error));
         else
             printf("  %-32s %8s   error: %s\n", what, size, dv_err_name(r.error));
+        fprintf(stderr, "dv-bench: alloc: %s at %s: %s\n", what, size, dv_err_name(r.error));
+        bench_failed = true;
         return;
     }
     if (csv)
@@ -634,6 +656,8 @@ static void bench_random(dv_res_env *env, uint64_t max_size, bool alias)
                    dv_err_name(rc), name);
         else
             printf("  error: %s\n", dv_last_error()->message);
+        fprintf(stderr, "dv-bench: random_allocations on %s: %s\n", name, dv_last_error()->message);
+        bench_failed = true;
         return;
     }
     double first = median_of(runs[0], nruns[0]);
@@ -831,11 +855,10 @@ static void bench_pairs(dv_actor *on, dv_actor *off, peer *p)
             v[1][k][r] = actor_pairs(off, sizes[k], n);
             v[2][k][r] = p->api.lib ? peer_pairs(p, sizes[k], n) : -1;
         }
-        if (!csv)
-            fprintf(stderr, "\ractor pairs: round %d of %d", r + 1, PAIR_ROUNDS);
+        progress("actor pairs: round", r + 1, PAIR_ROUNDS);
     }
+    progress_done();
     if (!csv) {
-        fprintf(stderr, "\r%40s\r", "");
         printf("\nactor: one client's allocate+release pair through the public API, ns per pair\n"
                "(medians of %d alternating rounds of %zu pairs; peer: %s)\n"
                "  %-8s %10s %16s %12s %14s %14s\n",
@@ -1169,11 +1192,9 @@ static void bench_launches(dv_driver *drv, dv_res_env *env, int device)
             }
             ratio[c][r] = per[c][r] / raw[r];
         }
-        if (!csv)
-            fprintf(stderr, "\rlaunch: repetition %d of %d", r + 1, LAUNCH_REPS);
+        progress("launch: repetition", r + 1, LAUNCH_REPS);
     }
-    if (!csv)
-        fprintf(stderr, "\r%40s\r", "");
+    progress_done();
     double raw_med = median_of(raw, LAUNCH_REPS);
     if (csv)
         printf("section,what,refs,ns_per_launch_median,ratio_to_raw_median,ratio_min,ratio_max\n");
@@ -1860,6 +1881,8 @@ static void bench_library(dv_driver *drv, dv_res_env *env, int device, double se
     if (strcmp(dv__driver_backend_name(drv), "cuda") != 0) {
         if (!csv)
             printf("\nlibrary: cuda only (it compares with cuBLAS called directly)\n");
+        else /* no rows: said where a CSV reader does not look */
+            fprintf(stderr, "dv-bench: library: cuda only, no rows\n");
         return;
     }
     lib_direct L = {0};
@@ -2467,6 +2490,9 @@ static void coll_print(const char *what, const coll_result *r, int n, const char
                    field);
         else
             printf("  %-10s %8s   error: %s: %s\n", what, size, dv_err_name(r->error), r->why);
+        fprintf(stderr, "dv-bench: collectives: %s at %s: %s: %s\n", what, size,
+                dv_err_name(r->error), r->why);
+        bench_failed = true;
         return;
     }
     double aa = (double)r->bytes / r->actor_s * 1e-9, ab = aa * factor;
@@ -2561,6 +2587,10 @@ static void bench_collectives(dv_driver *drv, double seconds)
                      dv_last_error()->message);
         coll_actors_teardown(&A);
         coll_skipped(why);
+        if (!(rc == DV_ENOTSUP && !sim)) { /* not a library missing: a failure */
+            fprintf(stderr, "dv-bench: collectives: %s\n", why);
+            bench_failed = true;
+        }
         return;
     }
     if (sim)
@@ -2727,6 +2757,17 @@ static int bad_value(const char *option, const char *value)
     return 2;
 }
 
+/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
+ * (dv_actor_create): said, so that an operator who set it knows. */
+static void note_env_conf(const char *tool, bool has_conf)
+{
+    const char *env = getenv("DEVACTOR_CONF");
+    if (env != NULL && env[0] != '\0')
+        fprintf(stderr,
+                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
+                tool, has_conf ? "; give its text to --conf" : "");
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"backend", required_argument, NULL, 'b'},
@@ -2786,7 +2827,9 @@ int main(int argc, char **argv)
             break;
         }
         case 'm':
-            if (!whole_number(optarg, &max_size))
+            /* (A size past the device's memory is the device's to refuse:
+             * a failed measurement, exit 1.) */
+            if (!whole_number(optarg, &max_size) || max_size == 0)
                 return bad_value("--max-size", optarg);
             break;
         case 'c':
@@ -2840,6 +2883,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    note_env_conf("dv-bench", true);
     dv_driver *drv;
     dv_res_env env;
     dv_device_info info;

@@ -51,6 +51,17 @@ static uint64_t checksum_ref(const uint32_t *p, uint64_t n)
         }                                                                                          \
     } while (0)
 
+/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
+ * (dv_actor_create): said, so that an operator who set it knows. */
+static void note_env_conf(const char *tool, bool has_conf)
+{
+    const char *env = getenv("DEVACTOR_CONF");
+    if (env != NULL && env[0] != '\0')
+        fprintf(stderr,
+                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
+                tool, has_conf ? "; give its text to --conf" : "");
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -113,6 +124,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dv-demo: --elements must be 1..2^32 and --rounds positive\n");
         return 2;
     }
+    note_env_conf("dv-demo", false);
     uint64_t bytes = n * 4;
     cfg.streams = 2;
     cfg.sim_memory_bytes = 4 * bytes + (UINT64_C(64) << 20);

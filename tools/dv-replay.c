@@ -1281,6 +1281,17 @@ static const char *ratio_or_na(char *buf, size_t cap, bool known, const char *fm
     return buf;
 }
 
+/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
+ * (dv_actor_create): said, so that an operator who set it knows. */
+static void note_env_conf(const char *tool, bool has_conf)
+{
+    const char *env = getenv("DEVACTOR_CONF");
+    if (env != NULL && env[0] != '\0')
+        fprintf(stderr,
+                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
+                tool, has_conf ? "; give its text to --conf" : "");
+}
+
 int main(int argc, char **argv)
 {
     const char *confs[16], *path = NULL, *peer_path = NULL;
@@ -1341,6 +1352,7 @@ int main(int argc, char **argv)
         return bad("no log named", NULL);
     if (peer_only && peer_path == NULL)
         return bad("--peer-only needs --peer LIB", NULL);
+    note_env_conf("dv-replay", true);
     if (stack_mode && post_only)
         return bad("--stack and --post do not go together", NULL);
     dv_actor_config cfg;

@@ -2369,7 +2369,8 @@ static void usage(FILE *out)
             "with the host's result.  Where NCCL does not open (cuda), the peer copies\n"
             "run alone and the report says so.\n"
             "\n"
-            "  --threads N     client threads (default: online CPUs, at least 2)\n"
+            "  --threads N     client threads (default: online CPUs, at least 3: one for\n"
+            "                  each kind of host buffer)\n"
             "  --seconds S     time for new work (default 10; then the threads finish what\n"
             "                  they began and everything is checked, which a loaded machine\n"
             "                  may make long); SIGINT or SIGTERM ends the run early,\n"
@@ -2575,7 +2576,8 @@ static int parse_options(int argc, char **argv, options *o)
     uint64_t v;
     int c;
 
-    *o = (options){.threads = cpus > 2 ? (int)cpus : 2,
+    /* At least three: one for each kind of host buffer (below). */
+    *o = (options){.threads = cpus > 3 ? (int)cpus : 3,
                    .seconds = 10,
                    .backend = DV_BACKEND_AUTO,
                    .sim_delay_us = 20,
@@ -2930,12 +2932,24 @@ static void teardown(dv_driver *drv)
     dv__driver_close(drv);
 }
 
+/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
+ * (dv_actor_create): said, so that an operator who set it knows. */
+static void note_env_conf(const char *tool, bool has_conf)
+{
+    const char *env = getenv("DEVACTOR_CONF");
+    if (env != NULL && env[0] != '\0')
+        fprintf(stderr,
+                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
+                tool, has_conf ? "; give its text to --conf" : "");
+}
+
 int main(int argc, char **argv)
 {
     options *o = &run.opt;
     int rc = parse_options(argc, argv, o);
     if (rc != 0)
         return rc;
+    note_env_conf("dv-stress", true);
     /* From here a signal ends the run with its report, even one that
      * comes while the actors and libraries are still being set up. */
     signal(SIGINT, on_stop_signal);

@@ -60,8 +60,13 @@ subdir)
 installed)
     echo "1..29"
     prefix=$work/prefix
+    # The build's install manifest is the user's (their own install's list
+    # of files): kept as it was.
+    manifest=$build/install_manifest.txt
+    [ -f "$manifest" ] && cp "$manifest" "$work/manifest.saved"
     step "cmake --install into a prefix" "$work/install.log" \
         cmake --install "$build" --prefix "$prefix" || { echo "Bail out! no install"; exit 1; }
+    if [ -f "$work/manifest.saved" ]; then mv "$work/manifest.saved" "$manifest"; else rm -f "$manifest"; fi
     libdir=$(dirname "$(find "$prefix" -name libdevactor.a | head -1)")
     for where in installed build-tree; do
         b=$work/find-$where
