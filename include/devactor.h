@@ -489,7 +489,9 @@ DV_EXPORT int dv_actor_create(const dv_actor_config *cfg, dv_actor **out);
 /* Stop accepting (later posts answer DV_ESHUTDOWN), finish what was
  * posted, free every block, destroy the streams, join the thread.  Handles
  * still held answer DV_ESTALE.  The actor's memory stays valid, so threads
- * still posting get DV_ESHUTDOWN, until dv_actor_destroy.  For a
+ * still posting get DV_ESHUTDOWN, until dv_actor_destroy.  A release made
+ * while the shutdown runs may answer DV_OK or DV_ESTALE: its block is
+ * freed either way, once.  For a
  * process-wide actor (dv_actor_get): it leaves the registry, and the next
  * dv_actor_get of its device builds a new one. */
 DV_EXPORT int dv_actor_shutdown(dv_actor *actor);
@@ -1156,7 +1158,8 @@ DV_EXPORT void *dv_task_sim_access(const dv_task_ctx *ctx, uint64_t ptr, uint64_
  * DV_EHAZARD when a copy to or from it is not ordered before this thread
  * (above: the thread waited for the copy, for something ordered after it,
  * or adopted the knowledge of a thread that had).  The same rule checks
- * the host side of copies.  DV_OK at once when the checker is off.
+ * the host side of copies.  DV_OK at once when the checker is off (a
+ * NULL actor or buffer is DV_EINVAL all the same).
  */
 DV_EXPORT int dv_check_host_access(dv_actor *actor, const void *ptr, uint64_t bytes,
                                    dv_arg_access access);
