@@ -73,6 +73,7 @@
 #include "devactor_fft.h"
 #include "devactor_nccl.h"
 #include "devactor_testing.h"
+#include "tool_env.h"
 
 #define BATCH 16
 
@@ -2757,16 +2758,6 @@ static int bad_value(const char *option, const char *value)
     return 2;
 }
 
-/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
- * (dv_actor_create): said, so that an operator who set it knows. */
-static void note_env_conf(const char *tool, bool has_conf)
-{
-    const char *env = getenv("DEVACTOR_CONF");
-    if (env != NULL && env[0] != '\0')
-        fprintf(stderr,
-                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
-                tool, has_conf ? "; give its text to --conf" : "");
-}
 
 int main(int argc, char **argv)
 {

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "devactor.h"
+#include "tool_env.h"
 
 static void usage(FILE *out)
 {
@@ -51,16 +52,6 @@ static uint64_t checksum_ref(const uint32_t *p, uint64_t n)
         }                                                                                          \
     } while (0)
 
-/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
- * (dv_actor_create): said, so that an operator who set it knows. */
-static void note_env_conf(const char *tool, bool has_conf)
-{
-    const char *env = getenv("DEVACTOR_CONF");
-    if (env != NULL && env[0] != '\0')
-        fprintf(stderr,
-                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
-                tool, has_conf ? "; give its text to --conf" : "");
-}
 
 int main(int argc, char **argv)
 {

@@ -106,6 +106,7 @@
 #include "devactor.h"
 #include "devactor_resource.h"
 #include "peers/dv_peer.h"
+#include "tool_env.h"
 
 typedef struct row {
     uint64_t time_us; /* microseconds since the epoch */
@@ -1281,16 +1282,6 @@ static const char *ratio_or_na(char *buf, size_t cap, bool known, const char *fm
     return buf;
 }
 
-/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
- * (dv_actor_create): said, so that an operator who set it knows. */
-static void note_env_conf(const char *tool, bool has_conf)
-{
-    const char *env = getenv("DEVACTOR_CONF");
-    if (env != NULL && env[0] != '\0')
-        fprintf(stderr,
-                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
-                tool, has_conf ? "; give its text to --conf" : "");
-}
 
 int main(int argc, char **argv)
 {

@@ -89,6 +89,7 @@
 #include "devactor_fft.h"
 #include "devactor_nccl.h"
 #include "devactor_testing.h"
+#include "tool_env.h"
 
 /* SIGINT / SIGTERM during the run: it ends early, checked and reported. */
 static volatile sig_atomic_t stop_signal;
@@ -2932,16 +2933,6 @@ static void teardown(dv_driver *drv)
     dv__driver_close(drv);
 }
 
-/* DEVACTOR_CONF configures dv_actor_get's actors; this tool makes its own
- * (dv_actor_create): said, so that an operator who set it knows. */
-static void note_env_conf(const char *tool, bool has_conf)
-{
-    const char *env = getenv("DEVACTOR_CONF");
-    if (env != NULL && env[0] != '\0')
-        fprintf(stderr,
-                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
-                tool, has_conf ? "; give its text to --conf" : "");
-}
 
 int main(int argc, char **argv)
 {
