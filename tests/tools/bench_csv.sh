@@ -6,7 +6,7 @@
 # section gives one header over both pools' rows.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..13"
+echo "1..15"
 
 # Rows whose field count is not their header's: quoted fields' insides
 # dropped, then fields counted per line.
@@ -151,6 +151,26 @@ if [ "$rc" -eq 0 ] && [ "$rows" -eq 6 ] && [ "$cheaper" = yes ] && [ "$(bad_rows
 else
     echo "not ok 13 - --section mapping --csv: exit $rc, $rows rows with times, extent cheaper: $cheaper"
     printf '%s\n' "$out" | sed 's/^/# /'
+    failed=1
+fi
+# Sizes with a suffix; a measurement that fails (a size past the device)
+# is said on stderr and the exit status is 1.
+out=$("$bench" --backend sim --csv --section random --max-size 4K 2>/dev/null)
+rc=$?
+if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^random,1000,4096,'; then
+    echo "ok 14 - --max-size 4K is 4096 bytes"
+else
+    echo "not ok 14 - --max-size 4K: exit $rc"
+    printf '%s\n' "$out" | sed 's/^/# /'
+    failed=1
+fi
+err=$("$bench" --backend sim --section random --max-size 64G 2>&1 >/dev/null)
+rc=$?
+if [ "$rc" -eq 1 ] && printf '%s\n' "$err" | grep -q '^dv-bench: random_allocations on pool(async): '; then
+    echo "ok 15 - a random section the device refuses: exit 1, said on stderr"
+else
+    echo "not ok 15 - a random section the device refuses: exit $rc"
+    printf '%s\n' "$err" | sed 's/^/# /'
     failed=1
 fi
 exit $failed
