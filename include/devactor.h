@@ -396,7 +396,8 @@ typedef struct dv_actor_config {
     uint64_t pool_initial_bytes, pool_max_chunk_bytes; /* 0: defaults */
     uint64_t budget_bytes;                             /* 0: no budget */
     bool guard;                                        /* canaries, poison, quarantine (debug) */
-    const char *log_path;                              /* CSV allocation log, NULL: none */
+    const char *log_path; /* CSV allocation log, NULL: none (appended; one that cannot be
+                           * opened: the actor is not made, DV_EIO) */
     bool synchronous;  /* debug: wait for every op, exact fault reports */
     bool direct_alloc; /* synchronous driver allocation, no cross-stream
                         * tracking: tracked copies and launches of handles

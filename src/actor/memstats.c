@@ -105,22 +105,37 @@ static int by_finish(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* Keep the newest half of the finished queries: the table is built again
- * without the others (open addressing has no cheap delete).  Amortised:
- * it runs once per DV_QUERIES_KEPT / 2 finishes. */
-static void forget_old_queries(dv_memstats *ms)
+/* The finish sequence of the oldest of the newest `keep` finished
+ * queries (those before it are forgotten, or hidden), 0 when no more
+ * than keep finished; UINT64_MAX when it cannot be told (no memory). */
+static uint64_t finished_cut(const dv_memstats *ms, uint32_t keep)
 {
-    dv_memtable *t = &ms->queries;
+    const dv_memtable *t = &ms->queries;
+    if (ms->finished_kept <= keep)
+        return 0;
     uint64_t *seqs = malloc((size_t)ms->finished_kept * sizeof(*seqs));
     if (seqs == NULL)
-        return; /* try again at the next finish */
+        return UINT64_MAX;
     uint32_t n = 0;
     for (uint32_t i = 0; i < t->cap; i++)
         if (t->rows[i].used && t->rows[i].finished != 0)
             seqs[n++] = t->rows[i].finished;
     qsort(seqs, n, sizeof(*seqs), by_finish);
-    uint64_t cut = n > DV_QUERIES_KEPT / 2 ? seqs[n - DV_QUERIES_KEPT / 2] : 0;
+    uint64_t cut = n > keep ? seqs[n - keep] : 0;
     free(seqs);
+    return cut;
+}
+
+/* Keep the newest DV_QUERIES_KEPT finished queries: the table is built
+ * again without the others (open addressing has no cheap delete) once
+ * twice as many finished, and listing shows the newest DV_QUERIES_KEPT of
+ * those between.  Amortised: it runs once per DV_QUERIES_KEPT finishes. */
+static void forget_old_queries(dv_memstats *ms)
+{
+    dv_memtable *t = &ms->queries;
+    uint64_t cut = finished_cut(ms, DV_QUERIES_KEPT);
+    if (cut == UINT64_MAX)
+        return; /* try again at the next finish */
     dv_memtable old = *t;
     dv_memtable fresh = {0};
     uint32_t kept = 0;
@@ -174,7 +189,7 @@ void dv__memstats_release(dv_memstats *ms, const char *tag, uint64_t query, uint
         count_down(&r->blocks, 1);
         if (r->blocks.current == 0 && r->finished == 0 && query != 0) {
             r->finished = ++ms->finish_seq;
-            if (++ms->finished_kept > DV_QUERIES_KEPT)
+            if (++ms->finished_kept > 2 * DV_QUERIES_KEPT)
                 forget_old_queries(ms);
         }
     }
@@ -233,25 +248,34 @@ static int by_usage(const void *x, const void *y)
     return a->query_id < b->query_id ? -1 : a->query_id > b->query_id;
 }
 
+/* Finished queries kept but past the newest DV_QUERIES_KEPT: not shown. */
+static uint32_t queries_hidden(const dv_memstats *ms)
+{
+    return ms->finished_kept > DV_QUERIES_KEPT ? ms->finished_kept - DV_QUERIES_KEPT : 0;
+}
+
 size_t dv__memstats_count(const dv_memstats *ms, dv_memory_key by)
 {
-    return by == DV_MEMORY_BY_TAG ? ms->tags.n : ms->queries.n;
+    return by == DV_MEMORY_BY_TAG ? ms->tags.n : ms->queries.n - queries_hidden(ms);
 }
 
 int dv__memstats_rows(const dv_memstats *ms, dv_memory_key by, dv_memory_usage *out, size_t cap,
                       size_t *count)
 {
     const dv_memtable *t = by == DV_MEMORY_BY_TAG ? &ms->tags : &ms->queries;
-    *count = t->n;
-    if (t->n == 0 || cap == 0)
+    *count = dv__memstats_count(ms, by);
+    if (*count == 0 || cap == 0)
         return DV_OK;
+    uint64_t cut = by == DV_MEMORY_BY_QUERY ? finished_cut(ms, DV_QUERIES_KEPT) : 0;
     dv_memory_usage *all = malloc((size_t)t->n * sizeof(*all));
-    if (all == NULL)
+    if (all == NULL || cut == UINT64_MAX) {
+        free(all);
         return dv__fail(DV_ENOMEM, "memory_usage", "memory_usage: out of host memory");
+    }
     size_t n = 0;
     for (uint32_t i = 0; i < t->cap; i++) {
         const dv_memrow *r = &t->rows[i];
-        if (!r->used)
+        if (!r->used || (r->finished != 0 && r->finished < cut))
             continue;
         all[n] = (dv_memory_usage){.tag = by == DV_MEMORY_BY_TAG ? r->tag : NULL,
                                    .query_id = by == DV_MEMORY_BY_QUERY ? r->query : 0,

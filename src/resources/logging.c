@@ -152,7 +152,7 @@ int dv__log_sink_file(const char *path, dv_log_sink **out)
     if (s->file == NULL) {
         int err = errno;
         sink_free(s);
-        return dv__fail(DV_EINVAL, "log_sink_file", "log_sink_file: cannot open %s: %s", path,
+        return dv__fail(DV_EIO, "log_sink_file", "log_sink_file: cannot open %s: %s", path,
                         strerror(err));
     }
     /* Appending: the header goes only into a file that has none yet. */

@@ -9,9 +9,9 @@
  *     kernel id of the thread that posted it;
  *   - the log names the posting thread (not the actor's) and the query on
  *     every row, the releasing thread on frees;
- *   - a finished query keeps its peak and total; peaks reset; finished
- *     queries beyond the most recent 4096 are forgotten; a rebuild zeroes
- *     what is held; misuse is refused.
+ *   - a finished query keeps its peak and total; peaks reset; exactly the
+ *     most recent 4096 finished queries are listed; a rebuild zeroes what
+ *     is held; misuse is refused.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -172,8 +172,9 @@ int main(void)
     is_int(lines_with(log, want, ",free,", ",scan,7"), 2,
            "its frees name the releasing thread (the main one)");
 
-    /* Many queries, one after another: the newest 4096 finished are kept. */
-    for (uint64_t q = 100; q < 100 + 5000; q++) {
+    /* Many queries, one after another (past twice the kept, so that the
+     * table was swept): the newest 4096 finished are kept. */
+    for (uint64_t q = 100; q < 100 + 10000; q++) {
         dv_query_set(q);
         dv_ref r;
         dv_alloc(a, 4096, 0, "short", &r);
@@ -182,13 +183,18 @@ int main(void)
     dv_query_set(0);
     dv_flush(a);
     dv_memory_stats_get(a, &ms);
-    ok(ms.queries <= 4096 + 3 && ms.queries >= 2048, "finished queries are bounded (%llu kept)",
-       (unsigned long long)ms.queries);
-    dv_memory_usage *all = calloc(8192, sizeof(*all));
-    dv_memory_usage_get(a, DV_MEMORY_BY_QUERY, all, 8192, &n);
-    ok(find(all, n, NULL, 5099) != NULL && find(all, n, NULL, 100) == NULL &&
-           find(all, n, NULL, 9) != NULL,
-       "the newest kept, the oldest forgotten, a live one kept");
+    dv_memory_usage *all = calloc(16384, sizeof(*all));
+    dv_memory_usage_get(a, DV_MEMORY_BY_QUERY, all, 16384, &n);
+    size_t loop = 0;
+    for (size_t i = 0; i < n; i++)
+        loop += all[i].query_id >= 100 && all[i].query_id < 10100;
+    ok(loop == 4096 && ms.queries == n && n <= 4096 + 3,
+       "exactly the newest 4096 finished queries listed (%zu of the loop's, %zu rows, %llu "
+       "counted)",
+       loop, n, (unsigned long long)ms.queries);
+    ok(find(all, n, NULL, 10099) != NULL && find(all, n, NULL, 6004) != NULL &&
+           find(all, n, NULL, 6003) == NULL && find(all, n, NULL, 9) != NULL,
+       "the newest kept down to query 6004, 6003 forgotten, a live one kept");
     free(all);
 
     /* A rebuild drops every block. */

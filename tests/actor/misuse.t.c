@@ -1337,7 +1337,7 @@ static void table_actors(void)
         create(cfg(CFG_SIM_MEMORY, UINT64_MAX)));
     ROW("dv_actor_create", DV_EINVAL, "2 TiB of simulated memory (past a device's 1 TiB) [silent]",
         create(cfg(CFG_SIM_MEMORY, UINT64_C(2) << 40)));
-    ROW("dv_actor_create", DV_EINVAL, "a log path that cannot be opened [silent]",
+    ROW("dv_actor_create", DV_EIO, "a log path that cannot be opened [silent]",
         create(cfg(CFG_LOG_PATH, 0)));
     ROW("dv_actor_create", DV_EBUSY, "a device that already has an actor (A's)",
         create(cfg(CFG_ON_A, 0)));
