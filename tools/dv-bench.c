@@ -73,7 +73,7 @@
 #include "devactor_fft.h"
 #include "devactor_nccl.h"
 #include "devactor_testing.h"
-#include "tool_env.h"
+#include "tools_common.h"
 
 #define BATCH 16
 
@@ -2660,72 +2660,71 @@ static void bench_collectives(dv_driver *drv, double seconds)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
-            "                [--section alloc|random|mapping|actor|launch|copy|\n"
-            "                           library|collectives|all]\n"
-            "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
-            "                [--conf TEXT] [--same-buffers] [--direct-events]\n"
-            "                [--csv]\n"
-            "\n"
-            "Measures devactor against direct driver calls in the same run:\n"
-            "  alloc   allocate+free pair latency of every resource and stack at\n"
-            "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
-            "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k,\n"
-            "          the sizes in alternating rounds on one CPU; the pool\n"
-            "          without aliases, then with them (pool_alias)\n"
-            "  mapping what the driver's virtual memory calls cost: 256 granules\n"
-            "          mapped one call each (create, map, access), mapped again at\n"
-            "          a second address, unmapped; the same memory as one extent\n"
-            "  actor   an allocation's round trip beside a bare ping-pong over a ck\n"
-            "          ring; one client's allocate+release pair at 256 B..1 MiB,\n"
-            "          with the order across threads off (its cost) and beside the\n"
-            "          peer's pair; pairs/s with 1, 8 and 4x-cores clients (per-client\n"
-            "          rings and one shared ring) beside 8 threads calling the\n"
-            "          driver's stream-ordered pair (and the peer's) directly\n"
-            "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles\n"
-            "          (touch8, 8 pointers, the rest null), one stream and two\n"
-            "          alternating, beside a raw launch loop\n"
-            "  copy    host<->device GB/s at 4 KiB..256 MiB through the actor from\n"
-            "          dv_host_alloc, registered and pageable memory, beside the\n"
-            "          driver's copies from page-locked and pageable memory; a 4 KiB\n"
-            "          copy's round trip; the actor thread's busy share of a 1 GiB\n"
-            "          pageable copy; 16 clients at once beside 16 threads calling\n"
-            "          the driver\n"
-            "  library GEMM (F32, TF32, BF16) at 4096^3, calls back to back, and at\n"
-            "          64^3, one call and its wait, through devactor_blas.h beside\n"
-            "          cuBLAS called directly on a stream; FFT (C2C 2^24 single, R2C\n"
-            "          4096 x 4096 batched) through devactor_fft.h beside cuFFT\n"
-            "          (cuda only)\n"
-            "  collectives  all-reduce (float32 sum) bus bandwidth at 1 MiB..1 GiB and\n"
-            "          an 8-byte all-reduce's latency through devactor_nccl.h, one actor\n"
-            "          per device, beside NCCL called directly on the same devices\n"
-            "          with the same libnccl.so.2 (DV_NCCL_PATH, else the loader's,\n"
-            "          else the CUDA toolkit's), and the device's time per all-reduce\n"
-            "          on the first rank's stream for both; every visible device, whatever\n"
-            "          --device says; skipped, saying why, where NCCL does not open.\n"
-            "          The sim: two simulated devices, 1 and 4 MiB, devactor alone\n"
-            "          (no NCCL there to call directly)\n"
-            "\n"
-            "  --seconds S    time per measurement (default 0.3; up to 3600; random runs\n"
-            "                 a fixed number of rounds and launch a fixed number of launches)\n"
-            "  --max-size B   largest random_allocations size (default 65536; B here and\n"
-            "                 below in bytes, or with K, M or G)\n"
-            "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
-            "                 caching allocator; also DV_BENCH_PEER (one that does not\n"
-            "                 load is a failed measurement: exit 1)\n"
-            "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
-            "  --conf TEXT    the collectives section's actors' configuration, in\n"
-            "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1);\n"
-            "                 given again, applied over the ones before\n"
-            "  --same-buffers the collectives' direct calls use devactor's blocks, so\n"
-            "                 the two differ in the path of the call alone, not memory\n"
-            "  --direct-events  the direct calls record an event after each all-reduce,\n"
-            "                 as the actor's completion tracking may\n"
-            "  --csv          machine-readable rows instead of tables\n"
-            "  all runs every section; --section NAME runs one\n"
-            "Exit status: 0, 1 when a measurement failed (said on stderr), or 2 on a\n"
-            "usage or device error.\n");
+    fprintf(out, "usage: dv-bench [--backend cuda|sim|auto] [--device N]\n"
+                 "                [--section alloc|random|mapping|actor|launch|copy|\n"
+                 "                           library|collectives|all]\n"
+                 "                [--seconds S] [--max-size BYTES] [--peer LIB] [--staging BYTES]\n"
+                 "                [--conf TEXT] [--same-buffers] [--direct-events]\n"
+                 "                [--csv]\n"
+                 "\n"
+                 "Measures devactor against direct driver calls in the same run:\n"
+                 "  alloc   allocate+free pair latency of every resource and stack at\n"
+                 "          256 B, 64 KiB, 1 MiB, 64 MiB, beside the driver's pairs\n"
+                 "  random  RMM's random_allocations on the pool at N = 1k, 10k, 100k,\n"
+                 "          the sizes in alternating rounds on one CPU; the pool\n"
+                 "          without aliases, then with them (pool_alias)\n"
+                 "  mapping what the driver's virtual memory calls cost: 256 granules\n"
+                 "          mapped one call each (create, map, access), mapped again at\n"
+                 "          a second address, unmapped; the same memory as one extent\n"
+                 "  actor   an allocation's round trip beside a bare ping-pong over a ck\n"
+                 "          ring; one client's allocate+release pair at 256 B..1 MiB,\n"
+                 "          with the order across threads off (its cost) and beside the\n"
+                 "          peer's pair; pairs/s with 1, 8 and 4x-cores clients (per-client\n"
+                 "          rings and one shared ring) beside 8 threads calling the\n"
+                 "          driver's stream-ordered pair (and the peer's) directly\n"
+                 "  launch  an empty kernel through the actor with 0, 2, 8 tracked handles\n"
+                 "          (touch8, 8 pointers, the rest null), one stream and two\n"
+                 "          alternating, beside a raw launch loop\n"
+                 "  copy    host<->device GB/s at 4 KiB..256 MiB through the actor from\n"
+                 "          dv_host_alloc, registered and pageable memory, beside the\n"
+                 "          driver's copies from page-locked and pageable memory; a 4 KiB\n"
+                 "          copy's round trip; the actor thread's busy share of a 1 GiB\n"
+                 "          pageable copy; 16 clients at once beside 16 threads calling\n"
+                 "          the driver\n"
+                 "  library GEMM (F32, TF32, BF16) at 4096^3, calls back to back, and at\n"
+                 "          64^3, one call and its wait, through devactor_blas.h beside\n"
+                 "          cuBLAS called directly on a stream; FFT (C2C 2^24 single, R2C\n"
+                 "          4096 x 4096 batched) through devactor_fft.h beside cuFFT\n"
+                 "          (cuda only)\n"
+                 "  collectives  all-reduce (float32 sum) bus bandwidth at 1 MiB..1 GiB and\n"
+                 "          an 8-byte all-reduce's latency through devactor_nccl.h, one actor\n"
+                 "          per device, beside NCCL called directly on the same devices\n"
+                 "          with the same libnccl.so.2 (DV_NCCL_PATH, else the loader's,\n"
+                 "          else the CUDA toolkit's), and the device's time per all-reduce\n"
+                 "          on the first rank's stream for both; every visible device, whatever\n"
+                 "          --device says; skipped, saying why, where NCCL does not open.\n"
+                 "          The sim: two simulated devices, 1 and 4 MiB, devactor alone\n"
+                 "          (no NCCL there to call directly)\n"
+                 "\n"
+                 "  --seconds S    time per measurement (default 0.3; up to 3600; random runs\n"
+                 "                 a fixed number of rounds and launch a fixed number of launches)\n"
+                 "  --max-size B   largest random_allocations size (default 65536; B here and\n"
+                 "                 below in bytes, or with K, M or G)\n"
+                 "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
+                 "                 caching allocator; also DV_BENCH_PEER (one that does not\n"
+                 "                 load is a failed measurement: exit 1)\n"
+                 "  --staging B    the copy section's staging (cfg.staging_bytes)\n"
+                 "  --conf TEXT    the collectives section's actors' configuration, in\n"
+                 "                 dv_actor_config_parse's syntax (e.g. pool_chunks:1);\n"
+                 "                 given again, applied over the ones before\n"
+                 "  --same-buffers the collectives' direct calls use devactor's blocks, so\n"
+                 "                 the two differ in the path of the call alone, not memory\n"
+                 "  --direct-events  the direct calls record an event after each all-reduce,\n"
+                 "                 as the actor's completion tracking may\n"
+                 "  --csv          machine-readable rows instead of tables\n"
+                 "  all runs every section; --section NAME runs one\n"
+                 "Exit status: 0, 1 when a measurement failed (said on stderr), or 2 on a\n"
+                 "usage or device error.\n");
 }
 
 /* A decimal or 0x number, nothing else (strtoull would take a sign, or
@@ -2743,28 +2742,10 @@ static bool whole_number(const char *s, uint64_t *out)
     return true;
 }
 
-/* A number of bytes: a whole number, optionally K, M or G (binary). */
+/* A number of bytes (parse_bytes), with a digit first, as whole_number. */
 static bool byte_size(const char *s, uint64_t *out)
 {
-    char num[32];
-    size_t n = strlen(s);
-    unsigned shift = 0;
-    if (n > 1 && n < sizeof(num)) {
-        char last = s[n - 1];
-        shift = last == 'K' || last == 'k'   ? 10
-                : last == 'M' || last == 'm' ? 20
-                : last == 'G' || last == 'g' ? 30
-                                             : 0;
-    }
-    if (shift == 0)
-        return whole_number(s, out);
-    memcpy(num, s, n - 1);
-    num[n - 1] = '\0';
-    uint64_t v;
-    if (!whole_number(num, &v) || v > (UINT64_MAX >> shift))
-        return false;
-    *out = v << shift;
-    return true;
+    return *s >= '0' && *s <= '9' && parse_bytes(s, out);
 }
 
 static bool known_section(const char *s)

@@ -13,7 +13,7 @@
 #include <strings.h>
 
 #include "devactor.h"
-#include "tool_env.h"
+#include "tools_common.h"
 
 static void usage(FILE *out)
 {

@@ -106,7 +106,7 @@
 #include "devactor.h"
 #include "devactor_resource.h"
 #include "peers/dv_peer.h"
-#include "tool_env.h"
+#include "tools_common.h"
 
 typedef struct row {
     uint64_t time_us; /* microseconds since the epoch */

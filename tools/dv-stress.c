@@ -89,7 +89,7 @@
 #include "devactor_fft.h"
 #include "devactor_nccl.h"
 #include "devactor_testing.h"
-#include "tool_env.h"
+#include "tools_common.h"
 
 /* SIGINT / SIGTERM during the run: it ends early, checked and reported. */
 static volatile sig_atomic_t stop_signal;
@@ -2513,42 +2513,6 @@ static bool parse_u64(const char *s, uint64_t *out)
     if (errno != 0 || end == s || *end != '\0' || s[0] == '-')
         return false;
     *out = v;
-    return true;
-}
-
-/* 256M, 2G, 1048576, 64KiB ... (binary multiples). */
-static bool parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || s[0] == '-')
-        return false;
-    uint64_t mul = 1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mul = KIB;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mul = MIB;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mul = GIB;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-        end += strlen(end);
-    if (*end != '\0' || (v != 0 && mul > UINT64_MAX / v))
-        return false;
-    *out = v * mul;
     return true;
 }
 

@@ -1,0 +1,62 @@
+/*
+ * What the tools share (header-only: each tool is one program over the
+ * public headers).
+ */
+#ifndef DV_TOOLS_COMMON_H
+#define DV_TOOLS_COMMON_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* DEVACTOR_CONF configures dv_actor_get's actors; a tool makes its own
+ * (dv_actor_create): said, so that an operator who set it knows. */
+static inline void note_env_conf(const char *tool, bool has_conf)
+{
+    const char *env = getenv("DEVACTOR_CONF");
+    if (env != NULL && env[0] != '\0')
+        fprintf(stderr,
+                "%s: DEVACTOR_CONF is not read here (it configures dv_actor_get's actors)%s\n",
+                tool, has_conf ? "; give its text to --conf" : "");
+}
+
+/* A number of bytes: 256M, 2G, 1048576, 64KiB ... (binary multiples). */
+static inline bool parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno != 0 || end == s || s[0] == '-')
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        break;
+    }
+    if (shift != 0) {
+        end++;
+        if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
+            end += strlen(end);
+    }
+    if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift)))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+#endif
