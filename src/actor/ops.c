@@ -72,16 +72,16 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
         if (!dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
             return rc;
     }
-    /* The detail names the caller's request, whatever layer refused a
-     * part of it (a pool's growth, a granule), and for the device what
-     * it had left. */
-    dv_error_detail refusal = *dv__detail();
-    refusal.requested = m->bytes;
-    uint64_t free_bytes, total_bytes;
-    if (rc == DV_EDEVICE_OOM && refusal.remaining == 0 &&
-        dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK)
-        refusal.remaining = free_bytes;
-    *dv__detail() = refusal; /* (a query that failed said nothing here) */
+    if (rc == DV_EDEVICE_OOM && dv__detail()->remaining == 0) {
+        /* The device's refusal says what the device had left (requested
+         * is the caller's bytes already: dv__res_allocate).  A query that
+         * fails says nothing here. */
+        dv_error_detail refusal = *dv__detail();
+        uint64_t free_bytes, total_bytes;
+        if (dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK)
+            refusal.remaining = free_bytes;
+        *dv__detail() = refusal;
+    }
     dv__detail_append("; reaped, trimmed%s: %llu reclaimed, %llu live, %llu reserved",
                       asked ? ", oom function asked" : "", (unsigned long long)reclaimed,
                       (unsigned long long)a->mem.bytes.current,

@@ -750,7 +750,7 @@ static pool_range *bins_release(pool_res *p, pool_range *r)
  * which sees only the device's own edges; nor with aliases, where it makes
  * the layout depend on when the host saw the device finish, and a layout
  * that differs from one pass of a workload to the next moves memory.) */
-static void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
+static HOT void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
 {
     if (p->areg != NULL || q == NULL || q->state != RANGE_FREE || q->owner == s ||
         p->base.env->fence_always || !dv__tracker_known_passed(p->t, freed_pos(q)))
@@ -760,10 +760,6 @@ static void adopt_idle(pool_res *p, pool_range *q, dv_stream_id s)
     bin_insert(p, s, q);
 }
 
-/* A used block's range back into stream s's bins, stamped with its free
- * there, merged with its free neighbours: s's, and other streams' that
- * are idle.  Space freed side by side by several streams then comes
- * together as it does for one stream, not split by who freed it. */
 static void alias_unuse(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s, uint64_t epoch,
                         bool clean);
 
@@ -777,15 +773,17 @@ static bool mark_clean(const pool_res *p, uint64_t mark)
     return mark == p->binds && p->binds != 0;
 }
 
-/* Range r into stream s's bins, stamped with its free there at epoch. */
+/* A used block's range r back into stream s's bins, stamped with its free
+ * there at epoch, merged with its free neighbours: s's, and other
+ * streams' that are idle.  Space freed side by side by several streams
+ * then comes together as it does for one stream, not split by who freed
+ * it. */
 static void range_return(pool_res *p, pool_range *r, dv_stream_id s, uint64_t epoch)
 {
     r->freed_epoch = epoch;
     r->owner = (uint8_t)s;
-    if (p->areg == NULL) { /* (never with aliases: adopt_idle) */
-        adopt_idle(p, r->phys_prev, s);
-        adopt_idle(p, r->phys_next, s);
-    }
+    adopt_idle(p, r->phys_prev, s);
+    adopt_idle(p, r->phys_next, s);
     (void)bins_release(p, r);
 }
 
@@ -909,9 +907,10 @@ static void stacks_free(pool_res *p)
 
 /*
  * A block of need bytes (class c, or NO_CLASS) for stream s from the free
- * space: its address and range index in *out, and true; false when there
- * is none.  Fails only when a cross-stream wait does, and then changes
- * nothing.
+ * space, or another stream's stack of class c: its address and range
+ * index in *out, and true; false when there is none.  (s's own stack of
+ * class c the caller pops first.)  Fails only when a cross-stream wait
+ * does, and then changes nothing.
  */
 static int alias_use(pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s);
 static bool defer_keeps(const pool_res *p, dv_dptr ptr, uint64_t bytes, dv_stream_id s);
@@ -927,10 +926,6 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
     dv_stream_id from = s;
 
     *found = true;
-    if (c != NO_CLASS && own->stacks[c].n != 0) {
-        *out = stack_pop(p, s, c);
-        return DV_OK;
-    }
     r = fit(p, own, need);
     if (c != NO_CLASS && (r == NULL || r->bytes > SMALL_HOLE) && !p->base.env->fence_always) {
         /* A small block would split a large range of s's, or find none:
@@ -3358,13 +3353,8 @@ static int pool_allocate(dv_resource *res, uint64_t bytes, dv_stream_id s, dv_ta
 {
     pool_res *p = (pool_res *)res;
     int rc = pool_place(p, bytes, s, tag, out);
-    if (rc != DV_OK && dv__short_of_memory(rc)) {
-        /* The request's bytes in the detail (not a granule's or a
-         * chunk's), and nothing held for it. */
-        dv__detail()->requested = bytes;
-        if (p->areg != NULL)
-            alias_unmake(p);
-    }
+    if (p->areg != NULL && rc != DV_OK && dv__short_of_memory(rc))
+        alias_unmake(p); /* nothing held for a request refused */
     return rc;
 }
 
@@ -3397,7 +3387,8 @@ static int pool_place(pool_res *p, uint64_t bytes, dv_stream_id s, dv_tag tag, d
          * merged (each stacked block is flushed once per push). */
         flush_stacks(p);
     if (c != NO_CLASS && p->lists[s].stacks[c].n != 0) {
-        /* The common small request, take's first case, without the call. */
+        /* The common small request: its class's stack on its stream.  (No
+         * later try finds it filled: nothing here pushes a block.) */
         b = stack_pop(p, s, c);
         found = true;
     } else if ((rc = take(p, need, c, s, &b, &found)) != DV_OK) {

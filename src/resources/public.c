@@ -1,8 +1,10 @@
 /*
  * The public face of the resources (devactor_resource.h): the dv_res_*
- * wrappers behind a check that the caller is the stack's owner thread, the
- * layers' constructors, and the adapter that runs a caller's own
- * allocate and deallocate as a layer.
+ * wrappers behind a check that the caller is the stack's owner thread
+ * (dv__res_owner_check; allocate and deallocate, the hot ones, are in
+ * resource.c beside the wrappers they call), the layers' constructors,
+ * and the adapter that runs a caller's own allocate and deallocate as a
+ * layer.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,11 +13,6 @@
 #include "base/abi.h"
 #include "devactor_resource.h"
 #include "resources/resource.h"
-
-static int owner_check(const dv_resource *r, const char *op)
-{
-    return dv__res_owner_check(r, op);
-}
 
 uint64_t dv_resource_bytes_outstanding(const dv_resource *r)
 {
@@ -47,7 +44,7 @@ dv_resource *dv_resource_upstream(const dv_resource *r)
 
 void dv_resource_destroy(dv_resource *r)
 {
-    if (owner_check(r, "resource_destroy") == DV_OK)
+    if (dv__res_owner_check(r, "resource_destroy") == DV_OK)
         r->ops->destroy(r);
 }
 
@@ -56,7 +53,7 @@ static int layer_check(dv_resource *upstream, dv_resource **out, const char *op)
     if (out == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL out", op);
     *out = NULL;
-    return owner_check(upstream, op);
+    return dv__res_owner_check(upstream, op);
 }
 
 int dv_resource_pool(dv_resource *upstream, const dv_pool_options *opts, dv_resource **out)
@@ -108,7 +105,7 @@ _Static_assert(sizeof(dv_pool_stats) >= DV_ABI_POOL_STATS_MIN, "dv_pool_stats on
 
 int dv_resource_pool_stats_sized(dv_resource *pool, dv_pool_stats *out, size_t size)
 {
-    int rc = owner_check(pool, "resource_pool_stats");
+    int rc = dv__res_owner_check(pool, "resource_pool_stats");
     if (rc != DV_OK)
         return rc;
     if (out == NULL || !dv__abi_size_ok(size, DV_ABI_POOL_STATS_MIN))
@@ -123,19 +120,19 @@ int dv_resource_pool_stats_sized(dv_resource *pool, dv_pool_stats *out, size_t s
 
 int dv_resource_budget_stats(const dv_resource *budget, uint64_t *limit, uint64_t *used)
 {
-    int rc = owner_check(budget, "resource_budget_stats");
+    int rc = dv__res_owner_check(budget, "resource_budget_stats");
     return rc != DV_OK ? rc : dv__budget_stats(budget, limit, used);
 }
 
 int dv_resource_guard_check(dv_resource *guard)
 {
-    int rc = owner_check(guard, "resource_guard_check");
+    int rc = dv__res_owner_check(guard, "resource_guard_check");
     return rc != DV_OK ? rc : dv__guard_check(guard);
 }
 
 int dv_resource_trim(dv_resource *r, uint64_t *released)
 {
-    int rc = owner_check(r, "resource_trim");
+    int rc = dv__res_owner_check(r, "resource_trim");
     return rc != DV_OK ? rc : dv__res_trim_stack(r, released); /* refused: *released untouched */
 }
 

@@ -179,8 +179,13 @@ int dv__res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag
         r->env->alloc_epoch++;
     rc = r->ops->allocate(r, bytes, stream, tag, out);
     r->env->alloc_depth--;
-    if (rc != DV_OK)
+    if (rc != DV_OK) {
         memset(out, 0, sizeof(*out));
+        /* Short of memory, the detail names the caller's bytes, whatever
+         * layer refused a part of them (a pool's growth, a granule). */
+        if (r->env->alloc_depth == 0 && dv__short_of_memory(rc))
+            dv__detail()->requested = bytes;
+    }
     return rc;
 }
 

@@ -137,7 +137,10 @@ int dv__tracker_mark_captured_slow(dv_tracker *t, dv_stream_id stream, uint64_t 
         s->uncaptured = epoch; /* dv__tracker_capture, once the checker took it */
         return DV_OK;
     }
-    return capture_marks(t, stream);
+    /* The newest event does not capture it (the inline half looked): a
+     * record. */
+    struct dv__track_ring_slot *slot;
+    return record(t, stream, &slot);
 }
 
 /*
