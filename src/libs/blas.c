@@ -439,11 +439,12 @@ static int gemm_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_
                             "blas_%s: a size, leading dimension or batch past 2^31 - 1", what);
     if (m == 0 || n == 0) { /* C is empty: nothing to do but the checks */
         const dv_ref refs[NOPS] = {a.ref, bm.ref, c.ref};
-        int64_t minor = layout == DV_BLAS_ROW_MAJOR ? n : m;
-        if (c.ld < (minor > 1 ? minor : 1))
+        uint64_t none;
+        const char *why = NULL;
+        if (!matrix_extent(layout, m, n, c.ld, 0, 1, &none, &why)) /* its ld, as ever */
             return dv_error_set(DV_EINVAL, "blas", 0, 0,
-                                "blas_%s: operand C's leading dimension %lld is under its %s", what,
-                                (long long)c.ld, layout == DV_BLAS_ROW_MAJOR ? "columns" : "rows");
+                                "blas_%s: operand C (%lld x %lld, ld %lld): %s", what, (long long)m,
+                                (long long)n, (long long)c.ld, why);
         const uint64_t offs[NOPS] = {a.offset, bm.offset, c.offset};
         return dv__lib_nothing_to_do("blas", "blas_", what, b->actor, stream, refs, offs,
                                      dv_blas_type_size(type), operand_names[OP_GEMM], NOPS);
