@@ -48,7 +48,7 @@ int main(void)
 
     if (LAUNCH_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(28);
+    plan(29);
     ok(a != NULL, "an actor (%s)", a ? dv_actor_backend_name(a) : dv_last_error()->message);
     if (a == NULL)
         return tap_done();
@@ -58,7 +58,9 @@ int main(void)
     dv_kernel *again = NULL;
     dv_kernel_get(a, NULL, 0, "fill_u32", &again);
     ok(again == fill, "the same name gives the same handle");
+    bad = fill; /* a refusal leaves *out as it was */
     is_status(dv_kernel_get(a, NULL, 0, "no_such_kernel", &bad), DV_ENOKERNEL, "an unknown name");
+    ok(bad == fill, "... and leaves the caller's kernel variable as it was");
     dv_alloc(a, 4 * n, 0, "x", &x);
     dv_alloc(a, 4 * n, 1, "y", &y);
     dv_alloc(a, 4 * n, 2, "z", &z);
