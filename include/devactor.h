@@ -531,7 +531,8 @@ typedef enum dv_actor_state {
 
 typedef struct dv_actor_health {
     dv_actor_state state;
-    uint64_t context_generation; /* starts at 1, +1 per rebuild */
+    uint64_t context_generation; /* starts at 1, +1 per rebuild, as soon as
+                                  * it has dropped the old handles */
     uint32_t rebuilds;
     dv_error_detail first_fault; /* the first fault of the latest trouble (a fault
                                   * after a rebuild mended one replaces it);

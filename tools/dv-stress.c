@@ -917,10 +917,12 @@ static int alloc_block(worker *w, uint64_t size, dv_stream s, const char *tag, d
         /* A use of a pending handle must answer what its allocation did;
          * a context lost meanwhile (--faults) may fail the memset, or come
          * after it (after the memset heard the allocation's failure, too),
-         * and leaves the handle stale. */
+         * and leaves the handle stale: the health then names a new
+         * generation, or a rebuild still dropping the handles. */
         bool rebuilt = rc == DV_ESTALE &&
                        (mrc == DV_OK || mrc == DV_ECONTEXT_LOST || mrc == DV_EDEVICE_LOST ||
-                        h1.context_generation != h0.context_generation);
+                        h1.context_generation != h0.context_generation ||
+                        h1.state != DV_ACTOR_RUNNING);
         if (mrc != rc && !rebuilt && (rc == DV_OK || mrc != DV_ESTALE)) {
             w->unexpected++;
             pthread_mutex_lock(&run.report_mu);

@@ -334,7 +334,13 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
     pthread_mutex_unlock(&a->health_mu);
 
     dv__ref_invalidate_all(a->refs, log_dropped, a);
-    dv__memstats_restart(&a->mem); /* the handles are gone */
+    /* The handles are gone: the health says so from here, so a caller who
+     * met a stale handle and asks finds the new generation (or, while the
+     * drop is under way, the state REBUILDING). */
+    pthread_mutex_lock(&a->health_mu);
+    a->health.context_generation = dv__ref_domain_context(a->refs);
+    pthread_mutex_unlock(&a->health_mu);
+    dv__memstats_restart(&a->mem);
     /* A failure is tried again a few times, a little later each time:
      * memory, a driver error that is no fault, or a fault that came
      * during the rebuild may be gone; a fault the driver keeps is not. */
