@@ -2721,7 +2721,9 @@ static void usage(FILE *out)
                  "                 the two differ in the path of the call alone, not memory\n"
                  "  --direct-events  the direct calls record an event after each all-reduce,\n"
                  "                 as the actor's completion tracking may\n"
-                 "  --csv          machine-readable rows instead of tables\n"
+                 "  --csv          machine-readable rows instead of tables: each table its\n"
+                 "                 own header line (its first field \"section\"), then\n"
+                 "                 rows whose first field names the section\n"
                  "  all runs every section; --section NAME runs one\n"
                  "Exit status: 0, 1 when a measurement failed (said on stderr), or 2 on a\n"
                  "usage or device error.\n");
