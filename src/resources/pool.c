@@ -933,8 +933,16 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
          * free, serves with no wait and leaves the large space whole.
          * (Streams that each carve their own large ranges pepper them
          * with small blocks where one stream's would reuse its holes.) */
+        unsigned lo, hi, sl;
+        bin_of(need >> GRANULE_SHIFT, &lo, &sl);
+        bin_of(SMALL_HOLE >> GRANULE_SHIFT, &hi, &sl);
+        /* (A stream with no bin from need's to SMALL_HOLE's has no such
+         * hole: what it would fit is larger.) */
+        uint64_t holes = (~UINT64_C(0) << lo) & (~UINT64_C(0) >> (63 - hi));
         for (uint64_t o = p->streams_with_free & ~(UINT64_C(1) << s); o != 0; o &= o - 1) {
             dv_stream_id t = (dv_stream_id)__builtin_ctzll(o);
+            if ((p->lists[t].fl_map & holes) == 0)
+                continue;
             pool_range *q = fit(p, &p->lists[t], need);
             if (q != NULL && q->bytes <= SMALL_HOLE &&
                 dv__tracker_known_passed(p->t, freed_pos(q))) {
