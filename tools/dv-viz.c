@@ -210,7 +210,14 @@ static int csv_getc(csv_reader *r)
             return EOF;
         }
     }
-    return r->buf[r->pos++];
+    int c = r->buf[r->pos++];
+    if (c == '\0') {
+        /* A string field would end there, and a number parse as its
+         * digits before it: refused, not half read. */
+        r->line = r->next_line;
+        die_at(r, "a NUL byte: not a CSV text file");
+    }
+    return c;
 }
 
 /* The next byte, left unread: csv_getc just filled the buffer if it had

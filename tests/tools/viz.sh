@@ -56,7 +56,7 @@ mkdir -p "$work" || exit 2
 log=$data/viz-log.csv
 snap=$data/viz-snapshot.csv
 
-echo "1..24"
+echo "1..25"
 n=0
 failed=0
 
@@ -225,6 +225,15 @@ rc=$?
 check "an unparsable Size: exit 1, naming line 3 and the column (rc $rc)" sh -c '
     [ "$1" -eq 1 ] && grep -q "badnum.csv:3: Size" "$2"' sh "$rc" "$work/badnum.err"
 
+{
+    sed -n 1,2p "$log"
+    printf '1001,1764170000.300000,allocate,0x7000,12\0003,1,0,weights,42\n'
+} > "$work/nul.csv"
+"$viz" --csv "$work/nul.csv" > /dev/null 2> "$work/nul.err"
+rc=$?
+check "a NUL byte in a Size: exit 1, naming line 3 (rc $rc)" sh -c '
+    [ "$1" -eq 1 ] && grep -q "nul.csv:3: a NUL byte" "$2"' sh "$rc" "$work/nul.err"
+
 printf 'when,what\n1,2\n' > "$work/other.csv"
 "$viz" "$work/other.csv" > /dev/null 2> "$work/other.err"
 rc=$?
@@ -264,8 +273,8 @@ EOF
 check "a tag named other joins the merged band: one row named other" same \
     "$work/named-other.expected" "$work/named-other.out"
 
-if [ "$n" -ne 24 ]; then
-    echo "# planned 24 points, ran $n"
+if [ "$n" -ne 25 ]; then
+    echo "# planned 25 points, ran $n"
     exit 1
 fi
 [ "$failed" -eq 0 ]
