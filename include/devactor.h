@@ -682,9 +682,10 @@ DV_EXPORT int dv_alloc_async(dv_actor *actor, uint64_t bytes, dv_stream stream, 
  * *out only on success (DV_REF_NULL otherwise).  So that clients that all
  * wait for each other do not wait out their timeouts, a client that would
  * be the last of the actor's client threads to wait is refused at once
- * (the detail says so), and a waiting one once every other client thread
- * exited (it looks every 50 ms; a thread that exited counts while its
- * messages are still to be taken).  timeout_ns 0: no waiting for others, only the
+ * (the detail says so), and one waiting already once every client thread
+ * left waits, other threads having exited (one of them: each looks every
+ * 50 ms; a thread that exited counts while its messages are still to be
+ * taken).  timeout_ns 0: no waiting for others, only the
  * arbitration.  Blocking, any thread but one that serves an actor (a
  * task, a host function, an oom function: DV_EDEADLK there); it returns
  * with the allocation complete, the handle usable at once.  DV_EINVAL

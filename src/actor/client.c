@@ -435,22 +435,29 @@ static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const 
         uint64_t now = dv__now_ns();
         if (!dv__short_of_memory(rc) || now >= deadline)
             return rc;
-        uint32_t waiting = atomic_fetch_add(&a->mem_waiters, 1) + 1;
+        atomic_fetch_add(&a->mem_waiters, 1);
         /* Until a release (then try again) or the deadline; in slices, to
          * look at the other clients again: one may exit meanwhile.  Threads
          * that exited count only while their messages are still to be
          * taken (a free among them may release). */
-        for (bool joined = true;
-             atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen &&
-             now < deadline && !memory_ends(a);
-             joined = false) {
+        while (atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen &&
+               now < deadline && !memory_ends(a)) {
             uint32_t live = dv__inbox_live_clients(a->inbox);
-            /* Everyone else waits too (the last to join is refused), or no
-             * other thread is left: nobody would release anything. */
-            if ((joined && waiting >= live) || live <= 1) {
-                atomic_fetch_sub(&a->mem_waiters, 1);
+            /* Every client thread left waits (the last to join, or one
+             * that waited already when a thread that did not wait exited):
+             * nobody would release anything.  One of them is refused, the
+             * first to see it (taking itself off the count, so that the
+             * others go on waiting for what it does next). */
+            uint32_t w = atomic_load(&a->mem_waiters);
+            bool all = false;
+            while (w >= live && w != 0 &&
+                   !(all = atomic_compare_exchange_weak(&a->mem_waiters, &w, w - 1)))
+                ;
+            if (all || live <= 1) {
+                if (!all)
+                    atomic_fetch_sub(&a->mem_waiters, 1);
                 dv__detail_append("; all %u client threads wait: the last is refused",
-                                  joined ? waiting : live);
+                                  live != 0 ? live : 1);
                 return rc;
             }
             uint64_t until = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;

@@ -321,6 +321,57 @@ static void test_everyone_waits(void)
         dv_actor_shutdown(a);
 }
 
+/* Three threads hold a third of the budget each and all wait for more;
+ * a refused one exits holding on (its handle outlives the thread).  The
+ * ones still waiting are then all the clients left: each is refused in
+ * turn, none sits out its 5 s. */
+static dv_actor *trio_actor;
+static pthread_barrier_t trio_bar;
+
+static void *hold_wait_exit(void *arg)
+{
+    struct holder *h = arg;
+    dv_ref more = DV_REF_NULL;
+    h->rc = dv_alloc(trio_actor, 2 * MIB, 0, "third", &h->held);
+    if (h->rc == DV_OK)
+        h->rc = dv_ref_access(h->held, NULL);
+    pthread_barrier_wait(&trio_bar);
+    uint64_t t0 = now_ns();
+    if (h->rc == DV_OK)
+        h->rc = dv_alloc_wait(trio_actor, 2 * MIB, 0, "more", 5000000000u, &more);
+    h->ms = (double)(now_ns() - t0) / 1e6;
+    if (h->rc == DV_OK)
+        dv_ref_release(more);
+    return NULL;
+}
+
+static void test_waiters_left_alone(void)
+{
+    trio_actor = make(6 * MIB, NULL, NULL);
+    struct holder h[3] = {{.a = trio_actor}, {.a = trio_actor}, {.a = trio_actor}};
+    pthread_t t[3];
+    pthread_barrier_init(&trio_bar, NULL, 3);
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, hold_wait_exit, &h[i]);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&trio_bar);
+    int refused = 0;
+    double most = 0;
+    for (int i = 0; i < 3; i++) {
+        refused += h[i].rc == DV_EOUT_OF_BUDGET;
+        most = h[i].ms > most ? h[i].ms : most;
+    }
+    ok(refused == 3, "each of the three is refused in turn (%s, %s, %s)", dv_err_name(h[0].rc),
+       dv_err_name(h[1].rc), dv_err_name(h[2].rc));
+    ok(most < 2500.0, "none sat out its 5 s once only waiting threads were left (longest %.0f ms)",
+       most);
+    for (int i = 0; i < 3; i++)
+        dv_ref_release(h[i].held);
+    if (trio_actor != NULL)
+        dv_actor_shutdown(trio_actor);
+}
+
 /* ---- Inside a task ---- */
 
 struct inside {
@@ -455,13 +506,14 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + (OOM_ON_CUDA ? 0 : 4));
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
     test_oom_function();
     test_wait_for_release();
     test_everyone_waits();
+    test_waiters_left_alone();
     test_in_task();
     if (!OOM_ON_CUDA) {
         test_sizes();
