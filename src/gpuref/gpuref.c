@@ -172,8 +172,9 @@ static dv_ref_slot *slot_at(const dv_ref_domain *d, uint32_t index)
 
 /*
  * The domain and chunk of a handle for the any-thread calls: DV_EINVAL for
- * DV_REF_NULL or domain bits 0, DV_ESTALE for a domain or slot that does
- * not exist (such a handle was never minted, or not in this process).
+ * DV_REF_NULL or a malformed handle (domain bits 0, or a domain no actor of
+ * this process ever had: domains are never freed, so no handle had it),
+ * DV_ESTALE for a slot that does not exist in the domain.
  */
 static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, ref_chunk **cp)
 {
@@ -184,7 +185,7 @@ static int resolve(dv_ref ref, const char *op, dv_ref_domain **dp, ref_chunk **c
         return ref_fail(DV_EINVAL, op, ref, "is malformed (domain 0)");
     dv_ref_domain *d = domain_at(di);
     if (d == NULL)
-        return ref_fail(DV_ESTALE, op, ref, "names a domain never opened");
+        return ref_fail(DV_EINVAL, op, ref, "is malformed (a domain never opened)");
     if (REF_GEN(ref.bits) == 0) /* a slot never minted reads generation 0 too */
         return ref_fail(DV_ESTALE, op, ref, "names generation 0, which no handle has");
     /* Relaxed: it moves only in a child with one thread (base/proc.h). */

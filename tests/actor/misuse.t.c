@@ -1422,7 +1422,7 @@ static void table_refs(void)
     ROW("dv_ref_access", DV_EINVAL, "DV_REF_NULL", dv_ref_access(DV_REF_NULL, &info));
     ROW("dv_ref_access", DV_EINVAL, "domain 0 (malformed) [silent]",
         dv_ref_access(malformed, &info));
-    ROW("dv_ref_access", DV_ESTALE, "random bits (a domain never opened) [silent]",
+    ROW("dv_ref_access", DV_EINVAL, "random bits (a domain never opened: malformed) [silent]",
         dv_ref_access(junk, &info));
     ROW("dv_ref_access", DV_ESTALE, "random slot and generation in A's domain",
         dv_ref_access(junk_dom, &info));
@@ -1438,7 +1438,7 @@ static void table_refs(void)
         in_task(P_BLOCK_REF_ACCESS_PENDING));
 
     ROW("dv_ref_try_access", DV_EINVAL, "DV_REF_NULL", dv_ref_try_access(DV_REF_NULL, &info));
-    ROW("dv_ref_try_access", DV_ESTALE, "random bits [silent]", dv_ref_try_access(junk, &info));
+    ROW("dv_ref_try_access", DV_EINVAL, "random bits [silent]", dv_ref_try_access(junk, &info));
     ROW("dv_ref_try_access", DV_ESTALE, "released", dv_ref_try_access(released, &info));
     ROW("dv_ref_try_access", DV_ESTALE, "its actor destroyed", dv_ref_try_access(dead_h, &info));
     ROW("dv_ref_try_access", DV_ESTALE, "its actor shut down", dv_ref_try_access(shut_h, &info));
@@ -1449,7 +1449,7 @@ static void table_refs(void)
 
     ROW("dv_ref_retain", DV_EINVAL, "DV_REF_NULL", dv_ref_retain(DV_REF_NULL));
     ROW("dv_ref_retain", DV_EINVAL, "domain 0 (malformed) [silent]", dv_ref_retain(malformed));
-    ROW("dv_ref_retain", DV_ESTALE, "random bits [silent]", dv_ref_retain(junk));
+    ROW("dv_ref_retain", DV_EINVAL, "random bits [silent]", dv_ref_retain(junk));
     ROW("dv_ref_retain", DV_ESTALE, "random slot and generation in A's domain",
         dv_ref_retain(junk_dom));
     ROW("dv_ref_retain", DV_ESTALE, "released", dv_ref_retain(released));
@@ -1459,7 +1459,7 @@ static void table_refs(void)
 
     ROW("dv_ref_release", DV_EINVAL, "DV_REF_NULL", dv_ref_release(DV_REF_NULL));
     ROW("dv_ref_release", DV_EINVAL, "domain 0 (malformed) [silent]", dv_ref_release(malformed));
-    ROW("dv_ref_release", DV_ESTALE, "random bits [silent]", dv_ref_release(junk));
+    ROW("dv_ref_release", DV_EINVAL, "random bits [silent]", dv_ref_release(junk));
     ROW("dv_ref_release", DV_ESTALE, "random slot and generation in A's domain",
         dv_ref_release(junk_dom));
     ROW("dv_ref_release", DV_ESTALE, "released already (a double release)",
