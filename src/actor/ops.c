@@ -49,15 +49,25 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
     if (dv__res_reap_pending(a->stack) == DV_OK &&
         !dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
         return rc;
+    /* A trim gives memory back to the device (and the next pass of the
+     * work maps it again): not where it could not make room, for a
+     * request more than the device or a budget holds, or one the top of
+     * the stack refused by its own count (a budget: no layer above it
+     * holds memory for it).  Only the oom function can free live blocks
+     * (not for the former). */
+    bool for_good = a->env.refused_for_good;
+    bool trim = !for_good && a->env.refused_by != a->stack;
     uint64_t trimmed = 0;
-    (void)dv__res_trim_stack(a->stack, &trimmed);
-    if (!dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
-        return rc;
+    if (trim) {
+        (void)dv__res_trim_stack(a->stack, &trimmed);
+        if (!dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))
+            return rc;
+    }
     uint64_t reclaimed = before > reserved_now(a) ? before - reserved_now(a) : 0;
     if (trimmed > reclaimed)
         reclaimed = trimmed;
     unsigned asked = 0;
-    for (uint32_t attempt = 1; a->cfg.oom != NULL && attempt <= 4; attempt++) {
+    for (uint32_t attempt = 1; a->cfg.oom != NULL && !for_good && attempt <= 4; attempt++) {
         dv_oom_info info = {.device = a->device,
                             .status = rc,
                             .bytes = m->bytes,
@@ -82,7 +92,8 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
             refusal.remaining = free_bytes;
         *dv__detail() = refusal;
     }
-    dv__detail_append("; reaped, trimmed%s: %llu reclaimed, %llu live, %llu reserved",
+    dv__detail_append("; reaped, %s%s: %llu reclaimed, %llu live, %llu reserved",
+                      trim ? "trimmed" : for_good ? "nothing could make room" : "a trim would not help",
                       asked ? ", oom function asked" : "", (unsigned long long)reclaimed,
                       (unsigned long long)a->mem.bytes.current,
                       (unsigned long long)reserved_now(a));

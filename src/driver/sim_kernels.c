@@ -70,6 +70,15 @@ const dv_sim_kernel *dv__sim_find_kernel(const char *name)
 
 #define ARG(type, i) (*(const type *)params[i])
 
+/* A u32 or u64 the kernel would load or store at an address that is not a
+ * multiple of its size: the GPU faults (MISALIGNED_ADDRESS); so does the
+ * twin, rather than do a misaligned access itself.  n: the elements it
+ * touches there (none, no access). */
+static bool misaligned(dv_dptr ptr, unsigned size, uint64_t n)
+{
+    return n != 0 && (ptr & (size - 1)) != 0;
+}
+
 /* Bytes of n u32s; past the address space (n * 4 would wrap to a small
  * range that passes the bounds check) it is UINT64_MAX, which none does. */
 static uint64_t u32_bytes(uint64_t n)
@@ -83,6 +92,8 @@ static int k_fill_u32(dv_sim_kctx *k, void **params)
     uint32_t *p = dv__sim_kmem(k, ARG(dv_dptr, 0), u32_bytes(n));
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
+    if (misaligned(ARG(dv_dptr, 0), 4, n))
+        return DV_CU_MISALIGNED_ADDRESS;
     uint32_t v = ARG(uint32_t, 1);
     for (uint64_t i = 0; i < n; i++)
         p[i] = v;
@@ -108,6 +119,9 @@ static int k_add_u32(dv_sim_kctx *k, void **params)
     const uint32_t *b = dv__sim_kmem(k, ARG(dv_dptr, 2), u32_bytes(n));
     if (c == NULL || a == NULL || b == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
+    if (misaligned(ARG(dv_dptr, 0), 4, n) || misaligned(ARG(dv_dptr, 1), 4, n) ||
+        misaligned(ARG(dv_dptr, 2), 4, n))
+        return DV_CU_MISALIGNED_ADDRESS;
     for (uint64_t i = 0; i < n; i++)
         c[i] = a[i] + b[i];
     return 0;
@@ -120,6 +134,8 @@ static int k_checksum(dv_sim_kctx *k, void **params)
     uint64_t *out = dv__sim_kmem(k, ARG(dv_dptr, 2), 8);
     if (p == NULL || out == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
+    if (misaligned(ARG(dv_dptr, 0), 4, n) || misaligned(ARG(dv_dptr, 2), 8, 1))
+        return DV_CU_MISALIGNED_ADDRESS;
     uint64_t sum = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t word = ((uint64_t)p[i] << 32) | (uint32_t)i;
@@ -154,6 +170,8 @@ static int k_illegal_address(dv_sim_kctx *k, void **params)
     uint32_t *p = dv__sim_kmem(k, ARG(uint64_t, 0), 4);
     if (p == NULL)
         return DV_CU_ILLEGAL_ADDRESS;
+    if (misaligned(ARG(uint64_t, 0), 4, 1))
+        return DV_CU_MISALIGNED_ADDRESS;
     *p = 0xDEADBEEFu; /* the address happened to be device memory */
     return 0;
 }

@@ -69,7 +69,7 @@ static int budget_reap(budget_res *b)
     return rc;
 }
 
-static int budget_refuse(const budget_res *b, uint64_t bytes)
+static int budget_refuse(budget_res *b, uint64_t bytes)
 {
     uint64_t used = budget_used(b);
     uint64_t remaining = used < b->limit ? b->limit - used : 0;
@@ -80,6 +80,8 @@ static int budget_refuse(const budget_res *b, uint64_t bytes)
                       (unsigned long long)b->limit, (unsigned long long)remaining);
     dv__detail()->requested = bytes;
     dv__detail()->remaining = remaining;
+    b->base.env->refused_by = &b->base;
+    b->base.env->refused_for_good = bytes > b->limit;
     return rc;
 }
 

@@ -1995,6 +1995,7 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
                       (unsigned long long)need, (unsigned long long)p->va_step);
         dv__detail()->requested = need;
         dv__detail()->remaining = p->va_step;
+        p->base.env->refused_for_good = true;
         return rc;
     }
     for (int attempt = 0;; attempt++) {
@@ -3284,11 +3285,12 @@ static int grow(pool_res *p, uint64_t need, dv_stream_id s)
          * a request none of it holds is more than the device, or finds
          * the addresses too cut up. */
         int rc;
-        if (need > p->va_step)
+        if (need > p->va_step) {
             rc = dv__fail(DV_EDEVICE_OOM, "allocate",
                           "allocate: %llu bytes is more than the device's %llu",
                           (unsigned long long)need, (unsigned long long)p->va_step);
-        else
+            p->base.env->refused_for_good = true;
+        } else
             rc = dv__fail(DV_EDEVICE_OOM, "allocate",
                           "allocate: no free address range of %llu bytes in the pool's %llu",
                           (unsigned long long)need, (unsigned long long)p->areg->va_bytes);

@@ -175,8 +175,11 @@ int dv__res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag
     if (tag.name == NULL)
         tag.name = "untagged";
     /* Resources fill *out whole on success; a failure leaves it zeroed. */
-    if (r->env->alloc_depth++ == 0)
+    if (r->env->alloc_depth++ == 0) {
         r->env->alloc_epoch++;
+        r->env->refused_for_good = false;
+        r->env->refused_by = NULL;
+    }
     rc = r->ops->allocate(r, bytes, stream, tag, out);
     r->env->alloc_depth--;
     if (rc != DV_OK) {

@@ -112,6 +112,13 @@ typedef struct dv_res_env {
      * layer need not ask again for what its upstream just refused. */
     uint32_t alloc_depth;
     uint64_t alloc_epoch;
+    /* What the latest outermost allocation's refusal says of its cure
+     * (set by the layer that refused, reset when one begins): no memory
+     * anywhere could serve it (more than the device, or than a budget
+     * holds), or the budget that refused (what it counts changes only
+     * when the layers above it give memory back). */
+    bool refused_for_good;
+    const struct dv_resource *refused_by;
 } dv_res_env;
 
 /*

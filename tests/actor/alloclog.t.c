@@ -91,10 +91,13 @@ int main(void)
     snprintf(log, sizeof(log), "/tmp/dv-alloclog-%d-device.csv", (int)getpid());
     unlink(log);
     a = make("sim_memory:64M", log, ask_again);
-    (void)dv_alloc(a, 512 * MiB, 1, "too-big", &big);
-    is_status(dv_ref_access(big, NULL), DV_EDEVICE_OOM, "512 MiB on a 64 MiB device");
+    dv_ref held;
+    (void)dv_alloc(a, 40 * MiB, 0, "held", &held);
+    (void)dv_alloc(a, 32 * MiB, 1, "too-big", &big);
+    is_status(dv_ref_access(big, NULL), DV_EDEVICE_OOM, "32 MiB more on a 64 MiB device holding 40");
     is_int(oom_calls, 3, "the oom function was asked 3 times (2 retries)");
     dv_ref_release(big);
+    dv_ref_release(held);
     dv_actor_destroy(a);
     is_int(lines_with(log, ",allocate failure,", NULL), 1,
            "one row for the refusal, not one per try");

@@ -498,6 +498,81 @@ static void test_refusal_holds_nothing(void)
         dv_actor_destroy(a);
 }
 
+static bool count_oom(const dv_oom_info *info, void *user)
+{
+    (void)info;
+    (*(int *)user)++;
+    return false;
+}
+
+/* Memory the pool keeps for the next pass stays where no trim could make
+ * room: a request more than the device, or one the budget on top refuses
+ * (it counts live bytes: a trim frees none).  The oom function is asked
+ * only where freeing live blocks could help. */
+static void test_no_trim_for_nothing(void)
+{
+    int asked = 0;
+    dv_actor *a = make_with(16 * MIB, count_oom, &asked, true, 64 * MIB);
+    dv_ref r[4] = {DV_REF_NULL, DV_REF_NULL, DV_REF_NULL, DV_REF_NULL}, x = DV_REF_NULL;
+    int rc = a != NULL ? DV_OK : DV_EINVAL;
+    for (int i = 0; i < 4 && rc == DV_OK; i++)
+        rc = dv_alloc_wait(a, 4 * MIB, 0, "cached", 0, &r[i]);
+    for (int i = 1; i < 4; i++)
+        dv_ref_release(r[i]); /* 12 MiB the pool keeps, 4 live */
+    if (a != NULL)
+        dv_flush(a);
+    dv_memory_stats before = {0}, after = {0};
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &before);
+    int refused = rc == DV_OK ? dv_alloc_wait(a, 14 * MIB, 1, "over", 0, &x) : rc;
+    dv_error_detail d = *dv_last_error();
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &after);
+    ok(rc == DV_OK && refused == DV_EOUT_OF_BUDGET && strstr(d.message, "a trim would not help"),
+       "14 MiB over a 16 MiB budget with 4 live: refused, untrimmed (%s: %s)",
+       dv_err_name(refused), d.message);
+    ok(after.reserved.current == before.reserved.current && before.reserved.current >= 16 * MIB &&
+           asked == 1,
+       "the pool keeps its %llu bytes (%llu before); the oom function asked %d time (1)",
+       (unsigned long long)after.reserved.current, (unsigned long long)before.reserved.current,
+       asked);
+    asked = 0;
+    refused = rc == DV_OK ? dv_alloc_wait(a, 20 * MIB, 1, "over", 0, &x) : rc;
+    d = *dv_last_error();
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &after);
+    ok(rc == DV_OK && refused == DV_EOUT_OF_BUDGET && asked == 0 &&
+           after.reserved.current == before.reserved.current &&
+           strstr(d.message, "nothing could make room"),
+       "20 MiB, more than the whole budget: refused, untrimmed, the oom function not asked "
+       "(%d): %s",
+       asked, d.message);
+    dv_ref_release(r[0]);
+    if (a != NULL)
+        dv_actor_destroy(a);
+
+    asked = 0;
+    a = make_with(0, count_oom, &asked, true, 64 * MIB);
+    rc = a != NULL ? dv_alloc_wait(a, 16 * MIB, 0, "cached", 0, &r[0]) : DV_EINVAL;
+    dv_ref_release(r[0]);
+    if (a != NULL)
+        dv_flush(a);
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &before);
+    refused = rc == DV_OK ? dv_alloc_wait(a, 128 * MIB, 1, "over", 0, &x) : rc;
+    d = *dv_last_error();
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &after);
+    ok(rc == DV_OK && refused == DV_EDEVICE_OOM && asked == 0 &&
+           after.reserved.current == before.reserved.current && before.reserved.current != 0 &&
+           strstr(d.message, "nothing could make room"),
+       "128 MiB on a 64 MiB device: refused, the pool keeps its %llu bytes, the oom function "
+       "not asked (%d): %s",
+       (unsigned long long)after.reserved.current, asked, d.message);
+    if (a != NULL)
+        dv_actor_destroy(a);
+}
+
 int main(void)
 {
     if (OOM_ON_CUDA) {
@@ -506,7 +581,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4));
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 4));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
@@ -518,6 +593,7 @@ int main(void)
     if (!OOM_ON_CUDA) {
         test_sizes();
         test_refusal_holds_nothing();
+        test_no_trim_for_nothing();
     }
     return tap_done();
 }

@@ -189,6 +189,65 @@ static void test_recoverable_kernel(void)
     dv__driver_close(drv);
 }
 
+/* fill_u32 at an address that is not a multiple of 4: the GPU faults
+ * with MISALIGNED_ADDRESS, and so does the sim's twin (it stores
+ * nothing). */
+static void test_misaligned_kernel(void)
+{
+    dv_driver *drv = open_sim(1, 0, true);
+    dv_drv_ctx *ctx;
+    dv_drv_stream *s;
+    dv_dptr p;
+    const void *image;
+    size_t bytes;
+    dv_drv_module *mod;
+    dv_drv_func *f;
+    uint32_t v = 0x01020304u, got[2] = {0, 0};
+    uint64_t n = 2;
+
+    dv__drv_ctx_retain(drv, 0, &ctx);
+    dv__drv_stream_create(ctx, &s);
+    dv__drv_mem_alloc(ctx, 4096, &p);
+    dv__drv_memset_d8(s, p, 0, 4096);
+    dv__drv_builtin_image(drv, &image, &bytes);
+    int rc = dv__drv_module_load(ctx, image, bytes, &mod);
+    if (rc == DV_OK)
+        rc = dv__drv_func_get(mod, "fill_u32", &f);
+    dv_dptr at = p + 1;
+    void *params[] = {&at, &v, &n};
+    if (rc == DV_OK)
+        rc = dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, params);
+    is_status(rc, DV_OK, "fill_u32 at a misaligned address enqueues");
+    is_status(dv__drv_stream_sync(s), DV_ECONTEXT_LOST, "sync reports the fault");
+    is_int(dv_last_error()->driver_code, DV_CU_MISALIGNED_ADDRESS, "as MISALIGNED_ADDRESS");
+    is_status(dv__drv_ctx_reset(ctx), DV_OK, "reset the device");
+    dv__drv_stream_create(ctx, &s);
+    dv__drv_mem_alloc(ctx, 4096, &p);
+    dv__drv_memset_d8(s, p, 0, 4096);
+    n = 0;
+    at = p + 1;
+    rc = dv__drv_module_load(ctx, image, bytes, &mod);
+    if (rc == DV_OK)
+        rc = dv__drv_func_get(mod, "fill_u32", &f);
+    if (rc == DV_OK)
+        rc = dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, params);
+    if (rc == DV_OK)
+        rc = dv__drv_stream_sync(s);
+    is_status(rc, DV_OK, "no element: nothing stored, no fault");
+    n = 2;
+    at = p + 4;
+    if (rc == DV_OK)
+        rc = dv__drv_launch(f, (dv_dim3){1, 1, 1}, (dv_dim3){1, 1, 1}, 0, s, params);
+    if (rc == DV_OK)
+        rc = dv__drv_memcpy_dtoh(s, got, p + 4, sizeof(got));
+    if (rc == DV_OK)
+        rc = dv__drv_stream_sync(s);
+    ok(rc == DV_OK && got[0] == v && got[1] == v, "aligned, it fills (%s)", dv_err_name(rc));
+    dv__drv_stream_destroy(s);
+    dv__drv_ctx_release(ctx);
+    dv__driver_close(drv);
+}
+
 static void test_slow_stream(void)
 {
     dv_driver *drv = open_sim(1, 0, false);
@@ -282,13 +341,14 @@ static void test_stream_ordered_reuse(void)
 
 int main(void)
 {
-    plan(59);
+    plan(65);
     test_stream_ordered_reuse();
     test_alloc_faults();
     test_inject();
     test_recoverable_poison();
     test_fatal_kernel();
     test_recoverable_kernel();
+    test_misaligned_kernel();
     test_slow_stream();
     test_sim_bounds();
     return tap_done();
