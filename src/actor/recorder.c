@@ -15,6 +15,7 @@ int dv__rec_begin(dv_recorder *r, dv_actor *a, const dv_envelope *e, dv_chk_kind
     r->stream = e->m.stream;
     r->op = dv__msg_name(e->m.type);
     r->task = kind == DV_CHK_TASK;
+    r->partial = false;
     r->nuses = 0;
     if (a->chk != NULL) {
         dv__chk_op_init(&r->chk, kind, e->m.stream, name, e->from->id, e->m.seq);
@@ -170,7 +171,7 @@ int dv__rec_run(dv_recorder *r, int (*enqueue)(dv_recorder *r, void *arg), void 
     if (a->chk != NULL && (rc = dv__checked(a, dv__checker_check(a->chk, &r->chk))) != DV_OK)
         return rc;
     rc = enqueue(r, arg);
-    if (rc != DV_OK && !r->task)
+    if (rc != DV_OK && !r->task && !r->partial)
         return dv__enqueue_failed(a, rc, r->stream, r->e);
     finish(r);
     /* A task is recorded even when it failed (it may have enqueued work),
@@ -181,6 +182,6 @@ int dv__rec_run(dv_recorder *r, int (*enqueue)(dv_recorder *r, void *arg), void 
     if (a->chk != NULL && !(r->task && a->task_dropped))
         dv__checker_commit(a->chk, &r->chk);
     if (rc != DV_OK)
-        return rc;
+        return r->task ? rc : dv__enqueue_failed(a, rc, r->stream, r->e);
     return sync_debug(r);
 }

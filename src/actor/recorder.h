@@ -40,6 +40,9 @@ typedef struct dv_recorder {
     const char *op;
     bool task; /* a task: checked and recorded before its callback, and its
                 * uses finished even when it fails (it may have enqueued) */
+    bool partial; /* the enqueue function enqueued some of its work before
+                   * it failed (a staged copy's first steps): recorded, as
+                   * a task's, so that later uses are ordered after it */
     int nuses;
     dv_use uses[DV_REC_MAX_USES];
     dv_chk_op chk; /* the checker's view, when it is on */

@@ -953,6 +953,11 @@ static int enqueue_staged(dv_recorder *r, void *arg)
                                    : dv__drv_memcpy_dtoh(s, c->mem, dev + off, len);
         if (rc != DV_OK)
             break;
+        /* A transfer is on the stream: refused after this, the copy is
+         * still recorded as the block's use there (its first steps run),
+         * so that what uses the block next, on any stream, comes after
+         * them. */
+        r->partial = true;
         unsigned n = 0;
         ops[n++] = (dv_drv_value_op){c->dev_word_d, gen_of(j, i), false};
         bool next = i + 1 < j->nsub && wait_before(j, i + 1, &ops[n]);

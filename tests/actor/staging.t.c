@@ -335,6 +335,53 @@ static void test_driver_error(void)
     dv_actor_destroy(a);
 }
 
+/* A copy refused part way, its first steps on a stream held by a spin:
+ * those steps still write the block when the stream gets to them, so a
+ * memset on another stream after the refusal is ordered after them (the
+ * block's last write is on the copy's stream), and the block reads as the
+ * memset left it. */
+static void test_refused_part_way(void)
+{
+    if (STAGING_ON_CUDA) {
+        skip("the sim's injected driver errors");
+        skip("the sim's injected driver errors");
+        return;
+    }
+    dv_actor *a = make();
+    uint64_t n = 1 * MiB;
+    unsigned char *src = malloc(n), *back = malloc(n);
+    pattern(src, n, 7);
+    dv_ref r;
+    dv_future h;
+    int rc = dv_alloc(a, n, 0, "x", &r);
+    if (rc == DV_OK)
+        rc = dv_memset(a, r, 0, 0x11, n, 0);
+    hold(a, 1, 200000000, &h); /* stream 1 busy 200 ms */
+    /* The third transfer's enqueue fails: two are on stream 1. */
+    if (rc == DV_OK)
+        rc = dv_sim_inject(a, "memcpy_htod_async", 3, 999);
+    int copy = rc == DV_OK ? dv_copy_htod(a, r, 0, src, n, 1) : rc;
+    if (rc == DV_OK)
+        rc = dv_memset(a, r, 0, 0x22, n, 2);
+    dv_future_wait(&h);
+    if (rc == DV_OK)
+        rc = dv_sync(a, 1);
+    if (rc == DV_OK)
+        rc = dv_copy_dtoh(a, back, r, 0, n, 2);
+    uint64_t wrong = 0;
+    for (uint64_t i = 0; i < n && rc == DV_OK; i++)
+        wrong += back[i] != 0x22;
+    ok(copy == DV_EDRIVER, "the copy refused part way: %s", dv_err_name(copy));
+    ok(rc == DV_OK && wrong == 0,
+       "a memset on another stream after it comes after its first steps: %llu bytes not the "
+       "memset's (%s)",
+       (unsigned long long)wrong, dv_err_name(rc));
+    dv_ref_release(r);
+    free(src);
+    free(back);
+    dv_actor_destroy(a);
+}
+
 static void test_destroy_in_flight(void)
 {
     dv_actor *a = make();
@@ -458,13 +505,14 @@ static void test_same_buffer_same_stream(void)
 
 int main(void)
 {
-    plan(25);
+    plan(27);
     test_sizes();
     test_backpressure();
     test_actor_free();
     test_refusals();
     test_lost_mid_copy();
     test_driver_error();
+    test_refused_part_way();
     test_destroy_in_flight();
     test_in_task();
     test_same_buffer_same_stream();
