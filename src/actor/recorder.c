@@ -143,6 +143,18 @@ static int sync_debug(dv_recorder *r)
     return rc == DV_ECONTEXT_LOST ? rc : DV_OK;
 }
 
+/* A copy refused part way: the steps it enqueued use the block and the
+ * staging's chunks, never the caller's buffer (whose pumps stopped), which
+ * the caller may use again at once. */
+static void forget_host(dv_chk_op *op)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < op->n; i++)
+        if (!op->acc[i].host)
+            op->acc[k++] = op->acc[i];
+    op->n = k;
+}
+
 static void finish(dv_recorder *r)
 {
     for (int i = 0; i < r->nuses; i++) {
@@ -179,6 +191,8 @@ int dv__rec_run(dv_recorder *r, int (*enqueue)(dv_recorder *r, void *arg), void 
      * of it ran, and its declared accesses happened nowhere.  (A refusal
      * of one access leaves what else it enqueued running, and on the sim
      * nothing is captured: recorded.) */
+    if (a->chk != NULL && rc != DV_OK && r->partial)
+        forget_host(&r->chk);
     if (a->chk != NULL && !(r->task && a->task_dropped))
         dv__checker_commit(a->chk, &r->chk);
     if (rc != DV_OK)
