@@ -115,7 +115,8 @@ typedef struct row {
     bool alloc;
     uint32_t line;
     int32_t match;     /* free: the index of its allocation, -1: none; a zero-byte
-                        * allocation: the live block it lies over, -1: none */
+                        * allocation: the row it lies over (a live block, or another
+                        * zero-byte row), -1: none */
     int32_t prior;     /* allocate: a live block at its address, freed first; -1: none */
     uint32_t seq;      /* order in the file, for a stable sort */
     uint32_t owner;    /* the replay thread of its Thread */
@@ -682,18 +683,23 @@ static uint64_t match(uint64_t *unmatched)
                 zero_allocs++;
             if (found != SIZE_MAX && r->size == 0) {
                 /* A zero-byte allocation (skipped) at a block's address:
-                 * the block stays live under it, and is the one at the
-                 * address again once the zero-byte one's free comes (an
-                 * alloc row's match: the row it shadows). */
-                row *old = &rows[tab[found]];
-                r->match = old->size != 0 ? (int32_t)tab[found] : old->match;
+                 * the block (or zero-byte row) stays live under it, and
+                 * is the one at the address again once the zero-byte
+                 * one's free comes (an alloc row's match: the row it
+                 * shadows). */
+                r->match = (int32_t)tab[found];
                 tab[found] = (int64_t)i;
             } else if (found != SIZE_MAX) { /* reused without its free row */
-                row *old = &rows[tab[found]];
+                /* The block live there, under any zero-byte rows (which
+                 * go with it: their frees match nothing now). */
+                int64_t k = tab[found];
+                while (rows[k].size == 0 && rows[k].match >= 0)
+                    k = rows[k].match;
+                row *old = &rows[k];
                 live -= old->size;
                 if (old->size != 0) {
                     /* Replayed as a free of the old block first. */
-                    r->prior = (int32_t)tab[found];
+                    r->prior = (int32_t)k;
                     if (over_live++ < 5)
                         fprintf(stderr,
                                 "dv-replay: line %u: allocate at 0x%" PRIx64 " while the "

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..89"
+echo "1..91"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -302,6 +302,17 @@ printf 'Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x1000,1024,0\n1,
 out=$(DV_BACKEND=sim "$replay" --csv "$tmp/zero-over.csv" 2>&1)
 check "a zero-byte allocation over a live block frees nothing: 2 allocations, 1 free, peak 5120, held 5120" \
     "$(yes_if test "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5),$(field "$out" 6)" = 2,1,5120,5120)"
+# An allocation at the address of a block a zero-byte row lies over frees
+# that block first: 100, then 10 in its place (the free), then 1000.
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x1000,100,0\n1,0.2,allocate,0x1000,0,0\n1,0.3,allocate,0x1000,10,0\n1,0.4,free,0x1000,10,0\n1,0.5,allocate,0x2000,1000,0\n1,0.6,free,0x2000,1000,0\n' >"$tmp/zero-under.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/zero-under.csv" 2>&1)
+check "an allocation over a zero-byte row frees the block under it: peak live $(field "$out" 5), held $(field "$out" 6) (both 1000)" \
+    "$(yes_if test "$(field "$out" 5),$(field "$out" 6)" = 1000,1000)"
+# Zero-byte rows over one another: each free matches the one above.
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x0,0,0\n1,0.2,allocate,0x0,0,0\n1,0.3,allocate,0x0,0,0\n1,0.4,free,0x0,0,0\n1,0.5,free,0x0,0,0\n1,0.6,free,0x0,0,0\n1,0.7,allocate,0x1000,64,0\n1,0.8,free,0x1000,64,0\n' >"$tmp/zeros.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/zeros.csv" 2>&1)
+check "three zero-byte rows at one address, three frees: none a free of no live block" \
+    "$(yes_if sh -c 'echo "$1" | grep -q "3 zero-byte allocations skipped" && echo "$1" | grep -q "(0 frees of no live block"' - "$out")"
 # --conf given twice: the second over the first (the device's 64 MiB kept).
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,104857600,0\n1,2.0,free,0x1000,104857600,0\n' >"$tmp/hundred.csv"
 out=$("$replay" --backend sim --csv --conf sim_memory:64M --conf pool_alias:1 "$tmp/hundred.csv" 2>&1)
