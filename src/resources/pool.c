@@ -2691,6 +2691,8 @@ static int gran_bind(pool_res *p, uint32_t g, dv_stream_id s, uint64_t look)
             return rc;
         return gran_make(p, g);
     }
+    /* A mapping made (env.maps), of memory mapped elsewhere already. */
+    atomic_fetch_add_explicit(&p->base.env->maps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->base.env->remaps, 1, memory_order_relaxed);
     phys_activate(p, best, g);
     gr->phys = best;
