@@ -232,9 +232,16 @@ static void usage(FILE *to)
             "               peer_later_median_ops_per_s,later_median_vs_peer\n"
             "  --quiet      name no failure (by default the first 20 are named on stderr,\n"
             "               and the number of the others is said)\n"
+            "The log's first line is its header, its columns in one of the two orders:\n"
+            "Thread,Time,Action,Pointer,Size,Stream[,Device,Tag,QueryId].  Rows of every\n"
+            "Device go to the one actor (said on stderr when there are several).\n"
             "Zero-byte allocations are skipped with their frees.  An allocation at the\n"
             "address of a block still live counts that block as freed first (said on\n"
-            "stderr for the first few).\n"
+            "stderr for the first few).  reserved_over_live: over the peak the actor held\n"
+            "where allocations failed (the trace's peak counts bytes never given).\n"
+            "Each Thread is a thread of the replay: a log of thousands of threads takes\n"
+            "the time of as many thread switches a row, and the system's thread limit\n"
+            "bounds it.\n"
             "Exit status: 0 replayed without a failure, 1 a failure, a bad log or a peer\n"
             "that does not load, 2 a usage error or an actor that cannot be made (a\n"
             "configuration refused, no device).\n");
@@ -1352,6 +1359,9 @@ int main(int argc, char **argv)
     note_env_conf("dv-replay", true);
     if (stack_mode && post_only)
         return bad("--stack and --post do not go together", NULL);
+    if (stack_mode && !ordered)
+        return bad("--stack and --concurrent do not go together (--stack replays on one thread)",
+                   NULL);
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     cfg.backend = backend;
@@ -1372,6 +1382,15 @@ int main(int argc, char **argv)
         goto out;
     uint64_t unmatched = 0;
     uint64_t peak_live = match(&unmatched);
+    for (size_t i = 1; i < nrows; i++) {
+        if (rows[i].device != rows[0].device) {
+            fprintf(stderr,
+                    "dv-replay: the log's rows name more than one device (%d, %d, ...): all "
+                    "are replayed on the one actor\n",
+                    rows[0].device, rows[i].device);
+            break;
+        }
+    }
 
     /* Streams and threads, in order of first appearance. */
     for (size_t i = 0; i < nrows; i++) {
@@ -1460,7 +1479,10 @@ int main(int argc, char **argv)
     allocs *= passes;
     frees *= passes;
     bool ours = !peer_only, theirs = peer_path != NULL;
-    double ratio = peak_live ? (double)ms.reserved.peak / (double)peak_live : 0;
+    /* Over the trace's live peak; where allocations failed, over the peak
+     * devactor held (the trace's counts bytes it never gave). */
+    uint64_t live_base = atomic_load(&failures[0]) > 0 ? ms.bytes.peak : peak_live;
+    double ratio = live_base ? (double)ms.reserved.peak / (double)live_base : 0;
     double rate = secs > 0 ? (double)ops / secs : 0;
     double peer_rate = peer_secs > 0 ? (double)peer_ops / peer_secs : 0;
     double peer_ratio = peak_live ? (double)peer_reserved_peak / (double)peak_live : 0;
@@ -1509,7 +1531,7 @@ int main(int argc, char **argv)
                u64_or_na(b[0], 32, ours, nfail), peak_live,
                u64_or_na(b[1], 32, ours, ms.bytes.peak),
                u64_or_na(b[2], 32, ours, ms.reserved.peak),
-               ratio_or_na(b[3], 32, ours && peak_live != 0, "%.3f", ratio),
+               ratio_or_na(b[3], 32, ours && live_base != 0, "%.3f", ratio),
                ratio_or_na(b[4], 32, ours, "%.0f", rate));
         if (theirs)
             printf(",%" PRIu64 ",%s,%s,%.0f,%s,%s", peer_nfail,
@@ -1553,9 +1575,9 @@ int main(int argc, char **argv)
                    ms.bytes.peak > peak_live && nthreads > 1 && !ordered && !stack_mode
                        ? "  (threads interleaved unlike the log, --concurrent)"
                        : "");
-            if (peak_live != 0)
-                printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak live)\n",
-                       ms.reserved.peak, ratio);
+            if (live_base != 0)
+                printf("  peak bytes reserved from device    %" PRIu64 "  (%.3f x peak %s)\n",
+                       ms.reserved.peak, ratio, nfail > 0 ? "held" : "live");
             else
                 printf("  peak bytes reserved from device    %" PRIu64 "\n", ms.reserved.peak);
             printf("  allocation failures                %" PRIu64 "\n", nfail);

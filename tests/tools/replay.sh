@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..91"
+echo "1..93"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -313,6 +313,14 @@ printf 'Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x0,0,0\n1,0.2,al
 out=$(DV_BACKEND=sim "$replay" "$tmp/zeros.csv" 2>&1)
 check "three zero-byte rows at one address, three frees: none a free of no live block" \
     "$(yes_if sh -c 'echo "$1" | grep -q "3 zero-byte allocations skipped" && echo "$1" | grep -q "(0 frees of no live block"' - "$out")"
+out=$("$replay" --backend sim --stack --concurrent "$tmp/zeros.csv" 2>&1)
+rc=$?
+check "--stack --concurrent: a usage error (exit $rc), said" \
+    "$(yes_if sh -c '[ "$1" -eq 2 ] && echo "$2" | grep -q "do not go together"' - "$rc" "$out")"
+printf 'Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId\n1,1.0,allocate,0x1000,100,0,0,a,0\n1,2.0,allocate,0x1000,100,0,1,a,0\n' >"$tmp/devices.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/devices.csv" 2>&1)
+check "rows of two devices: said on stderr, replayed on the one actor" \
+    "$(yes_if sh -c 'echo "$1" | grep -q "more than one device (0, 1"' - "$out")"
 # --conf given twice: the second over the first (the device's 64 MiB kept).
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,104857600,0\n1,2.0,free,0x1000,104857600,0\n' >"$tmp/hundred.csv"
 out=$("$replay" --backend sim --csv --conf sim_memory:64M --conf pool_alias:1 "$tmp/hundred.csv" 2>&1)
