@@ -525,6 +525,33 @@ static void handle_task(dv_actor *a, const dv_envelope *e)
     dv__reply(a, e, rc);
 }
 
+/* A handle a task's launch uses, argument i: one the task declared (the
+ * same handle, the range within, the access granted), since its uses
+ * were fenced by its declared arguments alone.  DV_EHAZARD (counted, and
+ * the task answers it) if not. */
+static int task_arg_declared(dv_actor *a, const dv_arg *arg, unsigned i, const char *op)
+{
+    const dv_msg_task *t = &a->task_env->m.u.task;
+    uint8_t granted = 0;
+    for (unsigned k = 0; k < t->nargs; k++) {
+        const dv_arg *d = &t->args[k];
+        if (d->kind != DV_ARG_REF || d->u.ref.bits != arg->u.ref.bits || d->offset > arg->offset)
+            continue;
+        if (d->bytes != 0 && (arg->bytes == 0 || arg->offset - d->offset + arg->bytes > d->bytes))
+            continue; /* (ranges checked against the block already: no wrap) */
+        granted |= d->access;
+    }
+    if ((arg->access & ~granted) == 0)
+        return DV_OK;
+    a->task_hazard = true;
+    return dv__checked(a, dv__fail(DV_EHAZARD, op,
+                                   "hazard: %s: argument %u: the task %s this handle's range%s (a "
+                                   "task's work is fenced by its declared arguments alone: "
+                                   "declare it in dv_task's)",
+                                   op, i, granted == 0 ? "did not declare" : "declared",
+                                   granted == 0 ? "" : " DV_READ only"));
+}
+
 int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
                    uint32_t shared_bytes, const dv_arg *args, unsigned nargs)
 {
@@ -549,6 +576,9 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
     r.op = op; /* failures name this call, not the task's */
     if ((rc = dv__rec_args(&r, args, nargs, l.values, true)) != DV_OK)
         return rc;
+    for (unsigned i = 0; i < nargs; i++)
+        if (args[i].kind == DV_ARG_REF && (rc = task_arg_declared(a, &args[i], i, op)) != DV_OK)
+            return rc;
     if (a->chk != NULL) {
         if ((rc = dv__checked(a, dv__checker_check(a->chk, &r.chk))) != DV_OK) {
             a->task_hazard = true;

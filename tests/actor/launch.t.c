@@ -38,6 +38,22 @@ static dv_actor *make(bool permissive, bool direct)
     return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
 }
 
+/* A task that fills the handle in its user data through dv_task_launch;
+ * inner: what that call answered. */
+typedef struct task_fill {
+    dv_kernel *fill;
+    dv_arg arg; /* the handle, as the launch names it */
+    int inner;
+} task_fill;
+
+static int fill_task(const dv_task_ctx *ctx, void *user)
+{
+    task_fill *t = user;
+    dv_arg args[] = {t->arg, dv_arg_u32(5), dv_arg_u64(N)};
+    t->inner = dv_task_launch(ctx, t->fill, grid, blk, 0, args, 3);
+    return t->inner;
+}
+
 int main(void)
 {
     static uint32_t host[N], back[N];
@@ -48,7 +64,7 @@ int main(void)
 
     if (LAUNCH_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(29);
+    plan(32);
     ok(a != NULL, "an actor (%s)", a ? dv_actor_backend_name(a) : dv_last_error()->message);
     if (a == NULL)
         return tap_done();
@@ -136,6 +152,33 @@ int main(void)
               "another actor's handle: DV_EINVAL");
     dv_ref_release(foreign);
     dv_actor_destroy(other);
+
+    /* -- a task launches only on handles it declared ---------------------- */
+    {
+        int rc = dv_memset(a, y, 0, 0, 4 * n, 0);
+        if (rc == DV_OK)
+            rc = dv_sync(a, 0);
+        task_fill t = {fill, dv_arg_ref(y, DV_WRITE, 0), -1};
+        dv_arg declared_x[] = {dv_arg_ref(x, DV_WRITE, 0)};
+        int task_rc = rc == DV_OK ? dv_task(a, fill_task, &t, 1, declared_x, 1) : rc;
+        dv_copy_dtoh(a, back, y, 0, 4 * n, 2);
+        ok(t.inner == DV_EHAZARD && task_rc == DV_EHAZARD && all_u32(back, N, 0),
+           "a task's launch on a handle it did not declare: DV_EHAZARD (%s, the task %s), "
+           "nothing written",
+           dv_err_name(t.inner), dv_err_name(task_rc));
+        dv_arg declared_read[] = {dv_arg_ref(y, DV_READ, 0)};
+        t.inner = -1;
+        task_rc = dv_task(a, fill_task, &t, 1, declared_read, 1);
+        dv_copy_dtoh(a, back, y, 0, 4 * n, 2);
+        ok(t.inner == DV_EHAZARD && task_rc == DV_EHAZARD && all_u32(back, N, 0),
+           "... on one it declared DV_READ only, to write it: DV_EHAZARD (%s), nothing written",
+           dv_err_name(t.inner));
+        dv_arg declared_y[] = {dv_arg_ref(y, DV_READ_WRITE, 0)};
+        task_rc = dv_task(a, fill_task, &t, 1, declared_y, 1);
+        dv_copy_dtoh(a, back, y, 0, 4 * n, 2);
+        ok(t.inner == DV_OK && task_rc == DV_OK && all_u32(back, N, 5),
+           "... on one it declared DV_READ_WRITE: it runs (%s)", dv_err_name(task_rc));
+    }
 
     /* -- a kernel handle across a rebuild -------------------------------- */
     dv_ref_release(x);
