@@ -345,6 +345,7 @@ static void test_refused_part_way(void)
     if (STAGING_ON_CUDA) {
         skip("the sim's injected driver errors");
         skip("the sim's injected driver errors");
+        skip("the sim's injected driver errors");
         return;
     }
     dv_actor *a = make();
