@@ -69,6 +69,13 @@ static dv_actor *make(void)
     return make_with(256 * KiB, 64 * KiB, 0); /* four chunks of 64 KiB */
 }
 
+/* n points that do not apply here. */
+static void skip_points(int n, const char *why)
+{
+    while (n-- > 0)
+        skip("%s", why);
+}
+
 static dv_actor_stats stats(dv_actor *a)
 {
     return stats_of(a);
@@ -270,10 +277,7 @@ static void *blocking_read(void *p)
 static void test_lost_mid_copy(void)
 {
     if (STAGING_ON_CUDA) {
-        skip("the sim's recoverable poison: a context lost mid-copy");
-        skip("the sim's recoverable poison: a context lost mid-copy");
-        skip("the sim's recoverable poison: a context lost mid-copy");
-        skip("the sim's recoverable poison: a context lost mid-copy");
+        skip_points(4, "the sim's recoverable poison: a context lost mid-copy");
         return;
     }
     dv_actor *a = make();
@@ -313,8 +317,7 @@ static void test_lost_mid_copy(void)
 static void test_driver_error(void)
 {
     if (STAGING_ON_CUDA) {
-        skip("the sim's injected driver errors");
-        skip("the sim's injected driver errors");
+        skip_points(2, "the sim's injected driver errors");
         return;
     }
     dv_actor *a = make();
@@ -343,9 +346,7 @@ static void test_driver_error(void)
 static void test_refused_part_way(void)
 {
     if (STAGING_ON_CUDA) {
-        skip("the sim's injected driver errors");
-        skip("the sim's injected driver errors");
-        skip("the sim's injected driver errors");
+        skip_points(3, "the sim's injected driver errors");
         return;
     }
     dv_actor *a = make();
