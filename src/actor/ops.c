@@ -51,12 +51,14 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
         return rc;
     /* A trim gives memory back to the device (and the next pass of the
      * work maps it again): not where it could not make room, for a
-     * request more than the device or a budget holds, or one the top of
-     * the stack refused by its own count (a budget: no layer above it
-     * holds memory for it).  Only the oom function can free live blocks
-     * (not for the former). */
-    bool for_good = a->env.refused_for_good;
-    bool trim = !for_good && a->env.refused_by != a->stack;
+     * request more than the device or a budget holds, or one a budget
+     * refused by its own count with no pool above it (nothing above holds
+     * memory for it).  Only the oom function can free live blocks (not
+     * for the former). */
+    bool for_good = a->env.refused_for_good, pool_above = false;
+    for (const dv_resource *r = a->stack; r != NULL && r != a->env.refused_by; r = r->upstream)
+        pool_above = pool_above || dv__res_is_pool(r);
+    bool trim = !for_good && (a->env.refused_by == NULL || pool_above);
     uint64_t trimmed = 0;
     if (trim) {
         (void)dv__res_trim_stack(a->stack, &trimmed);

@@ -21,9 +21,11 @@
  *     detail names the bytes asked for and those the device has left.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "devactor.h"
 #include "devactor_sim.h"
@@ -551,6 +553,41 @@ static void test_no_trim_for_nothing(void)
     if (a != NULL)
         dv_actor_destroy(a);
 
+    /* The same with the allocation log on (a layer of the stack, under
+     * the budget: still no pool above the budget). */
+    char log[64];
+    snprintf(log, sizeof(log), "/tmp/dv-oom-%d.csv", (int)getpid());
+    dv_actor_config cfg;
+    dv_actor_config_init(&cfg);
+    cfg.backend = OOM_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+    cfg.sim_memory_bytes = 64 * MIB;
+    cfg.budget_bytes = 16 * MIB;
+    cfg.log_path = log;
+    a = NULL;
+    rc = dv_actor_create(&cfg, &a);
+    for (int i = 0; i < 4 && rc == DV_OK; i++)
+        rc = dv_alloc_wait(a, 4 * MIB, 0, "cached", 0, &r[i]);
+    for (int i = 1; i < 4 && rc == DV_OK; i++)
+        dv_ref_release(r[i]);
+    if (rc == DV_OK)
+        rc = dv_flush(a);
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &before);
+    refused = rc == DV_OK ? dv_alloc_wait(a, 14 * MIB, 1, "over", 0, &x) : rc;
+    d = *dv_last_error();
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &after);
+    ok(rc == DV_OK && refused == DV_EOUT_OF_BUDGET && strstr(d.message, "a trim would not help") &&
+           after.reserved.current == before.reserved.current,
+       "under the allocation log too: refused, untrimmed (%llu reserved, %llu before): %s",
+       (unsigned long long)after.reserved.current, (unsigned long long)before.reserved.current,
+       d.message);
+    if (a != NULL) {
+        dv_ref_release(r[0]);
+        dv_actor_destroy(a);
+    }
+    unlink(log);
+
     asked = 0;
     a = make_with(0, count_oom, &asked, true, 64 * MIB);
     rc = a != NULL ? dv_alloc_wait(a, 16 * MIB, 0, "cached", 0, &r[0]) : DV_EINVAL;
@@ -581,7 +618,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 4));
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 5));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
