@@ -551,7 +551,9 @@ static int task_arg_declared(dv_actor *a, const dv_arg *arg, unsigned i, const c
                                    "task's work is fenced by its declared arguments alone: "
                                    "declare it in dv_task's)",
                                    op, i, granted == 0 ? "did not declare" : "declared",
-                                   granted == 0 ? "" : " DV_READ only"));
+                                   granted == 0         ? ""
+                                   : granted == DV_READ ? " DV_READ only"
+                                                        : " DV_WRITE only"));
 }
 
 int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
