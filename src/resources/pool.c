@@ -1973,6 +1973,20 @@ static int merge_across(pool_res *p, uint64_t need, dv_stream_id s, bool *merged
     return DV_OK;
 }
 
+/* A request of need bytes, more than the device holds: refused before
+ * anything is mapped, and for good (no trim or oom function could serve
+ * it: the actor tries neither). */
+static int refuse_past_device(pool_res *p, uint64_t need)
+{
+    int rc =
+        dv__fail(DV_EDEVICE_OOM, "allocate", "allocate: %llu bytes is more than the device's %llu",
+                 (unsigned long long)need, (unsigned long long)p->va_step);
+    dv__detail()->requested = need;
+    dv__detail()->remaining = p->va_step;
+    p->base.env->refused_for_good = true;
+    return rc;
+}
+
 /*
  * Make room for need bytes on stream s by mapping, where it maps the least
  * (growth_best).  At the end of a region a step maps at least 1/32 of what
@@ -1988,16 +2002,8 @@ static int region_grow(pool_res *p, uint64_t need, dv_stream_id s)
     if (step > 64 * MIB)
         step = 64 * MIB;
     step &= ~(g - 1);
-    if (p->va_step != 0 && need > p->va_step) {
-        /* More than the device holds: refused before anything is mapped. */
-        rc = dv__fail(DV_EDEVICE_OOM, "allocate",
-                      "allocate: %llu bytes is more than the device's %llu",
-                      (unsigned long long)need, (unsigned long long)p->va_step);
-        dv__detail()->requested = need;
-        dv__detail()->remaining = p->va_step;
-        p->base.env->refused_for_good = true;
-        return rc;
-    }
+    if (p->va_step != 0 && need > p->va_step)
+        return refuse_past_device(p, need);
     for (int attempt = 0;; attempt++) {
         if ((rc = spare_reserve(p, 4)) != DV_OK)
             return rc;
@@ -3286,14 +3292,9 @@ static int grow(pool_res *p, uint64_t need, dv_stream_id s)
         /* The alias region's addresses are all free space from the start:
          * a request none of it holds is more than the device, or finds
          * the addresses too cut up. */
-        int rc;
-        if (need > p->va_step) {
-            rc = dv__fail(DV_EDEVICE_OOM, "allocate",
-                          "allocate: %llu bytes is more than the device's %llu",
-                          (unsigned long long)need, (unsigned long long)p->va_step);
-            p->base.env->refused_for_good = true;
-        } else
-            rc = dv__fail(DV_EDEVICE_OOM, "allocate",
+        if (need > p->va_step)
+            return refuse_past_device(p, need);
+        int rc = dv__fail(DV_EDEVICE_OOM, "allocate",
                           "allocate: no free address range of %llu bytes in the pool's %llu",
                           (unsigned long long)need, (unsigned long long)p->areg->va_bytes);
         dv__detail()->requested = need;
