@@ -1295,7 +1295,6 @@ static const char *ratio_or_na(char *buf, size_t cap, bool known, const char *fm
     return buf;
 }
 
-
 int main(int argc, char **argv)
 {
     const char *confs[16], *path = NULL, *peer_path = NULL;
@@ -1479,9 +1478,10 @@ int main(int argc, char **argv)
     allocs *= passes;
     frees *= passes;
     bool ours = !peer_only, theirs = peer_path != NULL;
+    uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
     /* Over the trace's live peak; where allocations failed, over the peak
      * devactor held (the trace's counts bytes it never gave). */
-    uint64_t live_base = atomic_load(&failures[0]) > 0 ? ms.bytes.peak : peak_live;
+    uint64_t live_base = nfail > 0 ? ms.bytes.peak : peak_live;
     double ratio = live_base ? (double)ms.reserved.peak / (double)live_base : 0;
     double rate = secs > 0 ? (double)ops / secs : 0;
     double peer_rate = peer_secs > 0 ? (double)peer_ops / peer_secs : 0;
@@ -1499,7 +1499,6 @@ int main(int argc, char **argv)
     double peer_median = theirs ? later_median(1, passes, &lo, &hi) : 0;
     bool vs_median = median > 0 && peer_median > 0;
     double median_vs = vs_median ? median / peer_median : 0;
-    uint64_t nfail = atomic_load(&failures[0]), peer_nfail = atomic_load(&failures[1]);
     for (int who = 0; who < 2 && verbose_failures > 0; who++) {
         uint64_t n = atomic_load(&noted[who]);
         if (n > (uint64_t)verbose_failures)

@@ -2899,7 +2899,6 @@ static void teardown(dv_driver *drv)
     dv__driver_close(drv);
 }
 
-
 int main(int argc, char **argv)
 {
     options *o = &run.opt;
