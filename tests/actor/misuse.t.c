@@ -775,6 +775,8 @@ enum probe_call {
     P_LAUNCH_ACCESS_0,
     P_LAUNCH_KIND_7,
     P_LAUNCH_OFFSET_END,
+    P_LAUNCH_UNDECLARED,
+    P_LAUNCH_WRITE_DECLARED_READ,
     P_LAUNCH_GRID_0,
     P_LAUNCH_COUNT,
     P_LAUNCH_BYTES_NULL,
@@ -867,6 +869,12 @@ static int probe_task(const dv_task_ctx *ctx, void *user)
         break;
     case P_LAUNCH_OFFSET_END:
         rc = dv_task_launch(ctx, ka_fill, G1, B256, 0, fill(dv_arg_ref(x, DV_WRITE, NB)), 3);
+        break;
+    case P_LAUNCH_UNDECLARED: /* the task declares x only */
+        rc = dv_task_launch(ctx, ka_fill, G1, B256, 0, fill(dv_arg_ref(y, DV_WRITE, 0)), 3);
+        break;
+    case P_LAUNCH_WRITE_DECLARED_READ: /* x is declared DV_READ */
+        rc = dv_task_launch(ctx, ka_fill, G1, B256, 0, fill(dv_arg_ref(x, DV_WRITE, 0)), 3);
         break;
     case P_LAUNCH_COUNT:
         rc = dv_task_launch(ctx, ka_fill, G1, B256, 0, fill(dv_arg_ref(x, DV_WRITE, 0)), 2);
@@ -1015,7 +1023,8 @@ static int in_task(enum probe_call which)
     memset(&inner_detail, 0, sizeof(inner_detail));
     dv_arg arg = dv_arg_ref(x, DV_READ, 0);
     int rc = dv_task(A, probe_task, (void *)(intptr_t)which, 0, &arg, 1);
-    if (rc != DV_OK)
+    /* (A task whose launch was refused as a hazard answers the hazard.) */
+    if (rc != DV_OK && !(rc == DV_EHAZARD && inner_rc == DV_EHAZARD))
         return TASK_FAILED;
     detail_from = &inner_detail;
     return inner_rc;
@@ -2004,6 +2013,10 @@ static void table_tasks(void)
     ROW("dv_task_launch", DV_EINVAL, "argument kind 7", in_task(P_LAUNCH_KIND_7));
     ROW("dv_task_launch", DV_EINVAL, "handle offset at the end of the block",
         in_task(P_LAUNCH_OFFSET_END));
+    ROW("dv_task_launch", DV_EHAZARD, "a handle the task did not declare",
+        in_task(P_LAUNCH_UNDECLARED));
+    ROW("dv_task_launch", DV_EHAZARD, "writing a handle the task declared DV_READ",
+        in_task(P_LAUNCH_WRITE_DECLARED_READ));
     ROW("dv_task_launch", DV_EINVAL, "2 arguments to a kernel of 3", in_task(P_LAUNCH_COUNT));
     ROW("dv_task_launch", DV_EINVAL, "a by-value argument at NULL", in_task(P_LAUNCH_BYTES_NULL));
     ROW("dv_task_launch", DV_EINVAL, "grid 0x1x1 [silent: as dv_launch]", in_task(P_LAUNCH_GRID_0));
