@@ -127,6 +127,12 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
+/* a + b, or UINT64_MAX where that does not fit. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n == 0 ? 1 : n);
@@ -1018,7 +1024,7 @@ static delta *replay(const char *name, const log_event *ev, size_t nev, log_resu
                      size_t *ndelta)
 {
     size_t nser = res->series.n, nd = 0, cap = 0, fail_cap = 0;
-    uint64_t *live = xcalloc(nser, sizeof(*live));
+    uint64_t *live = xcalloc(nser, sizeof(*live)), live_all = 0;
     delta *d = NULL;
     block_map map = {0};
     for (size_t i = 0; i < nev; i++) {
@@ -1028,7 +1034,7 @@ static delta *replay(const char *name, const log_event *ev, size_t nev, log_resu
         switch (e->action) {
         case ACT_ALLOC:
             res->allocs++;
-            series_total[e->series] += e->size;
+            series_total[e->series] = sat_add(series_total[e->series], e->size);
             series_count[e->series]++;
             at = block_find(&map, e->ptr, e->device);
             if (at != SIZE_MAX) {
@@ -1043,8 +1049,13 @@ static delta *replay(const char *name, const log_event *ev, size_t nev, log_resu
                 d = grow(d, &cap, nd + 1, sizeof(*d));
                 d[nd++] = (delta){t, map.slot[at].size, map.slot[at].series, false};
                 live[map.slot[at].series] -= map.slot[at].size;
+                live_all -= map.slot[at].size;
                 block_remove(&map, at);
             }
+            if (e->size > UINT64_MAX - live_all)
+                die("%s:%" PRIu32 ": allocate of %" PRIu64 " bytes: live bytes past 2^64 - 1", name,
+                    e->line, e->size);
+            live_all += e->size;
             block_insert(&map, (block_slot){.ptr = e->ptr,
                                             .size = e->size,
                                             .device = e->device,
@@ -1069,6 +1080,7 @@ static delta *replay(const char *name, const log_event *ev, size_t nev, log_resu
             d = grow(d, &cap, nd + 1, sizeof(*d));
             d[nd++] = (delta){t, map.slot[at].size, map.slot[at].series, false};
             live[map.slot[at].series] -= map.slot[at].size;
+            live_all -= map.slot[at].size;
             block_remove(&map, at);
             break;
         case ACT_ALLOC_FAIL:
@@ -1122,7 +1134,7 @@ static void analyse_log(csv_reader *r, const options *opt, log_result *res)
     uint32_t *band_of = xcalloc(nser, sizeof(*band_of));
     res->bands = make_bands(&res->series, peak, opt->top, band_of, &res->nband);
     for (size_t s = 0; s < nser; s++) {
-        res->bands[band_of[s]].total += total[s];
+        res->bands[band_of[s]].total = sat_add(res->bands[band_of[s]].total, total[s]);
         res->bands[band_of[s]].count += count[s];
     }
 
@@ -1235,6 +1247,8 @@ static void analyse_snapshot(csv_reader *r, const options *opt, snap_result *res
         (void)field_u64(r, 7, "Thread");
         int64_t t = field_time(r, 8, "Time");
         double age = field_seconds(r, 9, "Age");
+        if (size > UINT64_MAX - res->live || requested > UINT64_MAX - res->requested)
+            die_at(r, "live bytes past 2^64 - 1");
         uint32_t s = series_of(&res->series, opt->by, csv_field(r, 5), query, device);
         if (s >= scap) {
             size_t old = scap;
@@ -1769,7 +1783,9 @@ static void usage(FILE *out)
             "\n"
             "  -o, --output FILE  write here (default: standard output, as for \"-\")\n"
             "  -f, --format F     html or svg (default: svg where -o ends in .svg, else html)\n"
-            "  -b, --by KEY       series: tag (default), query (query id) or device\n"
+            "  -b, --by KEY       series: tag (default), query (query id) or device;\n"
+            "                     an empty Tag is the series \"no tag\" (one series with\n"
+            "                     a tag of that name), QueryId 0 the series \"no query\"\n"
             "  -n, --top N        at most N series, by peak live bytes; the rest are summed\n"
             "                     into one series, \"other\", with a series of the\n"
             "                     program's own of that name (default 8; 1 to 256;\n"
@@ -1785,7 +1801,8 @@ static void usage(FILE *out)
             "--csv writes one row per series, \"other\" last, under the header\n"
             "  log       series,peak_bytes,peak_time_s,total_bytes,allocations\n"
             "  snapshot  series,live_bytes,requested_bytes,blocks,oldest_age_s\n"
-            "peak_time_s in seconds since the first row.\n"
+            "peak_time_s in seconds since the first row; total_bytes (all a series\n"
+            "allocated) stops at 2^64 - 1.  Live bytes past 2^64 - 1 are malformed input.\n"
             "\n"
             "A line to standard error sums up rows, series, peak live bytes and allocation\n"
             "failures.  Exit status: 0 done, 1 an unreadable or malformed input or an output\n"

@@ -56,7 +56,7 @@ mkdir -p "$work" || exit 2
 log=$data/viz-log.csv
 snap=$data/viz-snapshot.csv
 
-echo "1..25"
+echo "1..28"
 n=0
 failed=0
 
@@ -273,8 +273,31 @@ EOF
 check "a tag named other joins the merged band: one row named other" same \
     "$work/named-other.expected" "$work/named-other.out"
 
-if [ "$n" -ne 25 ]; then
-    echo "# planned 25 points, ran $n"
+# --- 26-28: sizes near 2^64.  Live bytes past 2^64 - 1 are malformed
+# input (named by line); a series' total stops at 2^64 - 1.
+big=18446744073709551615
+printf '%s\n' Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId \
+    1,1.0,allocate,0x1000,$big,0,0,a,0 1,1.1,allocate,0x2000,1,0,0,a,0 > "$work/past64.csv"
+"$viz" --csv "$work/past64.csv" > "$work/past64.out" 2> "$work/past64.err"
+rc=$?
+check "live bytes past 2^64 - 1: exit 1, naming line 3 (rc $rc)" sh -c '
+    [ "$1" -eq 1 ] && grep -q "past64.csv:3: .*past 2^64" "$2"' sh "$rc" "$work/past64.err"
+printf '%s\n' Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId \
+    1,1.0,allocate,0x1000,$big,0,0,a,0 1,1.1,free,0x1000,$big,0,0,a,0 \
+    1,1.2,allocate,0x1000,$big,0,0,a,0 > "$work/total64.csv"
+printf '%s\n' series,peak_bytes,peak_time_s,total_bytes,allocations \
+    "a,$big,0.000000,$big,2" > "$work/total64.expected"
+"$viz" --csv "$work/total64.csv" > "$work/total64.out" 2>/dev/null
+check "a series' total stops at 2^64 - 1" same "$work/total64.expected" "$work/total64.out"
+printf '%s\n' Pointer,Size,Requested,Stream,Device,Tag,QueryId,Thread,Time,Age \
+    0x1000,$big,1,0,0,a,0,1,1.0,1.0 0x2000,1,1,0,0,a,0,1,1.0,1.0 > "$work/snap64.csv"
+"$viz" --csv "$work/snap64.csv" > /dev/null 2> "$work/snap64.err"
+rc=$?
+check "a snapshot's live bytes past 2^64 - 1: exit 1, naming line 3 (rc $rc)" sh -c '
+    [ "$1" -eq 1 ] && grep -q "snap64.csv:3: live bytes past" "$2"' sh "$rc" "$work/snap64.err"
+
+if [ "$n" -ne 28 ]; then
+    echo "# planned 28 points, ran $n"
     exit 1
 fi
 [ "$failed" -eq 0 ]
