@@ -990,7 +990,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
         defer_flush(p);
         int rc = alias_use(p, r->ptr, need, s);
         if (rc != DV_OK && rc != ALIAS_FLUSH && dv__short_of_memory(rc)) {
-            /* None to be had: room where memory is already. */
+            /* None to be had: room where memory is already, or idle. */
             dv_dptr at;
             pool_range *q = bound_fit(p, need, &at);
             if (q != NULL) {
@@ -998,7 +998,7 @@ static int take(pool_res *p, uint64_t need, unsigned c, dv_stream_id s, pool_sta
                 if (from != s && (rc = dv__tracker_wait(p->t, s, freed_pos(q))) != DV_OK)
                     return rc;
                 r = at != q->ptr ? split_free(p, q, at) : q;
-                rc = alias_use(p, r->ptr, need, s); /* nothing to bind */
+                rc = alias_use(p, r->ptr, need, s); /* idle memory at most */
             }
         }
         if (rc == ALIAS_FLUSH) {
@@ -2952,31 +2952,35 @@ static bool defer_keeps(const pool_res *p, dv_dptr ptr, uint64_t bytes, dv_strea
     return true;
 }
 
-/* Is every granule of [ptr, ptr + bytes) in use (live, or pending with
- * its memory there), so that a block there needs no memory? */
-static bool gran_all_used(const pool_res *p, dv_dptr ptr, uint64_t bytes)
+/* How many granules of [ptr, ptr + bytes) need memory for a block there
+ * (neither live nor pending with their memory there); UINT32_MAX where
+ * the range is not the alias region's. */
+static uint32_t gran_unused(const pool_res *p, dv_dptr ptr, uint64_t bytes)
 {
     if (ptr < p->areg->block.ptr || ptr + bytes - p->areg->block.ptr > p->areg->va_bytes)
-        return false; /* not the alias region's */
+        return UINT32_MAX; /* not the alias region's */
+    uint32_t n = 0;
     for (uint32_t g = gran_of(p, ptr), g1 = gran_of(p, ptr + bytes - 1); g <= g1; g++)
-        if (!gran_is_ready(p, g) || p->gran[g].users == 0)
-            return false;
-    return true;
+        n += !gran_is_ready(p, g) || p->gran[g].users == 0;
+    return n;
 }
 
 /*
- * No memory to be had for the granules a placement would make live: the
- * smallest free range of any stream with room for need bytes, at its
- * start or at its end, in granules in use already, where a block needs
- * no memory; *at, where.  NULL if none.  Each stream places in its own
- * slice of addresses, so a device held whole by small blocks of many
- * streams has room in one slice's granules that another slice cannot
- * otherwise use.  Only when memory has run out: every stream's free
- * space is walked.
+ * No new memory to be had for the granules a placement would make live:
+ * of every stream's free ranges with room for need bytes, at their start
+ * or at their end, the one where the fewest granules need memory, at most
+ * as many as there is idle memory (the smaller range where two need as
+ * many); *at, where.  NULL if none.  Each stream places in its own slice
+ * of addresses, so a device held whole by the blocks of many streams has
+ * room in one slice's granules that another slice cannot otherwise use.
+ * Only when memory has run out: every stream's free space is walked.
  */
 static pool_range *bound_fit(pool_res *p, uint64_t need, dv_dptr *at)
 {
     pool_range *best = NULL;
+    uint32_t idle = 0, best_n = UINT32_MAX;
+    for (uint32_t q = p->idle_head; q != NO_PHYS; q = p->phys[q].idle_next)
+        idle++;
     for (uint32_t t = 0; t < p->nstreams; t++) {
         const pool_lists *l = &p->lists[t];
         for (uint64_t fb = l->fl_map; fb != 0; fb &= fb - 1) {
@@ -2984,14 +2988,18 @@ static pool_range *bound_fit(pool_res *p, uint64_t need, dv_dptr *at)
             for (uint32_t sb = l->sl_map[fl]; sb != 0; sb &= sb - 1) {
                 pool_range *r = l->bins[fl][__builtin_ctz(sb)];
                 for (; r != NULL; r = r->free_next) {
-                    if (r->bytes < need || (best != NULL && !smaller(r, best)))
+                    if (r->bytes < need)
                         continue;
                     dv_dptr end = r->ptr + r->bytes - need;
-                    bool head = gran_all_used(p, r->ptr, need);
-                    if (head || gran_all_used(p, end, need)) {
-                        best = r;
-                        *at = head ? r->ptr : end;
-                    }
+                    uint32_t head = gran_unused(p, r->ptr, need);
+                    uint32_t tail = end != r->ptr ? gran_unused(p, end, need) : head;
+                    uint32_t n = head <= tail ? head : tail;
+                    if (n > idle || n > best_n ||
+                        (n == best_n && best != NULL && !smaller(r, best)))
+                        continue;
+                    best = r;
+                    best_n = n;
+                    *at = head <= tail ? r->ptr : end;
                 }
             }
         }

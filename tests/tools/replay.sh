@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..93"
+echo "1..95"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -439,4 +439,14 @@ out=$(DV_BACKEND=sim "$replay" "$tmp/mixed.csv" 2>&1)
 rc=$?
 check "seconds and times of day in one log: exit $rc, line 3 named" \
     "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 3: a time of day where the rows before give seconds"' - "$out" $rc)"
+# With aliases, a device held whole by 3 MiB blocks of four streams: a
+# request for which no granule is left goes where one granule of idle
+# memory completes the room in use (20 blocks of 3 MiB, then 21 pairs of
+# a free and a request on another stream, on a 64 MiB device).
+for mode in --post --stack; do
+    out=$(DV_BACKEND=sim "$replay" --csv $mode --conf sim_memory:64M,pool_alias:1 "$data/replay-alias-churn.csv" 2>&1)
+    rc=$?
+    check "aliases, a device held whole by four streams ($mode): exit $rc, $(field "$out" 4) failures" \
+        "$(yes_if test "$rc,$(field "$out" 4)" = 0,0)"
+done
 exit $failed
