@@ -186,6 +186,10 @@ struct dv_actor {
      * changes: a line of its own, so neither clients' counters nor the
      * actor's own bookkeeping keep taking it away. */
     _Alignas(64) atomic_int state; /* dv_actor_state */
+    /* Lost (dv__actor_mark_lost), whatever the state says: a shutdown's
+     * STOPPING stays over a loss, and the actor's thread must still know
+     * that what it holds is gone. */
+    atomic_bool broken;
 
     /* The actor thread's own, from a fresh line. */
     _Alignas(64) dv_pending_fifo pend[DV_MAX_STREAMS];
@@ -264,6 +268,13 @@ int dv__device_claim(dv_actor *a);
 /* a is LOST with fault as its first fault (health), its handles with it
  * (a driver lost, or a rebuild of a's own that failed). */
 void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault);
+
+/* Has the actor lost its device (its state LOST, or a shutdown begun
+ * over the loss)?  The actor's thread asks before it uses what it holds. */
+static inline bool dv__actor_broken(dv_actor *a)
+{
+    return atomic_load_explicit(&a->broken, memory_order_acquire);
+}
 void dv__device_unclaim(dv_actor *a);
 void dv__actor_link(dv_actor *a);
 

@@ -334,7 +334,7 @@ static void snapshot_all(dv_actor *a, dv_host_buf *b)
 static bool uses_reached(dv_actor *a, dv_host_buf *b)
 {
     bool reached = true;
-    if (a->done == NULL || atomic_load(&a->state) == DV_ACTOR_LOST)
+    if (a->done == NULL || dv__actor_broken(a))
         return true; /* nothing of the device runs any more */
     for (unsigned i = 0; i < b->nuse && reached; i++)
         if (dv__tracker_reached(a->done, b->use[i], &reached) != DV_OK)

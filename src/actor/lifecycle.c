@@ -386,6 +386,7 @@ int dv__actor_rebuild(dv_actor *a, bool keep_context)
      * what was mended). */
     a->fault_mended = true;
     a->health.context_generation = dv__ref_domain_context(a->refs);
+    atomic_store_explicit(&a->broken, false, memory_order_release); /* whole again */
     /* A destroy may have begun meanwhile: do not undo its STOPPING (in
      * the atomic state nor in the health, which actor_stop set under the
      * same lock). */
@@ -400,7 +401,7 @@ void dv__actor_stop_state(dv_actor *a)
 {
     /* Everything posted was handled; wait for the device, answer what
      * waits on it, then drop the blocks with the stack. */
-    bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
+    bool lost = dv__actor_broken(a);
     if (!lost && a->stack != NULL) {
         if (dv__drain_device(a) != DV_OK) {
             dv_error_detail d = *dv_last_error();
@@ -426,8 +427,7 @@ void dv__actor_stop_state(dv_actor *a)
         (void)dv__drv_ctx_reset(a->env.ctx);
     dv__res_env_fini(&a->env);
     /* Those that ran were waited for by the drain; the rest never will. */
-    dv__host_jobs_cancel(a, atomic_load(&a->state) == DV_ACTOR_LOST ? DV_EDEVICE_LOST
-                                                                    : DV_ECONTEXT_LOST);
+    dv__host_jobs_cancel(a, dv__actor_broken(a) ? DV_EDEVICE_LOST : DV_ECONTEXT_LOST);
 }
 
 /* ------------------------------------------------------------------------
@@ -560,6 +560,7 @@ int dv__actor_start(const dv_actor_config *caller_cfg, dv_driver *shared, bool r
     pthread_mutex_init(&a->health_mu, NULL);
     pthread_mutex_init(&a->stop_mu, NULL);
     atomic_init(&a->state, DV_ACTOR_RUNNING);
+    atomic_init(&a->broken, false);
     a->health.state = DV_ACTOR_RUNNING;
     a->health.context_generation = 1;
     a->driver_context = 1;

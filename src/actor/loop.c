@@ -111,7 +111,7 @@ void *dv__actor_main(void *arg)
         if (a->npending > pending_before)
             progress = 0;
         a->env.poster = 0;
-        bool lost = atomic_load(&a->state) == DV_ACTOR_LOST;
+        bool lost = dv__actor_broken(a);
         if (lost && !a->lost_seen) {
             a->lost_seen = true;
             dv__staging_abort(a); /* its copies wait for the device no more */

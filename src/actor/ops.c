@@ -855,7 +855,7 @@ void dv__handle(dv_actor *a, const dv_envelope *e)
 {
     DV_ASSERT_ACTOR(a);
     dv__stat_inc(&a->st_messages);
-    if (atomic_load_explicit(&a->state, memory_order_acquire) == DV_ACTOR_LOST) {
+    if (dv__actor_broken(a)) {
         handle_lost(a, e);
         return;
     }

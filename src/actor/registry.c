@@ -77,7 +77,9 @@ void dv__actors_lose_driver(dv_driver *drv, const dv_error_detail *fault)
 
 void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault)
 {
-    /* Not over a shutdown that has begun: it keeps its STOPPING. */
+    /* The actor's thread stops using what it holds, even where a shutdown
+     * has begun: that keeps its STOPPING. */
+    atomic_store_explicit(&a->broken, true, memory_order_release);
     int st = atomic_load(&a->state);
     while ((st == DV_ACTOR_RUNNING || st == DV_ACTOR_REBUILDING) &&
            !atomic_compare_exchange_weak(&a->state, &st, DV_ACTOR_LOST))

@@ -13,6 +13,9 @@
 #include "devactor_testing.h"
 #include "tap.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 static dv_driver *open_sim(int devices, bool recoverable_kernels)
 {
     dv_driver_config cfg;
@@ -307,9 +310,77 @@ static void test_tracked_launch(void)
     dv__driver_close(drv);
 }
 
+static void *reset_thread(void *arg)
+{
+    (void)dv_actor_reset(arg); /* its answer: the rebuild's failure, or the shutdown */
+    return NULL;
+}
+
+/* A shutdown begun while a rebuild fails (a fatal fault lands as it
+ * makes the third of four streams): what was queued behind the rebuild
+ * is answered as lost or shut down, never run against the half-built
+ * context (stream 3 unknown there, the stack missing). */
+static void test_shutdown_over_failed_rebuild(void)
+{
+    enum { N = 8 };
+    dv_driver *drv = open_sim(1, false);
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.driver = drv;
+    cfg.streams = 4;
+    int rc = drv != NULL ? dv_actor_create(&cfg, &a) : DV_ENODEVICE;
+    if (!is_status(rc, DV_OK, "shutdown over a failed rebuild: an actor of 4 streams")) {
+        for (int i = 0; i < 3; i++)
+            skip("no actor");
+        return;
+    }
+    dv__sim_poison_at(drv, DV_CALL_STREAM_CREATE, 3, 0, DV_SIM_POISON_FATAL);
+    pthread_t t;
+    pthread_create(&t, NULL, reset_thread, a);
+    dv_actor_health h = {0};
+    for (int i = 0; i < 5000; i++) {
+        dv_actor_health_get(a, &h);
+        if (h.state == DV_ACTOR_REBUILDING)
+            break;
+        usleep(1000);
+    }
+    ok(h.state == DV_ACTOR_REBUILDING, "the rebuild under way (state %d)", (int)h.state);
+    dv_future f[N];
+    dv_ref r[N];
+    int posted = 0, einval = 0, other = 0, last = DV_OK;
+    for (int i = 0; i < N; i++) {
+        dv_future_init(&f[i], 0);
+        r[i] = DV_REF_NULL;
+        if (i % 2 == 0 ? dv_alloc_async(a, 4096, 3, "behind", &r[i], &f[i]) == DV_OK
+                       : dv_memset_async(a, r[i - 1], 0, 1, 4096, 3, &f[i]) == DV_OK)
+            posted++;
+        else
+            dv_future_init(&f[i], 0); /* not posted: nothing to wait for */
+    }
+    (void)dv_actor_shutdown(a);
+    for (int i = 0; i < N; i++) {
+        int w = dv_future_wait(&f[i]);
+        if (w == DV_EINVAL)
+            einval++;
+        else if (w != DV_EDEVICE_LOST && w != DV_ECONTEXT_LOST && w != DV_ESTALE &&
+                 w != DV_ESHUTDOWN && w != DV_OK)
+            other++, last = w;
+    }
+    pthread_join(t, NULL);
+    ok(posted == N, "%d operations queued behind it", posted);
+    ok(einval == 0 && other == 0,
+       "none answered DV_EINVAL (%d) or anything but lost, stale or shut down (%d, the last %s)",
+       einval, other, dv_err_name(last));
+    for (int i = 0; i < N; i += 2)
+        (void)dv_ref_release(r[i]);
+    dv_actor_destroy(a);
+    dv__driver_close(drv);
+}
+
 int main(void)
 {
-    plan(49);
+    plan(53);
     test_synchronous();
     test_tracked_launch();
     test_regressions();
@@ -317,5 +388,6 @@ int main(void)
     test_recoverable();
     test_fatal();
     test_multidevice();
+    test_shutdown_over_failed_rebuild();
     return tap_done();
 }
