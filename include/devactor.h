@@ -736,7 +736,9 @@ DV_EXPORT int dv_memset_async(dv_actor *actor, dv_ref dst, uint64_t offset, uint
  * The copy is one operation on its stream, ordered and complete like any
  * other (complete: the host buffer holds the data, or may be reused).
  * When every chunk is taken the poster waits for one (staging_waits in
- * the statistics), never the actor; on a thread that serves an actor an
+ * the statistics), never the actor; one stream's copies hold at most
+ * three quarters of the chunks (all but one below eight), so that work
+ * queued on one stream does not hold up another's copies; on a thread that serves an actor an
  * _async copy answers DV_EAGAIN instead.  Where staging is unavailable
  * (it could not be page-locked) the driver copies on the actor's thread,
  * holding up the actor for the copy's length (direct_copies counts them).

@@ -120,16 +120,76 @@ static void chunk_idle(dv_staging *st, dv_stage_chunk *c)
     }
 }
 
-/* Take up to want chunks, at least one: waiting for it when may_wait
- * (DV_EAGAIN otherwise), giving up when the actor stops or is lost. */
-static int chunks_take(dv_staging *st, uint32_t want, bool may_wait, const char *op,
+/* Is c idle now: has its last use been reached (or its context gone)? */
+static bool chunk_is_idle(dv_staging *st, const dv_stage_chunk *c)
+{
+    return (reached(word_load(c->dev_word), c->need_dev) &&
+            reached(word_load(c->host_word), c->need_host)) ||
+           c->need_gen != atomic_load_explicit(&st->abort_gen, memory_order_acquire);
+}
+
+/* Chunks a stream may have at once, held or not yet idle: the rest stay
+ * for other streams, so that copies queued behind long work on one
+ * stream do not keep another stream's copies waiting for that work. */
+static uint32_t stream_share(const dv_staging *st)
+{
+    uint32_t rest = st->nchunks / 4 > 0 ? st->nchunks / 4 : 1;
+    return st->nchunks > rest ? st->nchunks - rest : 1;
+}
+
+/*
+ * Chunks off the FIFO for a copy on stream s (st->mu held), up to want:
+ * idle ones first, then ones whose last use, on s, is still ahead (the
+ * copy's own stream order waits for that), within s's share; where
+ * no_wait (an actor's thread), any.  Chunks whose use on another stream
+ * is still ahead are taken only where nothing else is and
+ * take_others (that stream may be held up for long: better to wait for
+ * whichever chunk goes idle first).  How many.
+ */
+static uint32_t chunks_pick(dv_staging *st, uint16_t s, uint32_t want, bool no_wait,
+                            dv_stage_chunk **out)
+{
+    uint32_t ours = 0; /* s's chunks: held, or not yet idle */
+    for (uint32_t i = 0; i < st->nchunks; i++) {
+        const dv_stage_chunk *c = &st->chunks[i];
+        ours += c->stream == s && (c->held || !chunk_is_idle(st, c));
+    }
+    uint32_t share = stream_share(st), n = 0;
+    for (int pass = 0; pass < 3 && n < want; pass++) {
+        dv_stage_chunk **link = &st->head, *prev = NULL;
+        while (*link != NULL && n < want) {
+            dv_stage_chunk *c = *link;
+            bool idle = chunk_is_idle(st, c), same = c->stream == s && !idle;
+            bool pick = pass == 0 ? idle && (ours < share || no_wait) : pass == 1 ? same : no_wait;
+            if (!pick) {
+                prev = c;
+                link = &c->next;
+                continue;
+            }
+            *link = c->next;
+            if (st->tail == c)
+                st->tail = prev;
+            ours += !same;
+            c->held = true;
+            c->stream = s;
+            out[n++] = c;
+        }
+    }
+    return n;
+}
+
+/* Take up to want chunks for a copy on stream s, at least one: waiting
+ * for it when may_wait (DV_EAGAIN otherwise), giving up when the actor
+ * stops or is lost. */
+static int chunks_take(dv_staging *st, uint16_t s, uint32_t want, bool may_wait, const char *op,
                        dv_stage_chunk **out, uint32_t *got)
 {
     dv_actor *a = st->a;
     uint32_t n = 0;
+    long look_ns = 50000; /* 50 us, doubling to 5 ms */
     bool waited = false;
     pthread_mutex_lock(&st->mu);
-    while (st->head == NULL) {
+    while ((n = chunks_pick(st, s, want, !may_wait, out)) == 0) {
         int state = atomic_load(&a->state);
         if (!may_wait || state == DV_ACTOR_STOPPING || state == DV_ACTOR_STOPPED ||
             state == DV_ACTOR_LOST) {
@@ -148,21 +208,19 @@ static int chunks_take(dv_staging *st, uint32_t want, bool may_wait, const char 
             waited = true;
             atomic_fetch_add_explicit(&a->st_staging_waits, 1, memory_order_relaxed);
         }
+        /* A chunk given back wakes this; one in the FIFO going idle does
+         * not (the device says so in its word): look again soon where
+         * the FIFO holds any, then less often. */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 10000000; /* 10 ms: then look at the actor's state again */
+        until.tv_nsec += st->head != NULL ? look_ns : 10000000; /* else 10 ms */
+        look_ns = look_ns < 5000000 ? 2 * look_ns : look_ns;
         if (until.tv_nsec >= 1000000000L) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
         (void)pthread_cond_timedwait(&st->cv, &st->mu, &until);
     }
-    while (st->head != NULL && n < want) {
-        out[n++] = st->head;
-        st->head = st->head->next;
-    }
-    if (st->head == NULL)
-        st->tail = NULL;
     pthread_mutex_unlock(&st->mu);
     for (uint32_t i = 0; i < n; i++)
         chunk_idle(st, out[i]);
@@ -174,6 +232,7 @@ static void chunks_give(dv_staging *st, dv_stage_chunk **c, uint32_t n)
 {
     pthread_mutex_lock(&st->mu);
     for (uint32_t i = 0; i < n; i++) {
+        c[i]->held = false;
         c[i]->next = NULL;
         if (st->tail != NULL)
             st->tail->next = c[i];
@@ -707,7 +766,7 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
         rc = dv__fail(DV_EINVAL, op, "%s: %llu bytes", op, (unsigned long long)bytes);
     uint32_t want = j->nsub < DV_STAGE_K ? j->nsub : DV_STAGE_K;
     if (rc == DV_OK)
-        rc = chunks_take(st, want, !serving, op, j->chunk, &j->k);
+        rc = chunks_take(st, j->stream, want, !serving, op, j->chunk, &j->k);
     if (rc != DV_OK) {
         dv__future_complete(reply, rc);
         if (f != NULL)

@@ -105,6 +105,8 @@ typedef struct dv_stage_chunk {
     uint32_t gen;                /* the last generation given out */
     uint32_t need_dev, need_host; /* reached: the chunk is idle */
     uint32_t need_gen;           /* staging's abort_gen when they were set */
+    uint16_t stream;             /* of its last copy (mu) */
+    bool held;                   /* by a copy under way (mu) */
     struct dv_stage_chunk *next; /* on the free FIFO */
 } dv_stage_chunk;
 

@@ -23,9 +23,11 @@
  *     stream sends what the first brought.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "devactor.h"
 #include "support/device_time.h"
@@ -540,9 +542,72 @@ static void test_same_buffer_same_stream(void)
     dv_actor_destroy(a);
 }
 
+typedef struct side_copy {
+    dv_actor *a;
+    dv_ref r;
+    unsigned char out[4096];
+    atomic_int rc; /* 1: not done yet */
+} side_copy;
+
+static void *side_read(void *p)
+{
+    side_copy *c = p;
+    dv_future f;
+    dv_future_init(&f, 0);
+    int rc = dv_copy_dtoh_async(c->a, c->out, c->r, 0, sizeof(c->out), 2, &f);
+    atomic_store(&c->rc, rc == DV_OK ? dv_future_wait(&f) : rc);
+    return NULL;
+}
+
+/* Copies queued behind work on one stream that does not end (a gate) hold
+ * at most their stream's share of the chunks: a copy on another stream
+ * finds one and is done while the gate stays shut.  (Before, the copy of
+ * 1 MiB took all four chunks and the other stream's copy waited for the
+ * gate, in its post.) */
+static void test_other_stream_not_held(void)
+{
+    dv_actor *a = make(); /* four chunks of 64 KiB */
+    side_copy c = {.a = a};
+    atomic_init(&c.rc, 1);
+    unsigned char *src = malloc(1 * MiB), *back = malloc(1 * MiB);
+    dv_ref big = DV_REF_NULL;
+    gate g;
+    dv_future bf;
+    dv_future_init(&bf, 0);
+    bool fine = src != NULL && back != NULL && dv_alloc(a, 1 * MiB, 1, "big", &big) == DV_OK &&
+                dv_alloc(a, sizeof(c.out), 2, "small", &c.r) == DV_OK &&
+                dv_memset(a, c.r, 0, 0x5a, sizeof(c.out), 2) == DV_OK;
+    if (fine) {
+        pattern(src, 1 * MiB, 11);
+        fine = gate_close(&g, a, 1) == DV_OK &&
+               dv_copy_htod_async(a, big, 0, src, 1 * MiB, 1, &bf) == DV_OK;
+    }
+    pthread_t t;
+    bool started = fine && pthread_create(&t, NULL, side_read, &c) == 0;
+    for (int i = 0; started && i < 10000 && atomic_load(&c.rc) == 1; i++)
+        usleep(1000); /* 10 s at most */
+    int side = atomic_load(&c.rc);
+    if (fine)
+        (void)gate_open(&g);
+    if (started)
+        pthread_join(t, NULL);
+    ok(started && side == DV_OK && c.out[0] == 0x5a && c.out[4095] == 0x5a,
+       "a copy on another stream while 1 MiB waits behind a shut gate: done before the gate "
+       "opens (%s)",
+       side == 1 ? "still waiting after 10 s" : dv_err_name(side));
+    fine = fine && dv_future_wait(&bf) == DV_OK &&
+           dv_copy_dtoh(a, back, big, 0, 1 * MiB, 0) == DV_OK && memcmp(back, src, 1 * MiB) == 0;
+    ok(fine, "and the held copy lands whole once the gate opens");
+    dv_ref_release(big);
+    dv_ref_release(c.r);
+    free(src);
+    free(back);
+    dv_actor_destroy(a);
+}
+
 int main(void)
 {
-    plan(28);
+    plan(30);
     test_sizes();
     test_backpressure();
     test_actor_free();
@@ -553,5 +618,6 @@ int main(void)
     test_destroy_in_flight();
     test_in_task();
     test_same_buffer_same_stream();
+    test_other_stream_not_held();
     return tap_done();
 }
