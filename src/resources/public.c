@@ -44,8 +44,10 @@ dv_resource *dv_resource_upstream(const dv_resource *r)
 
 void dv_resource_destroy(dv_resource *r)
 {
-    if (dv__res_owner_check(r, "resource_destroy") == DV_OK)
+    if (dv__res_owner_check(r, "resource_destroy") == DV_OK) {
+        dv__res_given_free(r);
         r->ops->destroy(r);
+    }
 }
 
 static int layer_check(dv_resource *upstream, dv_resource **out, const char *op)
@@ -172,6 +174,103 @@ int dv__res_trim_stack(dv_resource *r, uint64_t *released)
  * A caller's layer
  * ------------------------------------------------------------------------ */
 
+/* Blocks a resource gave a caller's layer, as given: an open-addressed
+ * table by generation (never 0 for a live block), linear probing. */
+typedef struct dv_res_given {
+    dv_block *slot;
+    size_t cap, n; /* cap: a power of two, or 0 */
+} dv_res_given;
+
+static size_t given_home(const dv_res_given *g, uint64_t generation)
+{
+    return (size_t)(generation * UINT64_C(0x9E3779B97F4A7C15) >> 20) & (g->cap - 1);
+}
+
+/* The slot of generation, or of the empty place where it would go. */
+static size_t given_find(const dv_res_given *g, uint64_t generation)
+{
+    size_t i = given_home(g, generation);
+    while (g->slot[i].generation != 0 && g->slot[i].generation != generation)
+        i = (i + 1) & (g->cap - 1);
+    return i;
+}
+
+void dv__res_given_add(dv_resource *r, const dv_block *b)
+{
+    dv_res_given *g = r->given;
+    if (b->generation == 0)
+        return;
+    if ((g->n + 1) * 2 > g->cap) {
+        size_t cap = g->cap != 0 ? 2 * g->cap : 64;
+        dv_block *old = g->slot;
+        size_t ocap = g->cap;
+        dv_block *slot = calloc(cap, sizeof(*slot));
+        if (slot == NULL)
+            return; /* not noted: the layer's answer with it is refused */
+        g->slot = slot;
+        g->cap = cap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].generation != 0)
+                g->slot[given_find(g, old[i].generation)] = old[i];
+        free(old);
+    }
+    size_t i = given_find(g, b->generation);
+    if (g->slot[i].generation == 0)
+        g->n++;
+    g->slot[i] = *b;
+}
+
+void dv__res_given_remove(dv_resource *r, uint64_t generation)
+{
+    dv_res_given *g = r->given;
+    if (g->cap == 0 || generation == 0)
+        return;
+    size_t i = given_find(g, generation);
+    if (g->slot[i].generation == 0)
+        return;
+    g->slot[i].generation = 0;
+    g->n--;
+    /* Those after it in its run move back where their probe allows. */
+    for (size_t j = (i + 1) & (g->cap - 1); g->slot[j].generation != 0;
+         j = (j + 1) & (g->cap - 1)) {
+        size_t home = given_home(g, g->slot[j].generation);
+        if (((j - home) & (g->cap - 1)) >= ((j - i) & (g->cap - 1))) {
+            g->slot[i] = g->slot[j];
+            g->slot[j].generation = 0;
+            i = j;
+        }
+    }
+}
+
+void dv__res_given_free(dv_resource *r)
+{
+    if (r != NULL && r->given != NULL) {
+        free(r->given->slot);
+        free(r->given);
+        r->given = NULL;
+    }
+}
+
+/* Is b, field by field, a block r gave and has not had back?  Its record
+ * as given, or NULL. */
+static const dv_block *given_as(const dv_resource *r, const dv_block *b)
+{
+    const dv_res_given *g = r->given;
+    if (g == NULL || g->cap == 0 || b->generation == 0)
+        return NULL;
+    const dv_block *o = &g->slot[given_find(g, b->generation)];
+    return o->generation != 0 ? o : NULL;
+}
+
+static bool same_block(const dv_block *a, const dv_block *b)
+{
+    return a->ptr == b->ptr && a->bytes == b->bytes && a->requested == b->requested &&
+           a->generation == b->generation && a->tag.name == b->tag.name &&
+           a->tag.query_id == b->tag.query_id && a->alloc_stream == b->alloc_stream &&
+           a->state == b->state && a->align == b->align && a->device == b->device &&
+           a->slot == b->slot;
+}
+
 static const char *layer_name(const adapter *a)
 {
     return a->ops->name != NULL ? a->ops->name : "(unnamed)";
@@ -183,15 +282,26 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
     adapter *a = ADAPTER(r);
     int rc = dv__user_status(a->ops->allocate(a->self, r->upstream, bytes, stream, tag, out),
                              "allocate", layer_name(a));
-    if (rc == DV_OK &&
-        (out->state != DV_BLOCK_LIVE || !dv__res_holds_block(r->upstream, dv__block_id_of(out))))
-        /* A block it freed, or one it changed: two callers would share
-         * memory, or one the upstream never gave. */
-        return dv__fail(DV_EINVAL, "allocate",
-                        "resource %s: allocate answered DV_OK without a live block from its "
-                        "upstream",
-                        layer_name(a));
-    return rc;
+    if (rc != DV_OK)
+        return rc;
+    const dv_block *given = given_as(r->upstream, out);
+    if (out->state == DV_BLOCK_LIVE && given != NULL && same_block(given, out) &&
+        dv__res_holds_block(r->upstream, dv__block_id_of(out)))
+        return DV_OK;
+    /* A block it freed, or one it changed: two callers would share memory
+     * (a block larger than it is), or one the upstream never gave.  One
+     * the upstream gave, changed, goes back to it as it was given. */
+    if (given != NULL && out->state == DV_BLOCK_LIVE && !same_block(given, out)) {
+        dv_block back = *given;
+        if (dv__res_holds_block(r->upstream, dv__block_id_of(&back)) &&
+            dv__res_deallocate(r->upstream, &back) == DV_OK)
+            dv__res_given_remove(r->upstream, back.generation);
+    }
+    memset(out, 0, sizeof(*out));
+    return dv__fail(DV_EINVAL, "allocate",
+                    "resource %s: allocate answered DV_OK without a live block from its upstream, "
+                    "as the upstream gave it",
+                    layer_name(a));
 }
 
 static int adapter_deallocate(dv_resource *r, dv_block *block)
@@ -240,6 +350,10 @@ int dv_resource_adapt(dv_resource *upstream, const dv_resource_ops *ops, void *s
                             .upstream = upstream,
                             .env = upstream->env,
                             .device = upstream->device};
+    if (upstream->given == NULL && (upstream->given = calloc(1, sizeof(dv_res_given))) == NULL) {
+        free(a);
+        return dv__fail(DV_ENOMEM, "resource_adapt", "resource_adapt: out of host memory");
+    }
     a->ops = ops;
     a->self = self;
     *out = &a->base;

@@ -241,13 +241,22 @@ int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_ta
     }
     if (out == NULL)
         return dv__fail(DV_EINVAL, "resource_allocate", "resource_allocate: NULL out");
-    return dv__res_allocate(r, bytes, stream, tag, out);
+    rc = dv__res_allocate(r, bytes, stream, tag, out);
+    if (rc == DV_OK && r->given != NULL)
+        dv__res_given_add(r, out); /* for the layer above to answer with */
+    return rc;
 }
 
 int dv_resource_deallocate(dv_resource *r, dv_block *block)
 {
     int rc = dv__res_owner_check(r, "resource_deallocate");
-    return rc != DV_OK ? rc : dv__res_deallocate(r, block);
+    if (rc != DV_OK)
+        return rc;
+    uint64_t generation = block != NULL ? block->generation : 0;
+    rc = dv__res_deallocate(r, block);
+    if (rc == DV_OK && r->given != NULL)
+        dv__res_given_remove(r, generation);
+    return rc;
 }
 
 /*
@@ -365,6 +374,7 @@ void dv__res_destroy_stack(dv_resource *r)
 {
     while (r != NULL) {
         dv_resource *up = r->upstream;
+        dv__res_given_free(r);
         r->ops->destroy(r);
         r = up;
     }

@@ -202,7 +202,17 @@ struct dv_resource {
     dv_resource *upstream; /* NULL for direct and async */
     dv_res_env *env;
     int device;
+    /* With a caller's layer above (dv_resource_adapt): the blocks this
+     * resource gave through dv_resource_allocate and has not had back,
+     * as it gave them (public.c); else NULL. */
+    struct dv_res_given *given;
 };
+
+/* The books of blocks given to a caller's layer (public.c): a block
+ * given, a block back (by generation), the books dropped. */
+void dv__res_given_add(dv_resource *r, const dv_block *b);
+void dv__res_given_remove(dv_resource *r, uint64_t generation);
+void dv__res_given_free(dv_resource *r);
 
 /* For resources that cannot track (direct) and their tracking ops. */
 int dv__res_no_tracking(const dv_resource *r, const char *op);

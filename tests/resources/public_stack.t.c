@@ -41,7 +41,7 @@ typedef struct spill {
     int bare_fail;        /* rebuilds answer this, with no detail */
 } spill;
 
-enum { CHEAT_NONE, CHEAT_NO_BLOCK, CHEAT_FREED, CHEAT_MOVED, CHEAT_POSITIVE };
+enum { CHEAT_NONE, CHEAT_NO_BLOCK, CHEAT_FREED, CHEAT_MOVED, CHEAT_POSITIVE, CHEAT_GROWN };
 
 static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
                           dv_block *out)
@@ -56,6 +56,13 @@ static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream
     }
     if (s->cheat == CHEAT_POSITIVE)
         return 42;
+    if (s->cheat == CHEAT_GROWN) {
+        /* A block it made look larger than the upstream gave it. */
+        int rc = dv_resource_allocate(up, bytes, stream, tag, out);
+        out->bytes *= 2;
+        out->requested *= 2;
+        return rc;
+    }
     if (s->cheat == CHEAT_FREED || s->cheat == CHEAT_MOVED) {
         /* A block it gave back already, or one it changed. */
         int rc = dv_resource_allocate(up, bytes, stream, tag, out);
@@ -241,7 +248,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(48);
+    plan(50);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -346,6 +353,14 @@ int main(void)
         is_status(dv_ref_access(r, &info), DV_EINVAL, "a layer answering %s: refused", cheats[c]);
         dv_ref_release(r);
     }
+    dv_actor_stats st0, st1;
+    dv_actor_stats_get(a, &st0);
+    s.cheat = CHEAT_GROWN;
+    dv_alloc(a, MiB, 0, "cheat", &r);
+    is_status(dv_ref_access(r, &info), DV_EINVAL,
+              "a layer answering a block twice the size the upstream gave: refused");
+    dv_ref_release(r);
+    dv_actor_stats_get(a, &st1);
     s.cheat = CHEAT_NONE;
     {
         /* The real block of the moved one, given back on the actor's thread. */
@@ -353,12 +368,17 @@ int main(void)
             dv_block *b;
             int rc;
         } g = {&s.moved, -1};
-        is_status(dv_actor_resources(a, give_back_moved, &g), DV_OK, "the moved block's owner frees it");
-        is_status(g.rc, DV_OK, "and it was live upstream");
+        is_status(dv_actor_resources(a, give_back_moved, &g), DV_OK,
+                  "the moved block's owner frees it too");
+        is_status(g.rc, DV_EUSE_AFTER_FREE,
+                  "refused: the refusal gave the block back upstream, as the upstream gave it");
     }
     rc = dv_alloc(a, MiB, 0, "honest", &r);
     rc = rc == DV_OK ? dv_ref_access(r, &info) : rc;
     is_status(rc, DV_OK, "the layer honest again: allocates");
+    ok(st1.bytes_outstanding == st0.bytes_outstanding,
+       "the grown block went back upstream (%llu bytes outstanding before, %llu after)",
+       (unsigned long long)st0.bytes_outstanding, (unsigned long long)st1.bytes_outstanding);
     dv_ref_release(r);
     is_status(dv_actor_destroy(a), DV_OK, "destroyed");
     is_int(s.destroyed, 2, "the layer's destroy ran with the stack");
