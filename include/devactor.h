@@ -1,8 +1,13 @@
 /*
  * devactor — one owner thread per CUDA device, reached through messages.
  *
- * This is the only header users include.  It grows layer by layer; today it
- * holds the error model shared by every layer:
+ * The core API: the error model, actors and their configuration, handles
+ * (dv_ref), futures, allocation, copies, memsets, kernels and launches,
+ * tasks, events, host memory, statistics and the memory log.  The other
+ * public headers build on it: devactor_resource.h (resource stacks and a
+ * caller's own layers), devactor_blas.h, devactor_fft.h and
+ * devactor_nccl.h (the library actors) and devactor_sim.h (the simulated
+ * device's kernels and fault controls).
  *
  *   - every function returns 0 on success or a negative dv_status;
  *   - dv_strerror() and dv_err_name() describe a code (never NULL);
@@ -10,7 +15,9 @@
  *     thread: the raw driver code and its name, the call that failed,
  *     requested and remaining bytes, a block generation and offset.
  *
- * Thread safety: all functions in this header may be called from any thread.
+ * Threads: each function says where it may be called; most may be called
+ * from any thread, and a call that would wait answers DV_EDEADLK on a
+ * thread that serves an actor (a task, a host function).
  */
 #ifndef DEVACTOR_H
 #define DEVACTOR_H
@@ -135,12 +142,13 @@ DV_EXPORT const char *dv_version(void);
  *   - Structs passed by value or in arrays (dv_ref, dv_ref_info, dv_dim3,
  *     dv_arg, dv_error_detail, dv_order_token, dv_memory_counter,
  *     dv_memory_usage, dv_blas_matrix, dv_blas_vector, dv_fft_shape,
- *     dv_tag, dv_block, dv_pool_options, dv_resource_ops, dv_sim_*) never
+ *     dv_tag, dv_block, dv_pool_options, dv_resource_ops, dv_nccl_id,
+ *     dv_nccl_buf, dv_sim_*) never
  *     change within a major version; a change comes as a new struct with
  *     new functions.
- *   - Structs the library hands to the caller (dv_task_ctx) grow only at
- *     the end; dv_actor, dv_event, dv_kernel, dv_blas and dv_fft are
- *     opaque.
+ *   - Structs the library hands to the caller (dv_task_ctx, dv_oom_info)
+ *     grow only at the end; dv_actor, dv_event, dv_kernel, dv_blas,
+ *     dv_fft, dv_nccl_comm and dv_resource are opaque.
  *
  * Enumerations gain values, never change one.  Exported functions are
  * never removed or changed within a major version (cmake/devactor.sym).
@@ -838,7 +846,7 @@ typedef struct dv_dim3 {
  * again on first use, so a kernel handle stays valid for the actor's life
  * (the actor owns it).  A round trip.  DV_ENOKERNEL when the image has no
  * kernel of that name; DV_EINVAL (or the driver's error) for an image the
- * backend cannot load.  *out is written only on success.
+ * backend cannot load.  *out is NULL on failure.
  */
 typedef struct dv_kernel dv_kernel;
 DV_EXPORT int dv_kernel_get(dv_actor *actor, const void *image, size_t image_bytes,

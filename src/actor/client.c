@@ -721,6 +721,8 @@ int dv_sync_async(dv_actor *a, dv_stream stream, dv_future *f)
 int dv_kernel_get(dv_actor *a, const void *image, size_t image_bytes, const char *name,
                   dv_kernel **out)
 {
+    if (out != NULL)
+        *out = NULL; /* as every failure leaves it */
     if (out == NULL || name == NULL || name[0] == '\0')
         return dv__fail(DV_EINVAL, "kernel_get", "kernel_get: NULL out or empty name");
     if (image != NULL && image_bytes == 0)

@@ -168,6 +168,8 @@ const char *dv_blas_library(const dv_blas *b)
 int dv_blas_create(dv_actor *actor, dv_blas **out)
 {
     static const char op[] = "blas_create";
+    if (out != NULL)
+        *out = NULL; /* as every failure leaves it */
     if (actor == NULL || out == NULL)
         return dv_error_set(DV_EINVAL, op, 0, 0, "blas_create: NULL %s",
                             actor == NULL ? "actor" : "out");

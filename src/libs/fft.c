@@ -188,6 +188,8 @@ static bool open_fftw(fftw_lib *w, const char *env, const char *soname, const ch
 int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
 {
     static const char op[] = "fft_create";
+    if (out != NULL)
+        *out = NULL; /* as every failure leaves it */
     if (actor == NULL || out == NULL)
         return dv_error_set(DV_EINVAL, op, 0, 0, "fft_create: NULL %s",
                             actor == NULL ? "actor" : "out");

@@ -1801,8 +1801,10 @@ static void table_kernels(void)
     ROW("dv_kernel_get", DV_EINVAL, "NULL out", dv_kernel_get(A, NULL, 0, "empty", NULL));
     ROW("dv_kernel_get", DV_EINVAL, "NULL name", dv_kernel_get(A, NULL, 0, NULL, &kout));
     ROW("dv_kernel_get", DV_EINVAL, "empty name", dv_kernel_get(A, NULL, 0, "", &kout));
+    kout = (dv_kernel *)&kout; /* anything: a refusal leaves NULL */
     ROW("dv_kernel_get", DV_ENOKERNEL, "a name no kernel has",
         dv_kernel_get(A, NULL, 0, "no_such_kernel", &kout));
+    VAL("dv_kernel_get", "*out NULL after a refusal", kout == NULL);
     ROW("dv_kernel_get", DV_EINVAL, "a name longer than a handle keeps [silent]",
         dv_kernel_get(A, NULL, 0, long_name, &kout));
     ROW("dv_kernel_get", DV_EINVAL, "a sim image listing 3 kernels at NULL [silent]",

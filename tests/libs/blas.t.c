@@ -762,7 +762,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(44);
+    plan(45);
     is_status(rc, DV_OK, "the BLAS library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_blas_library(B) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -783,6 +783,9 @@ int main(void)
 
     test_in_task();
     test_rebuild();
+    dv_blas *none = (dv_blas *)&none;
+    ok(dv_blas_create(NULL, &none) == DV_EINVAL && none == NULL,
+       "dv_blas_create with no actor: DV_EINVAL, *out NULL");
     dv_blas_destroy(B);
     dv_actor_destroy(A);
     return tap_done();

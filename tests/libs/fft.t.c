@@ -514,7 +514,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(19);
+    plan(20);
     is_status(rc, DV_OK, "the FFT library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_fft_library(F) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -530,6 +530,9 @@ int main(void)
     test_async();
     test_in_task();
     dv_ref_release(big), dv_ref_release(out4k);
+    dv_fft *none = (dv_fft *)&none;
+    ok(dv_fft_create(NULL, 0, &none) == DV_EINVAL && none == NULL,
+       "dv_fft_create with no actor: DV_EINVAL, *out NULL");
 
     is_status(dv_actor_reset(A), DV_OK, "the actor's context rebuilt (dv_actor_reset)");
     double w1 = one_case(DV_FFT_C2C, DV_FFT_F32, &shapes[2], false, DV_FFT_FORWARD);
