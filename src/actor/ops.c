@@ -56,6 +56,14 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
      * memory for it).  Only the oom function can free live blocks (not
      * for the former). */
     bool for_good = a->env.refused_for_good, pool_above = false;
+    uint64_t free_bytes, total_bytes;
+    if (!for_good && rc == DV_EDEVICE_OOM) {
+        /* More than the whole device, whatever layer refused it. */
+        dv_error_detail refusal = *dv__detail();
+        for_good = dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK &&
+                   m->bytes > total_bytes;
+        *dv__detail() = refusal;
+    }
     for (const dv_resource *r = a->stack; r != NULL && r != a->env.refused_by; r = r->upstream)
         pool_above = pool_above || dv__res_is_pool(r);
     bool trim = !for_good && (a->env.refused_by == NULL || pool_above);
@@ -89,7 +97,6 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
          * is the caller's bytes already: dv__res_allocate).  A query that
          * fails says nothing here. */
         dv_error_detail refusal = *dv__detail();
-        uint64_t free_bytes, total_bytes;
         if (dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK)
             refusal.remaining = free_bytes;
         *dv__detail() = refusal;

@@ -1982,7 +1982,7 @@ static int refuse_past_device(pool_res *p, uint64_t need)
         dv__fail(DV_EDEVICE_OOM, "allocate", "allocate: %llu bytes is more than the device's %llu",
                  (unsigned long long)need, (unsigned long long)p->va_step);
     dv__detail()->requested = need;
-    dv__detail()->remaining = p->va_step;
+    dv__detail()->remaining = 0; /* what the device has left: the actor asks it */
     p->base.env->refused_for_good = true;
     return rc;
 }

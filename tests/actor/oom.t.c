@@ -606,8 +606,44 @@ static void test_no_trim_for_nothing(void)
        "128 MiB on a 64 MiB device: refused, the pool keeps its %llu bytes, the oom function "
        "not asked (%d): %s",
        (unsigned long long)after.reserved.current, asked, d.message);
+    ok(d.remaining + before.reserved.current == 64 * MIB,
+       "its detail: what the device had left, %llu bytes (the pool holds %llu)",
+       (unsigned long long)d.remaining, (unsigned long long)before.reserved.current);
     if (a != NULL)
         dv_actor_destroy(a);
+
+    /* The same without the pool, and with a pool that grows by chunks:
+     * whatever layer refuses, more than the device is refused for good. */
+    static const char *const confs[] = {"pool:0", "pool_chunks:1"};
+    for (int c = 0; c < 2; c++) {
+        dv_actor_config_init(&cfg);
+        cfg.backend = DV_BACKEND_SIM;
+        cfg.sim_memory_bytes = 64 * MIB;
+        cfg.oom = count_oom;
+        cfg.oom_user = &asked;
+        asked = 0;
+        a = NULL;
+        rc = dv_actor_config_parse(&cfg, confs[c]);
+        if (rc == DV_OK)
+            rc = dv_actor_create(&cfg, &a);
+        if (rc == DV_OK)
+            rc = dv_alloc_wait(a, 8 * MIB, 0, "live", 0, &r[0]);
+        refused = rc == DV_OK ? dv_alloc_wait(a, 128 * MIB, 1, "over", 0, &x) : rc;
+        d = *dv_last_error();
+        if (rc == DV_OK)
+            rc = dv_memory_stats_get(a, &after);
+        ok(rc == DV_OK && refused == DV_EDEVICE_OOM && asked == 0 &&
+               strstr(d.message, "nothing could make room") &&
+               d.remaining + after.reserved.current == 64 * MIB,
+           "%s: 128 MiB on a 64 MiB device with 8 live: refused for good, the oom function not "
+           "asked (%d), %llu bytes left (%llu held): %s",
+           confs[c], asked, (unsigned long long)d.remaining,
+           (unsigned long long)after.reserved.current, d.message);
+        if (a != NULL) {
+            dv_ref_release(r[0]);
+            dv_actor_destroy(a);
+        }
+    }
 }
 
 int main(void)
@@ -618,7 +654,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 5));
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 8));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
