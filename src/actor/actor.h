@@ -269,6 +269,11 @@ int dv__device_claim(dv_actor *a);
  * (a driver lost, or a rebuild of a's own that failed). */
 void dv__actor_mark_lost(dv_actor *a, const dv_error_detail *fault);
 
+/* The memory statistics' reserved bytes brought up to date (the
+ * environment's allocated hook: allocations through the public resource
+ * API, which no message accounts for). */
+void dv__actor_sample_reserved(void *arg);
+
 /* Has the actor lost its device (its state LOST, or a shutdown begun
  * over the loss)?  The actor's thread asks before it uses what it holds. */
 static inline bool dv__actor_broken(dv_actor *a)

@@ -226,6 +226,10 @@ static void teardown_state(dv_actor *a, bool kept)
 int dv__actor_start_state(dv_actor *a)
 {
     int rc = dv__res_env_open(&a->env, a->drv, a->device);
+    if (rc == DV_OK) {
+        a->env.allocated = dv__actor_sample_reserved;
+        a->env.allocated_arg = a;
+    }
     if (rc == DV_OK && (rc = build_state(a)) != DV_OK) {
         dv_error_detail saved = *dv_last_error();
         if (rc == DV_ECONTEXT_LOST) { /* as at a stop (dv__actor_stop_state) */

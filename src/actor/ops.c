@@ -33,6 +33,13 @@ static uint64_t reserved_now(dv_actor *a)
     return dv__res_bytes_outstanding(a->bottom) + atomic_load(&a->env.mapped_bytes);
 }
 
+void dv__actor_sample_reserved(void *arg)
+{
+    dv_actor *a = arg;
+    if (a->bottom != NULL)
+        dv__memstats_reserved(&a->mem, reserved_now(a));
+}
+
 /*
  * An allocation the stack refused for want of memory (dv_oom_info):
  * frees in flight reaped, the stack trimmed, the user's function asked,
@@ -731,7 +738,9 @@ static int handle_memory(dv_actor *a, const dv_msg_stats *m)
         const dv_stack_visit *v = m->out;
         if (a->stack == NULL)
             return dv__fail(DV_ESTALE, "actor_resources", "actor_resources: the actor has no stack");
-        return v->fn(a->stack, v->user);
+        int rc = v->fn(a->stack, v->user);
+        dv__actor_sample_reserved(a); /* what the function left reserved */
+        return rc;
     }
     case DV_STATS_ACTOR:
         break;

@@ -244,6 +244,8 @@ int dv_resource_allocate(dv_resource *r, uint64_t bytes, dv_stream stream, dv_ta
     rc = dv__res_allocate(r, bytes, stream, tag, out);
     if (rc == DV_OK && r->given != NULL)
         dv__res_given_add(r, out); /* for the layer above to answer with */
+    if (rc == DV_OK && r->env->allocated != NULL)
+        r->env->allocated(r->env->allocated_arg);
     return rc;
 }
 

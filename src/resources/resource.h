@@ -119,6 +119,12 @@ typedef struct dv_res_env {
      * when the layers above it give memory back). */
     bool refused_for_good;
     const struct dv_resource *refused_by;
+    /* Called after every allocation made through the public API
+     * (dv_resource_allocate: a caller's own layers, dv_actor_resources),
+     * so that the owner's statistics see memory reserved there; NULL:
+     * none. */
+    void (*allocated)(void *arg);
+    void *allocated_arg;
 } dv_res_env;
 
 /*

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "devactor.h"
+#include "devactor_resource.h"
 #include "tap.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -36,6 +37,19 @@ typedef struct worker {
     unsigned tid;
     int rc;
 } worker;
+
+/* Inside dv_actor_resources: 32 MiB through the stack's top, freed, the
+ * stack trimmed. */
+static int through_stack(dv_resource *top, void *user)
+{
+    (void)user;
+    dv_block b;
+    dv_tag t = {"direct", 0};
+    int rc = dv_resource_allocate(top, 32 * MiB, 0, t, &b);
+    if (rc == DV_OK)
+        rc = dv_resource_deallocate(top, &b);
+    return rc != DV_OK ? rc : dv_resource_trim(top, NULL); /* nothing held after */
+}
 
 static void *work(void *arg)
 {
@@ -76,7 +90,7 @@ static int lines_with(const char *path, const char *n1, const char *n2, const ch
 
 int main(void)
 {
-    plan(40);
+    plan(41);
     char log[128], snap[128];
     snprintf(log, sizeof(log), "/tmp/dv-memstats-%d.csv", (int)getpid());
     snprintf(snap, sizeof(snap), "/tmp/dv-memstats-%d-snap.csv", (int)getpid());
@@ -240,6 +254,20 @@ int main(void)
        "pool off, 48 MiB freed and 48 MiB taken on the next stream, 20 times: reserved peaks at "
        "%llu MiB of the device's 64",
        (unsigned long long)(ms.reserved.peak / MiB));
+    dv_actor_destroy(a);
+
+    /* Memory reserved through the stack itself (dv_actor_resources) and
+     * given back there counts in reserved's peak and total, read only
+     * after. */
+    dv_actor_config_init(&cfg);
+    cfg.backend = DV_BACKEND_SIM;
+    failed = dv_actor_create(&cfg, &a) != DV_OK;
+    failed = failed || dv_actor_resources(a, through_stack, NULL) != DV_OK ||
+             dv_memory_stats_get(a, &ms) != DV_OK;
+    ok(!failed && ms.reserved.peak >= 32 * MiB && ms.reserved.total >= 32 * MiB,
+       "32 MiB reserved and given back inside dv_actor_resources: reserved peak %llu MiB, total "
+       "%llu MiB",
+       (unsigned long long)(ms.reserved.peak / MiB), (unsigned long long)(ms.reserved.total / MiB));
     dv_actor_destroy(a);
     return tap_done();
 }
