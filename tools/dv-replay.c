@@ -837,8 +837,9 @@ static void count_unnamed(uint64_t refused_before)
     uint64_t refused = ms.failures - refused_before, named = atomic_exchange(&named_failures, 0);
     if (refused > named) {
         atomic_fetch_add(&failures[0], refused - named);
-        fprintf(stderr, "dv-replay: %" PRIu64 " refusals not named (pending at their free)\n",
-                refused - named);
+        if (verbose_failures > 0) /* --quiet names none, for whatever reason */
+            fprintf(stderr, "dv-replay: %" PRIu64 " refusals not named (pending at their free)\n",
+                    refused - named);
     }
 }
 

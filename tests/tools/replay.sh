@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..95"
+echo "1..96"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -449,4 +449,17 @@ for mode in --post --stack; do
     check "aliases, a device held whole by four streams ($mode): exit $rc, $(field "$out" 4) failures" \
         "$(yes_if test "$rc,$(field "$out" 4)" = 0,0)"
 done
+# --post --quiet: refusals counted, none named, and no line saying why
+# they were not.
+{
+    echo Thread,Time,Action,Pointer,Size,Stream
+    for i in $(seq 1 25); do
+        echo "7,$i.0,allocate,0x${i}00000,2147483648,0"
+        echo "7,$i.5,free,0x${i}00000,2147483648,0"
+    done
+} >"$tmp/quiet.csv"
+out=$(DV_BACKEND=sim "$replay" --csv --post --quiet "$tmp/quiet.csv" 2>&1)
+rc=$?
+check "--post --quiet: exit $rc, $(field "$out" 4) failures, no line about them" \
+    "$(yes_if sh -c 'test "$2,$3" = 1,25 && ! echo "$1" | grep -q "not named"' - "$out" $rc "$(field "$out" 4)")"
 exit $failed
