@@ -169,14 +169,22 @@ static int parse_into(dv_actor_config *cfg, const char *text, const char *source
             if (strcmp(keys[i].name, key) == 0)
                 k = &keys[i];
         if (k == NULL) {
-            char known[512];
+            /* Within a detail's message (255 characters): the known keys
+             * apart by spaces, the unknown one cut where it would not
+             * leave them room. */
+            char known[512], shown[300];
             size_t at = 0;
             for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && at < sizeof(known); i++)
-                at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%s", i ? ", " : "",
+                at += (size_t)snprintf(known + at, sizeof(known) - at, "%s%s", i ? " " : "",
                                        keys[i].name);
             char why[600];
-            snprintf(why, sizeof(why), "unknown key (known: %s)", known);
-            return refuse(source, key, NULL, why);
+            snprintf(why, sizeof(why), "unknown key; known: %s", known);
+            size_t room = strlen(source) + 4 + strlen(why) + 3 < 255
+                              ? 255 - (strlen(source) + 4 + strlen(why) + 3)
+                              : 0;
+            snprintf(shown, sizeof(shown), "%.*s%s", (int)room, key,
+                     strlen(key) > room ? "..." : "");
+            return refuse(source, shown, NULL, why);
         }
         char *field = (char *)&next + k->offset;
         uint64_t n;

@@ -37,7 +37,7 @@ static void refused(const char *text, const char *names)
 
 int main(void)
 {
-    plan(35);
+    plan(36);
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
     is_status(dv_actor_config_parse(&cfg,
@@ -101,6 +101,13 @@ int main(void)
     ok(rc == DV_EINVAL && a == NULL && strstr(dv_last_error()->message, "DEVACTOR_CONF") &&
            strstr(dv_last_error()->message, "bogus"),
        "a bad DEVACTOR_CONF: DV_EINVAL, no actor (%s)", dv_last_error()->message);
+    setenv("DEVACTOR_CONF", "backend:sim,a_very_long_unknown_key_name_here_and_more:1", 1);
+    rc = dv_actor_get(0, &a);
+    ok(rc == DV_EINVAL && strstr(dv_last_error()->message, "a_very_long") &&
+           strstr(dv_last_error()->message, " copy_threads") &&
+           strstr(dv_last_error()->message, "pool_alias"),
+       "a long unknown key: the message names it and still lists every known key (%s)",
+       dv_last_error()->message);
     setenv("DEVACTOR_CONF", "backend:sim,streams:0", 1);
     rc = dv_actor_get(0, &a);
     ok(rc == DV_EINVAL && a == NULL && strstr(dv_last_error()->message, "DEVACTOR_CONF"),
