@@ -76,9 +76,9 @@ int main(void)
     dv_kernel *again = NULL;
     dv_kernel_get(a, NULL, 0, "fill_u32", &again);
     ok(again == fill, "the same name gives the same handle");
-    bad = fill; /* a refusal leaves *out as it was */
+    bad = fill; /* a refusal leaves *out NULL */
     is_status(dv_kernel_get(a, NULL, 0, "no_such_kernel", &bad), DV_ENOKERNEL, "an unknown name");
-    ok(bad == fill, "... and leaves the caller's kernel variable as it was");
+    ok(bad == NULL, "... and leaves the caller's kernel variable NULL");
     dv_alloc(a, 4 * n, 0, "x", &x);
     dv_alloc(a, 4 * n, 1, "y", &y);
     dv_alloc(a, 4 * n, 2, "z", &z);
