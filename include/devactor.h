@@ -557,7 +557,9 @@ typedef struct dv_actor_stats {
     uint64_t bytes_outstanding; /* the resource stack's */
     uint64_t refs_alive;
     uint64_t batches; /* drains of the inbound queues */
-    uint64_t hazards; /* ordering violations the checker found */
+    uint64_t hazards; /* ordering violations the checker found, and
+                       * dv_task_launch's uses of handles the task did not
+                       * declare so (refused, checker on or off) */
     uint32_t client_rings;
     uint32_t reserved;
     uint64_t check_pieces; /* memory ranges the checker keeps a history of */

@@ -109,6 +109,7 @@ struct dv_checker {
     uint64_t *floor;       /* per stream: what every stream's clock has seen */
     ev_link events;    /* list head of the event shadows made */
     uint64_t *tmp;     /* a clock for one check */
+    uint64_t *tmp_host; /* and what its poster knew alone */
     chk_rec **scratch; /* overlapping pieces of one query */
     uint32_t nscratch, cap_scratch;
 };
@@ -818,6 +819,7 @@ void dv__chk_op_add(dv_chk_op *op, uint64_t ptr, uint64_t bytes, uint8_t access,
     op->acc[op->n].bytes = bytes;
     op->acc[op->n].access = access ? access : DV_READ_WRITE;
     op->acc[op->n].host = host;
+    op->acc[op->n].staged = false;
     op->acc[op->n].raw = false;
     op->acc[op->n].base = 0;
     op->n++;
@@ -857,6 +859,14 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
     know_merge(c, V, op->know);
     op->seq = ++V[op->stream];
     chk_stamp now = stamp_of(op, op->stream);
+    /* A staged copy's host read (to the device, pageable) is done by the
+     * host from the post on (filling its first chunks): ordered after
+     * what its poster knew of, not by its stream (an event between
+     * streams orders the device, not the host).  What its own stream did
+     * before it is ordered (ordered(): the library waits for a staged
+     * copy from the device on the same stream). */
+    uint64_t *VH = c->tmp_host;
+    bool vh = false;
 
     for (unsigned i = 0; i < op->n; i++) {
         uint64_t lo, hi;
@@ -864,6 +874,21 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
         bool host = op->acc[i].host;
         if (!acc_range(c, op, i, &lo, &hi))
             continue;
+        if (host && op->acc[i].staged) {
+            if (!vh) {
+                know_clock(c, op->know, VH);
+                vh = true;
+            }
+            if (overlapping_in(c, &c->host, lo, hi, 0) != DV_OK)
+                return DV_OK;
+            const char *verb = access & DV_WRITE ? "writes" : "reads";
+            for (uint32_t k = 0; k < c->nscratch; k++) {
+                int rc = check_rec(c, VH, &now, access, c->scratch[k], lo, hi, true, verb);
+                if (rc != DV_OK)
+                    return rc;
+            }
+            continue;
+        }
         if (overlapping_in(c, host ? &c->host : &c->dev, lo, hi, op->acc[i].base) != DV_OK)
             return DV_OK; /* out of host memory: unchecked */
         const char *verb = access & DV_WRITE ? "writes" : "reads";
@@ -1310,10 +1335,12 @@ int dv__checker_create(dv_res_env *env, bool check_reuse, uint64_t uid, uint64_t
     c->dev.keyed = true;
     c->vc = calloc((size_t)c->nc * c->nc, sizeof(uint64_t));
     c->tmp = calloc(c->nc, sizeof(uint64_t));
+    c->tmp_host = calloc(c->nc, sizeof(uint64_t));
     c->floor = calloc(c->nc, sizeof(uint64_t));
-    if (c->vc == NULL || c->tmp == NULL || c->floor == NULL) {
+    if (c->vc == NULL || c->tmp == NULL || c->tmp_host == NULL || c->floor == NULL) {
         free(c->vc);
         free(c->tmp);
+        free(c->tmp_host);
         free(c->floor);
         free(c);
         return dv__fail(DV_ENOMEM, "check_order", "out of host memory for the checker");
@@ -1347,6 +1374,7 @@ void dv__checker_destroy(dv_checker *c)
     free(c->scratch);
     free(c->vc);
     free(c->tmp);
+    free(c->tmp_host);
     free(c->floor);
     free(c);
 }

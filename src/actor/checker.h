@@ -110,6 +110,7 @@ typedef struct dv_chk_op {
         uint64_t bytes; /* 0: the whole block that holds ptr */
         uint8_t access; /* DV_READ, DV_WRITE, DV_READ_WRITE */
         bool host;      /* a host buffer (a copy's other side) */
+        bool staged;    /* a staged copy's host read: the host's, from the post */
         bool raw;       /* a raw pointer (not resolved from a handle) */
         uint64_t base;  /* the start of the handle's block (0: not known) */
     } acc[DV_CHK_MAX_ACCESSES];

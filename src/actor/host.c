@@ -586,6 +586,11 @@ static int host_unregister(dv_actor *a, const dv_envelope *e, void *p)
                         "host_unregister: %p does not start a range registered with device %d's "
                         "actor",
                         p, a->device);
+    /* The call returns once every copy that used the range finished: the
+     * caller's later accesses are ordered after them (the checker forgets
+     * the range's history). */
+    if (a->chk != NULL)
+        dv__checker_host_forget(a->chk, r->start, r->bytes);
     if (uses_reached(a, &r->bufs[0])) {
         /* The copies that used it are done on the device: their futures
          * complete before the call returns, as it says. */

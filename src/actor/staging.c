@@ -1062,6 +1062,13 @@ void dv__handle_staged(dv_actor *a, const dv_envelope *e)
     bool enqueued = false;
     if (rc == DV_OK) {
         dv__rec_host(&r, (uintptr_t)j->host, bytes, htod ? DV_READ : DV_WRITE);
+        /* A staged copy to the device reads its buffer from the post on
+         * (its first chunks are filled before anything on its stream is
+         * waited for): a host read, ordered by what the poster knew.  One
+         * from the device writes it once its transfers land, in stream
+         * order (its stream waits for the chunks to be emptied). */
+        if (htod && a->chk != NULL && r.chk.n > 0 && r.chk.acc[r.chk.n - 1].host)
+            r.chk.acc[r.chk.n - 1].staged = true;
         rc = dv__rec_run(&r, enqueue_staged, &sc);
         enqueued = sc.enqueued;
     }
