@@ -39,14 +39,12 @@
  * rank; the timeout counts from the first rank's arrival, and the call
  * returns once every rank's actor took its part).  Such creations are
  * made one at a time in the process (one that waits longer than its
- * timeout for another answers DV_ETIMEDOUT).  One that spans processes runs in the non-blocking mode:
- * creation and each enqueue are polled under the timeout, so a remote
- * rank that never comes cannot hold an actor for ever, and an abort may
- * come at any time; each enqueue then costs NCCL a thread (about 150 us
- * a collective on two H100s).  The environment variable DV_NCCL_BLOCKING
- * (1 or 0) asks for one mode for every communicator (in the blocking mode
- * a remote rank's waits in NCCL are not bounded; nor is creation where
- * NCCL predates ncclCommInitRankConfig).
+ * timeout for another answers DV_ETIMEDOUT).  One that spans processes runs in the non-blocking
+ * mode: creation and each enqueue are polled under the timeout, so a remote rank that never comes
+ * cannot hold an actor for ever, and an abort may come at any time; each enqueue then costs NCCL a
+ * thread (about 150 us a collective on two H100s).  The environment variable DV_NCCL_BLOCKING (1 or
+ * 0) asks for one mode for every communicator (in the blocking mode a remote rank's waits in NCCL
+ * are not bounded; nor is creation where NCCL predates ncclCommInitRankConfig).
  *
  * Order.  Every rank must make the same collectives in the same order,
  * as NCCL requires: a rank's order is the order its actor takes its calls
@@ -61,7 +59,13 @@
  * way when it comes, and the communicator stays usable.  Local ranks
  * whose calls do not agree (kind, count, type, operation, root; in a
  * group, a send to a local rank without its receive there) answer
- * DV_EINVAL, naming both, and enqueue nothing.  While waiting, the rank's
+ * DV_EINVAL, naming both, and enqueue nothing.  A rank's collective
+ * refused before it was posted (a buffer too small, an unknown type...)
+ * still spends that rank's step: the other local ranks' calls of it answer
+ * DV_EINVAL at once, naming the refusal, and the next calls line up again
+ * (in a group that was refused, each rank with a part spends one step).
+ * So a collective is called on every rank, as NCCL requires; one made on
+ * a rank alone leaves that rank a step ahead.  While waiting, the rank's
  * actor serves no one else: post each rank's part promptly.
  *
  * Sends and receives alone (a call, or a group of nothing else) involve

@@ -250,7 +250,18 @@ typedef struct ncall {
     unsigned nargs;
     dv_arg args[DV_LAUNCH_MAX_ARGS];
     struct ncall *next, *prev; /* the communicator's calls in flight */
+    /* A stand-in for a call refused before it was posted (skip_step):
+     * it takes the rank's step and fails it on every local rank. */
+    bool skip;
+    char skip_why[256];
 } ncall;
+
+/* A stand-in's future, kept until it completes (the task frees its call
+ * before the actor completes the future). */
+typedef struct skip_post {
+    dv_future f;
+    struct skip_post *next;
+} skip_post;
 
 /* ------------------------------------------------------------------------
  * The sim's world: the ranks of one communicator, across the communicator
@@ -353,6 +364,7 @@ struct dv_nccl_comm {
     pthread_cond_t cv;
     lstep *steps;
     ncall *inflight;
+    skip_post *skips; /* stand-ins posted, their futures not yet freed */
     int status; /* DV_OK, or why it cannot be used (for good) */
     char why[400];
     sim_world *world;
@@ -1262,7 +1274,17 @@ static int meet(dv_nccl_comm *c, int li, uint64_t seq, ncall *k, const char *cal
     if (s == NULL)
         return dv_error_set(DV_ENOMEM, call, 0, 0, "nccl_%s: out of host memory", call);
     s->part[li] = k;
-    if (s->state == 0 && ++s->arrived == c->nlocal) {
+    if (k->skip && s->state == 0) {
+        /* This rank's call was refused before it was posted: the step
+         * fails on every rank now, rather than at the timeout. */
+        s->status = DV_EINVAL;
+        snprintf(s->why, sizeof(s->why),
+                 "step #%llu: rank %d's call was refused before it was posted (%s); nothing "
+                 "was enqueued on any rank",
+                 (unsigned long long)seq, c->local[li].rank, k->skip_why);
+        __atomic_store_n(&s->state, 2, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&c->cv);
+    } else if (s->state == 0 && ++s->arrived == c->nlocal) {
         char why[400];
         if (agree(c, s, why, sizeof(why))) {
             __atomic_store_n(&s->state, 1, __ATOMIC_RELEASE);
@@ -1475,7 +1497,7 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
     ncall *k = user;
     dv_nccl_comm *c = k->c;
     rank_state *rs = &c->local[k->li];
-    const char *call = k->nops == 1 ? kind_names[k->ops[0].k] : "group_end";
+    const char *call = k->skip ? "step" : k->nops == 1 ? kind_names[k->ops[0].k] : "group_end";
     if (ctx->stream < NSTREAMS)
         atomic_fetch_or(&rs->streams_used, UINT64_C(1) << ctx->stream);
     pthread_mutex_lock(&c->mu);
@@ -1493,7 +1515,7 @@ static int nccl_task(const dv_task_ctx *ctx, void *user)
     /* Sends and receives alone involve their peers, not every rank: they
      * take no step and meet no one here (NCCL pairs them; the sim's
      * host functions do, in stream order). */
-    bool p2p = coll_index(k->ops, k->nops, 0) < 0;
+    bool p2p = !k->skip && coll_index(k->ops, k->nops, 0) < 0;
     uint64_t seq = p2p ? UINT64_MAX : rs->next++;
     int rc = p2p ? status_of_locked(c, call) : meet(c, k->li, seq, k, call);
     if (rc == DV_OK && c->cuda)
@@ -1540,9 +1562,13 @@ static _Thread_local ncall **group_parts;
 static _Thread_local int group_n, group_cap;
 static _Thread_local int group_rc; /* the first call refused in the group */
 static _Thread_local dv_error_detail group_err;
+static _Thread_local dv_nccl_comm *group_refused_c; /* its rank, -1: none */
+static _Thread_local int group_refused_li = -1;
+static _Thread_local dv_stream group_refused_stream;
 
-static int post(ncall *k, dv_future *f)
+static int post(ncall *k, dv_future *f, bool *posted)
 {
+    *posted = false;
     dv_nccl_comm *c = k->c;
     rank_state *rs = &c->local[k->li];
     pthread_mutex_lock(&c->mu);
@@ -1569,7 +1595,65 @@ static int post(ncall *k, dv_future *f)
         dv_error_set(rc, d.call, d.requested, d.remaining, "%s", d.message);
         return rc;
     }
+    *posted = true;
     return f == NULL ? dv_future_wait(&own) : DV_OK;
+}
+
+/* Stand-ins' futures that completed, freed (c->mu held). */
+static void skips_reap_locked(dv_nccl_comm *c)
+{
+    for (skip_post **pp = &c->skips; *pp != NULL;) {
+        skip_post *sp = *pp;
+        if (dv_future_done(&sp->f)) {
+            *pp = sp->next;
+            free(sp);
+        } else {
+            pp = &sp->next;
+        }
+    }
+}
+
+/*
+ * Rank li's call of a collective was refused before it was posted, so it
+ * will not take its step: a stand-in takes it, in the rank's actor's
+ * order where the call would have, and fails it on every local rank at
+ * once (why: the refusal), so that the ranks' steps stay in line and the
+ * next calls meet again.  The caller's error detail is kept.
+ */
+static void skip_step(dv_nccl_comm *c, int li, dv_stream stream, const dv_error_detail *why)
+{
+    if (c == NULL || li < 0 || c->nlocal == 1)
+        return; /* no meeting to keep in line */
+    dv_error_detail saved = *dv_last_error();
+    for (int attempt = 0; attempt < 2; attempt++) {
+        skip_post *sp = calloc(1, sizeof(*sp));
+        ncall *k = calloc(1, sizeof(*k));
+        if (sp == NULL || k == NULL) {
+            free(sp);
+            free(k);
+            break;
+        }
+        k->c = c;
+        k->li = li;
+        k->stream = attempt == 0 ? stream : 0; /* its stream may be what was refused */
+        k->skip = true;
+        snprintf(k->skip_why, sizeof(k->skip_why), "%s", why->message);
+        dv_future_init(&sp->f, 0);
+        bool posted;
+        (void)post(k, &sp->f, &posted);
+        if (posted) {
+            pthread_mutex_lock(&c->mu);
+            skips_reap_locked(c);
+            sp->next = c->skips;
+            c->skips = sp;
+            pthread_mutex_unlock(&c->mu);
+            break;
+        }
+        free(sp);
+        if (stream == 0)
+            break;
+    }
+    dv_error_set(saved.status, saved.call, saved.requested, saved.remaining, "%s", saved.message);
 }
 
 static bool overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn)
@@ -1687,8 +1771,9 @@ static int add_op(ncall *k, nop *x, dv_nccl_buf send, dv_nccl_buf recv, const ch
 
 static int call_common(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_nccl_buf send,
                        dv_nccl_buf recv, uint64_t count, dv_nccl_type type, dv_nccl_op op, int root,
-                       int peer, dv_future *f)
+                       int peer, dv_future *f, bool *posted)
 {
+    *posted = false;
     const char *call = kind_names[kd];
     int rc = DV_OK;
     int li = -1;
@@ -1769,7 +1854,7 @@ static int call_common(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv_
     }
     k->ops[k->nops++] = x;
     if (group_depth == 0)
-        return post(k, f);
+        return post(k, f, posted);
     if (fresh) {
         if (group_n == group_cap) {
             int cap = group_cap ? group_cap * 2 : 8;
@@ -1793,10 +1878,24 @@ static int call_checked(dv_nccl_comm *c, int rank, dv_stream stream, kind kd, dv
                         dv_nccl_buf recv, uint64_t count, dv_nccl_type type, dv_nccl_op op,
                         int root, int peer, dv_future *f)
 {
-    int rc = call_common(c, rank, stream, kd, send, recv, count, type, op, root, peer, f);
-    if (rc != DV_OK && group_depth > 0 && group_rc == DV_OK) {
+    bool posted;
+    int rc = call_common(c, rank, stream, kd, send, recv, count, type, op, root, peer, f, &posted);
+    if (rc == DV_OK || posted)
+        return rc;
+    bool coll = kd != K_SEND && kd != K_RECV;
+    int li = c != NULL ? li_of(c, rank) : -1;
+    if (group_depth == 0) {
+        /* Refused before it was posted: the rank's step is still taken. */
+        if (coll) {
+            dv_error_detail d = *dv_last_error();
+            skip_step(c, li, stream, &d);
+        }
+    } else if (group_rc == DV_OK) {
         group_rc = rc;
         group_err = *dv_last_error();
+        group_refused_c = c;
+        group_refused_li = li;
+        group_refused_stream = stream;
     }
     return rc;
 }
@@ -1878,8 +1977,20 @@ int dv_nccl_group_end(void)
     if (group_rc != DV_OK) {
         int rc = group_rc;
         group_rc = DV_OK;
-        for (int i = 0; i < n; i++)
-            free(group_parts[i]);
+        /* Nothing is posted: each rank with a part (and the refused
+         * call's) still takes its step, failing it. */
+        bool refused_has_part = false;
+        for (int i = 0; i < n; i++) {
+            ncall *k = group_parts[i];
+            refused_has_part |= k->c == group_refused_c && k->li == group_refused_li;
+            if (coll_index(k->ops, k->nops, 0) >= 0)
+                skip_step(k->c, k->li, k->stream, &group_err);
+            free(k);
+        }
+        if (!refused_has_part)
+            skip_step(group_refused_c, group_refused_li, group_refused_stream, &group_err);
+        group_refused_c = NULL;
+        group_refused_li = -1;
         group_forget();
         return dv_error_set(rc, group_err.call, group_err.requested, group_err.remaining,
                             "nccl_group_end: nothing posted: a call in the group was refused: %s",
@@ -1903,7 +2014,15 @@ int dv_nccl_group_end(void)
     for (int i = 0; i < n; i++) {
         dv_future_init(&fs[i], 0);
         ncall *k = group_parts[i];
-        int prc = post(k, &fs[i]);
+        dv_nccl_comm *kc = k->c;
+        int kli = k->li;
+        dv_stream ks = k->stream;
+        bool coll = coll_index(k->ops, k->nops, 0) >= 0, was_posted;
+        int prc = post(k, &fs[i], &was_posted); /* frees k when refused */
+        if (!was_posted && coll) {
+            dv_error_detail d = *dv_last_error();
+            skip_step(kc, kli, ks, &d);
+        }
         if (posted != NULL)
             posted[i] = prc == DV_OK;
         if (prc != DV_OK && rc == DV_OK)
@@ -2024,6 +2143,12 @@ static int destroy_task(const dv_task_ctx *ctx, void *user)
 
 static void comm_free(dv_nccl_comm *c)
 {
+    while (c->skips != NULL) {
+        skip_post *sp = c->skips;
+        c->skips = sp->next;
+        (void)dv_future_wait(&sp->f); /* its task is over: done soon, if not already */
+        free(sp);
+    }
     while (c->steps != NULL) {
         lstep *s = c->steps;
         c->steps = s->next;

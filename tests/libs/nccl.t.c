@@ -68,17 +68,6 @@ static int32_t val(int r, uint64_t e)
     return (int32_t)((e * 7 + (uint64_t)r * 13) % 101) - 50;
 }
 
-static uint64_t tasks_run(void)
-{
-    uint64_t n = 0;
-    for (int r = 0; r < R; r++) {
-        dv_actor_stats st;
-        MUST(dv_actor_stats_get(A[r], &st));
-        n += st.tasks;
-    }
-    return n;
-}
-
 /* ------------------------------------------------------------------------
  * One thread per rank
  * ------------------------------------------------------------------------ */
@@ -584,6 +573,7 @@ static void test_group(void)
 
 /* The calls made from a task's function (the actor's own thread). */
 struct in_task {
+    dv_nccl_comm *c;
     int all_reduce, group_end, create;
 };
 
@@ -592,16 +582,18 @@ static int call_in_task(const dv_task_ctx *ctx, void *user)
     struct in_task *it = user;
     (void)ctx;
     dv_ref r = DV_REF_NULL;
-    it->all_reduce = dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(r, 0), dv_nccl_at(r, 0), 1, DV_NCCL_I32,
-                                        DV_NCCL_SUM, NULL);
+    it->all_reduce = dv_nccl_all_reduce(it->c, 0, 0, dv_nccl_at(r, 0), dv_nccl_at(r, 0), 1,
+                                        DV_NCCL_I32, DV_NCCL_SUM, NULL);
     (void)dv_nccl_group_start();
-    (void)dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(r, 0), dv_nccl_at(r, 0), 1, DV_NCCL_I32,
+    (void)dv_nccl_all_reduce(it->c, 0, 0, dv_nccl_at(r, 0), dv_nccl_at(r, 0), 1, DV_NCCL_I32,
                              DV_NCCL_SUM, NULL);
     it->group_end = dv_nccl_group_end();
     dv_nccl_comm *c = NULL;
     it->create = dv_nccl_comm_create(A, R, 0, &c);
     return DV_OK;
 }
+
+static uint64_t now_ns(void);
 
 static void test_misuse(void)
 {
@@ -610,39 +602,43 @@ static void test_misuse(void)
     dv_ref gone = block(0, 64);
     dv_ref_release(gone);
     dv_nccl_buf S = dv_nccl_at(s, 0), D = dv_nccl_at(d, 0);
-    uint64_t before = tasks_run();
+    /* The rows call rank 0 alone: each refused collective still spends
+     * rank 0's step (the other ranks' calls of that step would fail), so
+     * they use a communicator of their own, left out of step after. */
+    dv_nccl_comm *M = NULL;
+    MUST(dv_nccl_comm_create(A, R, SHORT, &M));
     struct {
         int rc, want;
         const char *what;
     } rows[] = {
         {dv_nccl_all_reduce(NULL, 0, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL), DV_EINVAL,
          "NULL communicator"},
-        {dv_nccl_all_reduce(C, R, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL), DV_EINVAL,
+        {dv_nccl_all_reduce(M, R, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL), DV_EINVAL,
          "a rank past the last"},
-        {dv_nccl_all_reduce(C, -1, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL), DV_EINVAL,
+        {dv_nccl_all_reduce(M, -1, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL), DV_EINVAL,
          "rank -1"},
-        {dv_nccl_all_reduce(C, 0, 0, S, D, N, (dv_nccl_type)42, DV_NCCL_SUM, NULL), DV_EINVAL,
+        {dv_nccl_all_reduce(M, 0, 0, S, D, N, (dv_nccl_type)42, DV_NCCL_SUM, NULL), DV_EINVAL,
          "an unknown type"},
-        {dv_nccl_all_reduce(C, 0, 0, S, D, N, DV_NCCL_I32, (dv_nccl_op)9, NULL), DV_EINVAL,
+        {dv_nccl_all_reduce(M, 0, 0, S, D, N, DV_NCCL_I32, (dv_nccl_op)9, NULL), DV_EINVAL,
          "an unknown reduction"},
-        {dv_nccl_broadcast(C, 0, 0, S, D, N, DV_NCCL_I32, R, NULL), DV_EINVAL,
+        {dv_nccl_broadcast(M, 0, 0, S, D, N, DV_NCCL_I32, R, NULL), DV_EINVAL,
          "a root past the last rank"},
-        {dv_nccl_send(C, 0, 0, S, N, DV_NCCL_I32, 0, NULL), DV_EINVAL, "a send to itself"},
-        {dv_nccl_recv(C, 0, 0, D, N, DV_NCCL_I32, R + 3, NULL), DV_EINVAL, "an unknown peer"},
-        {dv_nccl_all_reduce(C, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, NULL),
+        {dv_nccl_send(M, 0, 0, S, N, DV_NCCL_I32, 0, NULL), DV_EINVAL, "a send to itself"},
+        {dv_nccl_recv(M, 0, 0, D, N, DV_NCCL_I32, R + 3, NULL), DV_EINVAL, "an unknown peer"},
+        {dv_nccl_all_reduce(M, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, NULL),
          DV_EOUT_OF_BOUNDS, "one element past the blocks"},
-        {dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(s, 8), D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL),
+        {dv_nccl_all_reduce(M, 0, 0, dv_nccl_at(s, 8), D, N, DV_NCCL_I32, DV_NCCL_SUM, NULL),
          DV_EOUT_OF_BOUNDS, "send starting 8 bytes in"},
-        {dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(s, 2), D, 4, DV_NCCL_I32, DV_NCCL_SUM, NULL),
+        {dv_nccl_all_reduce(M, 0, 0, dv_nccl_at(s, 2), D, 4, DV_NCCL_I32, DV_NCCL_SUM, NULL),
          DV_EINVAL, "an offset that is not a multiple of the element"},
-        {dv_nccl_all_reduce(C, 0, 0, S, dv_nccl_at(s, 4), 8, DV_NCCL_I32, DV_NCCL_SUM, NULL),
+        {dv_nccl_all_reduce(M, 0, 0, S, dv_nccl_at(s, 4), 8, DV_NCCL_I32, DV_NCCL_SUM, NULL),
          DV_EINVAL, "send and recv overlapping, not in place"},
-        {dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(gone, 0), D, 4, DV_NCCL_I32, DV_NCCL_SUM, NULL),
+        {dv_nccl_all_reduce(M, 0, 0, dv_nccl_at(gone, 0), D, 4, DV_NCCL_I32, DV_NCCL_SUM, NULL),
          DV_ESTALE, "a released block"},
-        {dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(DV_REF_NULL, 0), D, 4, DV_NCCL_I32, DV_NCCL_SUM,
+        {dv_nccl_all_reduce(M, 0, 0, dv_nccl_at(DV_REF_NULL, 0), D, 4, DV_NCCL_I32, DV_NCCL_SUM,
                             NULL),
          DV_EINVAL, "a null handle"},
-        {dv_nccl_all_gather(C, 0, 0, S, dv_nccl_at(d, 4), N, DV_NCCL_I32, NULL), DV_EOUT_OF_BOUNDS,
+        {dv_nccl_all_gather(M, 0, 0, S, dv_nccl_at(d, 4), N, DV_NCCL_I32, NULL), DV_EOUT_OF_BOUNDS,
          "all-gather into a recv short of nranks parts"},
         {dv_nccl_group_end(), DV_EINVAL, "group_end without a start"},
         {dv_nccl_comm_create(NULL, 1, 0, NULL), DV_EINVAL, "comm_create of NULL"},
@@ -653,16 +649,15 @@ static void test_misuse(void)
         is_status(rows[i].rc, rows[i].want, "refused: %s", rows[i].what);
     if (R > 1) {
         dv_ref theirs = block(1, N * 4);
-        is_status(dv_nccl_all_reduce(C, 0, 0, dv_nccl_at(theirs, 0), D, N, DV_NCCL_I32, DV_NCCL_SUM,
+        is_status(dv_nccl_all_reduce(M, 0, 0, dv_nccl_at(theirs, 0), D, N, DV_NCCL_I32, DV_NCCL_SUM,
                                      NULL),
                   DV_EINVAL, "refused: rank 0 given rank 1's block (%s)", dv_last_error()->message);
         dv_ref_release(theirs);
     } else {
         skip("a block of another actor needs two ranks");
     }
-    struct in_task it = {0};
+    struct in_task it = {.c = M};
     MUST(dv_task(A[0], call_in_task, &it, 0, NULL, 0));
-    before = tasks_run(); /* that task ran; what it called was refused */
     is_status(it.all_reduce, DV_EDEADLK, "inside a task: all_reduce answers DV_EDEADLK");
     is_status(it.group_end, DV_EDEADLK,
               "inside a task: a group's call, and so its group_end, answer DV_EDEADLK");
@@ -676,36 +671,55 @@ static void test_misuse(void)
     dv_future f;
     dv_future_init(&f, 0);
     MUST(dv_nccl_group_start());
-    is_status(dv_nccl_all_reduce(C, 0, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, &f), DV_EINVAL,
+    is_status(dv_nccl_all_reduce(M, 0, 0, S, D, N, DV_NCCL_I32, DV_NCCL_SUM, &f), DV_EINVAL,
               "a future in a group");
     is_status(dv_future_wait(&f), DV_EINVAL, "... completes the future with the refusal");
     is_status(dv_nccl_group_end(), DV_EINVAL, "... and its group_end answers it (%s)",
               dv_last_error()->message);
     if (R > 1) {
-        /* Rank 1's part is fine, rank 0's refused: nothing is posted, and
+        /* The other ranks' parts are fine, rank 0's refused: nothing is posted, and
          * the refusal comes at once, not after rank 1 waited for rank 0. */
-        dv_ref s1 = block(1, N * 4), d1 = block(1, N * 4);
-        uint64_t t0 = tasks_run();
+        dv_ref s1[MAXR], d1[MAXR];
+        uint64_t t0 = now_ns();
         MUST(dv_nccl_group_start());
-        (void)dv_nccl_all_reduce(C, 1, 0, dv_nccl_at(s1, 0), dv_nccl_at(d1, 0), N, DV_NCCL_I32,
-                                 DV_NCCL_SUM, NULL);
+        for (int r = 1; r < R; r++) {
+            s1[r] = block(r, N * 4);
+            d1[r] = block(r, N * 4);
+            (void)dv_nccl_all_reduce(C, r, 0, dv_nccl_at(s1[r], 0), dv_nccl_at(d1[r], 0), N,
+                                     DV_NCCL_I32, DV_NCCL_SUM, NULL);
+        }
         (void)dv_nccl_all_reduce(C, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, NULL);
         int end = dv_nccl_group_end();
-        ok(end == DV_EOUT_OF_BOUNDS && tasks_run() == t0,
-           "a group with one refused call posts nothing and answers the refusal (%s)",
+        ok(end == DV_EOUT_OF_BOUNDS && now_ns() - t0 < SHORT,
+           "a group with one refused call posts nothing and answers the refusal at once (%s)",
            dv_err_name(end));
-        dv_ref_release(s1);
-        dv_ref_release(d1);
-        before = tasks_run();
+        for (int r = 1; r < R; r++) {
+            dv_ref_release(s1[r]);
+            dv_ref_release(d1[r]);
+        }
     } else {
         skip("needs two ranks");
     }
     dv_future_init(&f, 0);
-    is_status(dv_nccl_all_reduce(C, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, &f),
+    is_status(dv_nccl_all_reduce(M, 0, 0, S, D, N + 1, DV_NCCL_I32, DV_NCCL_SUM, &f),
               DV_EOUT_OF_BOUNDS, "an _async call refused");
     is_status(dv_future_wait(&f), DV_EOUT_OF_BOUNDS, "... completes its future");
-    is_u64(dv_actor_stats_get(A[0], &(dv_actor_stats){0}) == DV_OK ? tasks_run() : 0, before,
-           "no task ran for any of them");
+    /* That refusal spent rank 0's step: another rank's call of it fails
+     * at once. */
+    bool spent = true;
+    if (R > 1) {
+        dv_ref so = block(1, N * 4), dd = block(1, N * 4);
+        dv_future fo;
+        dv_future_init(&fo, 0);
+        (void)dv_nccl_all_reduce(M, 1, 0, dv_nccl_at(so, 0), dv_nccl_at(dd, 0), N, DV_NCCL_I32,
+                                 DV_NCCL_SUM, &fo);
+        spent = dv_future_wait(&fo) == DV_EINVAL &&
+                strstr(fo.detail.message, "refused before it was posted") != NULL;
+        dv_ref_release(so);
+        dv_ref_release(dd);
+    }
+    ok(spent, "... and spent rank 0's step: rank 1's call of it answers DV_EINVAL at once");
+    dv_nccl_comm_destroy(M);
     uint32_t out[N];
     get(0, d, 0, out, sizeof(out), 0);
     int bad = 0;
@@ -728,6 +742,8 @@ static void test_misuse(void)
                                  DV_NCCL_U32, DV_NCCL_SUM, &fc[r]);
     }
     bool pend_ok = wait_all(fc, R, DV_OK) && wait_all(fa, R, DV_OK);
+    if (!pend_ok)
+        diag("pending: %s / %s", fc[0].detail.message, fc[R - 1].detail.message);
     uint32_t pv = 0;
     get(R - 1, pend[R - 1], 60, &pv, 4, 2);
     ok(pend_ok && pv == 0x01010101u * (uint32_t)R,
@@ -747,7 +763,7 @@ static void test_misuse(void)
 static void test_timeout(void)
 {
     if (R < 2) {
-        for (int i = 0; i < 6; i++)
+        for (int i = 0; i < 9; i++)
             skip("needs two ranks");
         return;
     }
@@ -810,6 +826,55 @@ static void test_timeout(void)
     ok(refused && strstr(f[1].detail.message, "rank 1 made") != NULL,
        "ranks whose counts differ: DV_EINVAL on all, naming them (%s)", f[1].detail.message);
     is_status(dv_nccl_comm_status(c), DV_OK, "and the communicator is still usable");
+
+    /* A call refused before it is posted (rank 1 asks for more than its
+     * block holds) still spends rank 1's step: the others fail at once,
+     * naming the refusal, and the next calls line up again. */
+    int refused_rc[MAXR] = {0};
+    for (int r = 0; r < R; r++) {
+        dv_future_init(&f[r], 0);
+        refused_rc[r] = dv_nccl_all_reduce(c, r, 0, dv_nccl_at(s[r], 0), dv_nccl_at(d[r], 0),
+                                           r == 1 ? N + 1 : N, DV_NCCL_I32, DV_NCCL_SUM, &f[r]);
+    }
+    bool others_fail = refused_rc[1] == DV_EOUT_OF_BOUNDS;
+    for (int r = 0; r < R; r++)
+        if (r != 1)
+            others_fail &= dv_future_wait(&f[r]) == DV_EINVAL &&
+                           strstr(f[r].detail.message, "refused before it was posted") != NULL;
+    ok(others_fail,
+       "a call refused before it is posted on rank 1: the others answer DV_EINVAL "
+       "(%s), not the timeout",
+       f[0].detail.message);
+    for (int round = 0; round < 2; round++) {
+        for (int r = 0; r < R; r++) {
+            dv_future_init(&f[r], 0);
+            (void)dv_nccl_all_reduce(c, r, 0, dv_nccl_at(s[r], 0), dv_nccl_at(d[r], 0), N,
+                                     DV_NCCL_I32, DV_NCCL_SUM, &f[r]);
+        }
+        good = wait_all(f, R, DV_OK);
+        get(0, d[0], 0, out, sizeof(out), 0);
+        good = good && out[0] == 0x01010101u * (uint32_t)R;
+        if (!good)
+            break;
+    }
+    ok(good, "and the next two all-reduces are right on every rank");
+
+    /* The same inside a group on this thread: the group posts nothing,
+     * and every rank's step is spent. */
+    MUST(dv_nccl_group_start());
+    for (int r = 0; r < R; r++)
+        (void)dv_nccl_all_reduce(c, r, 0, dv_nccl_at(s[r], 0), dv_nccl_at(d[r], 0),
+                                 r == 1 ? N + 1 : N, DV_NCCL_I32, DV_NCCL_SUM, NULL);
+    int grc = dv_nccl_group_end();
+    for (int r = 0; r < R; r++) {
+        dv_future_init(&f[r], 0);
+        (void)dv_nccl_all_reduce(c, r, 0, dv_nccl_at(s[r], 0), dv_nccl_at(d[r], 0), N, DV_NCCL_I32,
+                                 DV_NCCL_SUM, &f[r]);
+    }
+    good = wait_all(f, R, DV_OK);
+    ok(grc == DV_EOUT_OF_BOUNDS && good,
+       "a group refused on one rank (%s): the next all-reduce meets and is right",
+       dv_err_name(grc));
     for (int r = 0; r < R; r++) {
         dv_ref_release(s[r]);
         dv_ref_release(d[r]);
@@ -1297,7 +1362,7 @@ int main(void)
         skip_all("%s", dv_last_error()->message);
     if (rc != DV_OK)
         bail_out("comm_create: %s", dv_last_error()->message);
-    plan(5 + 10 + 8 + 3 + 34 + 6 + 7 + 3 + 1 + 3 + 11 + 5 + 2);
+    plan(5 + 10 + 8 + 3 + 34 + 9 + 7 + 3 + 1 + 3 + 11 + 5 + 2);
     diag("%d ranks; %s", R, dv_nccl_library(C));
     test_threads();
     test_types();
