@@ -242,9 +242,9 @@ static void usage(FILE *to)
             "Each Thread is a thread of the replay: a log of thousands of threads takes\n"
             "the time of as many thread switches a row, and the system's thread limit\n"
             "bounds it.\n"
-            "Exit status: 0 replayed without a failure, 1 a failure, a bad log or a peer\n"
-            "that does not load, 2 a usage error or an actor that cannot be made (a\n"
-            "configuration refused, no device).\n");
+            "Exit status: 0 replayed without a failure, 1 a failure, a bad log, a peer\n"
+            "that does not load or output that cannot be written, 2 a usage error or an\n"
+            "actor that cannot be made (a configuration refused, no device).\n");
 }
 /* A usage error, said in a line: exit status 2. */
 static int bad(const char *what, const char *arg)
@@ -565,8 +565,9 @@ static int load(const char *path)
             (void)field(&p); /* the tag */
             query = field(&p);
         }
-        if (*action == '\0') {
-            fprintf(stderr, "dv-replay: %s: line %u: too few fields (%s)\n", path, row_line,
+        if (*action == '\0' || (*p != '\0' && *p != '\r' && *p != '\n')) {
+            fprintf(stderr, "dv-replay: %s: line %u: too %s fields (%s)\n", path, row_line,
+                    *action == '\0' ? "few" : "many",
                     ours ? "devactor's log has 9" : "RMM's log has 6");
             rc = -1;
             break;
@@ -1611,6 +1612,10 @@ int main(int argc, char **argv)
         }
     }
     status = nfail + peer_nfail > 0 ? 1 : 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "dv-replay: <stdout>: %s\n", strerror(errno));
+        status = 1;
+    }
 out:
     if (peer_path != NULL)
         peer_unload();

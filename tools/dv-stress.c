@@ -2387,15 +2387,16 @@ static void usage(FILE *out)
             "                  backend's)\n"
             "  --backend B     cuda, sim or auto (default auto: $DV_BACKEND, else cuda when a\n"
             "                  device answers, else sim; with --faults, sim)\n"
-            "  --budget BYTES  device budget (each device's), K/M/G suffixes, at least 16M\n"
+            "  --budget BYTES  device budget (each device's), K/M/G suffixes, 16M to 262144G\n"
             "                  (default 256M on the sim, 2G on cuda)\n"
             "  --faults        sim only: arm failed driver allocations and CUDA_ERROR_UNKNOWN\n"
             "                  on memcpy calls, kernel launches and task host functions\n"
             "                  every so often, and poison the context\n"
             "                  (recoverably) at 35%% and 70%% of the run; the actor rebuilds,\n"
-            "                  clients drop stale handles and keep verifying.  The pool\n"
-            "                  retries a refused chunk, so failed allocations surface as\n"
-            "                  DV_EDEVICE_OOM mostly with --no-pool\n"
+            "                  clients drop stale handles and keep verifying.  The actor\n"
+            "                  tries a refused allocation again (it reaps and trims\n"
+            "                  first), so one injected failure seldom reaches a client\n"
+            "                  as DV_EDEVICE_OOM\n"
             "  --sim-delay US  random delay before each op on the sim, up to US (default 20)\n"
             "  --streams N     the actor's stream pool (default 4)\n"
             "  --blocks N      live blocks per thread at most, at least 2 (default: 8, or\n"
@@ -2588,7 +2589,8 @@ static int parse_options(int argc, char **argv, options *o)
                 goto bad_value;
             break;
         case 'B':
-            if (!parse_bytes(optarg, &o->budget) || o->budget < MAX_BLOCK)
+            if (!parse_bytes(optarg, &o->budget) || o->budget < MAX_BLOCK ||
+                o->budget > (UINT64_C(1) << 48))
                 goto bad_value;
             break;
         case 'f':
@@ -2631,6 +2633,15 @@ static int parse_options(int argc, char **argv, options *o)
             dv_actor_config_init(&probe);
             if (dv_actor_config_parse(&probe, optarg) != DV_OK) {
                 fprintf(stderr, "dv-stress: --conf: %s\n", dv_last_error()->message);
+                return 2;
+            }
+            dv_actor_config plain;
+            dv_actor_config_init(&plain);
+            if (probe.backend != plain.backend ||
+                probe.sim_memory_bytes != plain.sim_memory_bytes) {
+                fprintf(stderr, "dv-stress: --conf: backend and sim_memory choose the driver, "
+                                "which dv-stress opens itself: use --backend (the sim's memory "
+                                "follows --budget)\n");
                 return 2;
             }
             if (o->conf != NULL) { /* given again: over the ones before (leaked: a few bytes) */
@@ -2927,6 +2938,8 @@ int main(int argc, char **argv)
     /* Room for the pool's fragmentation beyond the budget on the sim. */
     uint64_t sim_budget = o->budget != 0 ? o->budget : 256 * MIB;
     dcfg.sim.memory_bytes = 4 * sim_budget > GIB ? 4 * sim_budget : GIB;
+    if (dcfg.sim.memory_bytes > 192 * GIB) /* the sim's devices hold less than 256 GiB */
+        dcfg.sim.memory_bytes = 192 * GIB;
     rc = dv__driver_open(&dcfg, &drv);
     if (rc != DV_OK) {
         const char *why = dv_last_error()->message;
@@ -2957,8 +2970,15 @@ int main(int argc, char **argv)
     cfg.pool = o->pool;
     cfg.budget_bytes = o->budget != 0 ? o->budget : sim ? 256 * MIB : 2 * GIB;
     cfg.check_order = o->check_order;
-    if (o->conf != NULL)
+    if (o->conf != NULL) {
         (void)dv_actor_config_parse(&cfg, o->conf); /* checked in parse_options */
+        /* What the actors run with, for the threads and the report. */
+        o->streams = cfg.streams;
+        o->pool = cfg.pool;
+        o->check_order = cfg.check_order;
+        if (cfg.budget_bytes != 0)
+            o->budget = cfg.budget_bytes;
+    }
 
     run.streams = o->streams;
     /* The threads are spread over the devices: the working sets of a
@@ -3034,7 +3054,7 @@ int main(int argc, char **argv)
     bool env_checker = env_order != NULL && strcmp(env_order, "1") == 0;
     const char *checker = o->check_order ? "on"
                           : env_checker  ? "on (DV_CHECK_ORDER=1 in the environment)"
-                                         : "off (--no-check-order)";
+                                         : "off";
     printf("dv-stress: stream-order checker %s; launches: %s; tasks: %s\n", checker,
            run.dev[0].fill != NULL ? "fill_u32, add_u32, checksum" : "none (no built-in kernels)",
            run.tasks ? (sim ? "copy by host function" : "copy by cuMemcpyDtoDAsync") : no_tasks);

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..96"
+echo "1..98"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -417,7 +417,7 @@ check "failure rows alone: exit $rc, $(field "$out" 1) rows" "$(yes_if test "$rc
 # A quote inside an unquoted field is text (it opens no field that runs
 # on over the next lines); text after a quoted field's closing quote
 # stays in the field.
-printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,100,0,x"\n1,2.0,allocate,0x2000,200,0,y"\n1,3.0,allocate,0x3000,300,0\n' >"$tmp/stray.csv"
+printf 'Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId\n1,1.0,allocate,0x1000,100,0,0,x",0\n1,2.0,allocate,0x2000,200,0,0,y",0\n1,3.0,allocate,0x3000,300,0,0,z,0\n' >"$tmp/stray.csv"
 out=$(DV_BACKEND=sim "$replay" --csv "$tmp/stray.csv" 2>&1)
 rc=$?
 check "stray quotes inside fields: exit $rc, every row replayed ($(field "$out" 1) rows, peak $(field "$out" 5))" \
@@ -462,4 +462,19 @@ out=$(DV_BACKEND=sim "$replay" --csv --post --quiet "$tmp/quiet.csv" 2>&1)
 rc=$?
 check "--post --quiet: exit $rc, $(field "$out" 4) failures, no line about them" \
     "$(yes_if sh -c 'test "$2,$3" = 1,25 && ! echo "$1" | grep -q "not named"' - "$out" $rc "$(field "$out" 4)")"
+# A row with more fields than its header: refused, named.
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.0,allocate,0x1000,100,0,7\n' >"$tmp/long.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/long.csv" 2>&1)
+rc=$?
+check "a row with 7 fields under RMM's 6: exit $rc, line 2 named" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 2: too many fields"' - "$out" $rc)"
+# Output that cannot be written: exit 1, said.
+if [ -w /dev/full ]; then
+    err=$(DV_BACKEND=sim "$replay" --csv "$data/replay-rmm.csv" 2>&1 >/dev/full)
+    rc=$?
+    check "standard output full: exit $rc, said" \
+        "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "stdout"' - "$err" $rc)"
+else
+    check "standard output full (no /dev/full here: nothing to try)" yes
+fi
 exit $failed
