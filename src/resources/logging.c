@@ -338,8 +338,13 @@ static int logging_deallocate(dv_resource *r, dv_block *block)
     log_row row = {poster_of(r),  "free",        block->ptr, block->requested,
                    block->alloc_stream, block->device, block->tag};
     int rc = dv__res_deallocate(r->upstream, block);
-    if (rc != DV_OK)
+    if (rc != DV_OK) {
         row.action = "free failure";
+        log_write(LOGGING(r)->sink, &row);
+        if (block->state == DV_BLOCK_LIVE)
+            return rc;       /* refused: still live */
+        row.action = "free"; /* given back all the same (a guard's damaged canary) */
+    }
     log_write(LOGGING(r)->sink, &row);
     return rc;
 }

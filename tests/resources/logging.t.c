@@ -189,7 +189,7 @@ int main(void)
     char path[] = "/tmp/dv-logging-XXXXXX";
     const char *quoted_tag = "join, \"hash\" build";
 
-    plan(36);
+    plan(37);
     dv__driver_config_init(&cfg);
     cfg.backend = DV_BACKEND_SIM;
     cfg.sim.memory_bytes = 256 * MIB;
@@ -299,6 +299,33 @@ int main(void)
     is_u64(dv__res_bytes_outstanding(null_log), 0, "clean close: nothing outstanding");
     dv__res_destroy_stack(null_log);
     dv__log_sink_destroy(null);
+
+    /* Under a guard, a damaged canary makes the free fail, and the guard
+     * frees the block all the same: a free failure row, then its free. */
+    dv_log_sink *gmem;
+    dv_resource *guard, *guard_log;
+    dv_guard_config gcfg;
+    dv__guard_config_init(&gcfg);
+    bool made = dv__async_resource_create(&env, &async) == DV_OK &&
+                dv__guard_resource_create(async, &gcfg, &guard) == DV_OK &&
+                dv__log_sink_memory(&gmem) == DV_OK &&
+                dv__logging_resource_create(guard, gmem, true, &guard_log) == DV_OK;
+    int frc = DV_EINVAL;
+    if (made && dv__res_allocate(guard_log, 1000, 0, (dv_tag){"victim", 4}, &a) == DV_OK &&
+        dv__drv_memset_d8(env.streams[0], a.ptr + 1000, 0x11, 1) == DV_OK)
+        frc = dv__res_deallocate(guard_log, &a);
+    text = made ? dv__log_sink_text(gmem, &len) : NULL;
+    const char *failure = text != NULL ? strstr(text, ",free failure,") : NULL;
+    const char *freed = failure != NULL ? strstr(failure, ",free,") : NULL;
+    ok(frc == DV_EOUT_OF_BOUNDS && failure != NULL && freed != NULL,
+       "a guard's damaged canary: the free fails (%s), and the log has a free failure row, "
+       "then the block's free row",
+       dv_err_name(frc));
+    if (made) {
+        dv__res_reap_pending(guard_log);
+        dv__res_destroy_stack(guard_log);
+        dv__log_sink_destroy(gmem);
+    }
     dv__log_sink_destroy(mem);
     dv__res_env_fini(&env);
     is_u64(dv__sim_allocated_bytes(drv, 0), 0, "clean close: the device holds nothing");
