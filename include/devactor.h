@@ -1050,8 +1050,11 @@ DV_EXPORT int dv_task_async(dv_actor *actor, dv_task_fn fn, void *user, dv_strea
  * arguments were, so a handle must be one of them, its range within the
  * declared one and its access granted (else DV_EHAZARD, checker on or
  * off).  Raw pointers pass on a strict actor too.  With the checker on,
- * every access is checked like a launch's.  A hazard answers DV_EHAZARD,
- * enqueues nothing, and the task's call answers DV_EHAZARD.
+ * every access is checked like a launch's, and a raw pointer into a live
+ * block must land in what the task declared (or its scratch) with the
+ * access it names, as every touch of the task's work must.  A hazard
+ * answers DV_EHAZARD, enqueues nothing, and the task's call answers
+ * DV_EHAZARD.
  */
 DV_EXPORT int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_dim3 block,
                              uint32_t shared_bytes, const dv_arg *args, unsigned nargs);

@@ -597,6 +597,14 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
     for (unsigned i = 0; i < nargs; i++)
         if (args[i].kind == DV_ARG_REF && (rc = task_arg_declared(a, &args[i], i, op)) != DV_OK)
             return rc;
+    /* With the checker on, a raw pointer into a live block lands in what
+     * the task declared (or its scratch), with the access it says, as
+     * every touch of its work must (dv__task_verify). */
+    for (unsigned i = 0; i < nargs && a->chk != NULL; i++)
+        if (args[i].kind == DV_ARG_PTR &&
+            (rc = dv__task_verify(a, args[i].u.value, args[i].bytes, args[i].access,
+                                  "through dv_task_launch")) != DV_OK)
+            return rc;
     if (a->chk != NULL) {
         if ((rc = dv__checked(a, dv__checker_check(a->chk, &r.chk))) != DV_OK) {
             a->task_hazard = true;
