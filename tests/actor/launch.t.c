@@ -184,46 +184,6 @@ int main(void)
            "... on one it declared DV_READ_WRITE: it runs (%s)", dv_err_name(task_rc));
     }
 
-    /* -- with the checker on, a raw pointer lands in what the task
-     * declared ----------------------------------------------------------- */
-    {
-        dv_actor_config cfg;
-        dv_actor *c = NULL;
-        dv_actor_config_init(&cfg);
-        cfg.backend = LAUNCH_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
-        cfg.streams = 3;
-        cfg.sim_memory_bytes = 256 << 20;
-        cfg.check_order = true;
-        dv_kernel *cf = NULL;
-        dv_ref v = DV_REF_NULL;
-        dv_ref_info vi = {0};
-        int rc = dv_actor_create(&cfg, &c);
-        if (rc == DV_OK)
-            rc = dv_kernel_get(c, NULL, 0, "fill_u32", &cf);
-        if (rc == DV_OK)
-            rc = dv_alloc(c, 4 * n, 0, "v", &v);
-        if (rc == DV_OK)
-            rc = dv_memset(c, v, 0, 0, 4 * n, 0);
-        if (rc == DV_OK)
-            rc = dv_ref_access(v, &vi);
-        task_fill t = {cf, dv_arg_ptr_access(vi.ptr, DV_WRITE), -1};
-        int task_rc = rc == DV_OK ? dv_task(c, fill_task, &t, 1, NULL, 0) : rc;
-        ok(t.inner == DV_EHAZARD && task_rc == DV_EHAZARD,
-           "checker on: a task's launch writing through a raw pointer into a block it did not "
-           "declare: DV_EHAZARD (%s, the task %s)",
-           dv_err_name(t.inner), dv_err_name(task_rc));
-        dv_arg declared_v[] = {dv_arg_ref(v, DV_WRITE, 0)};
-        t.inner = -1;
-        task_rc = rc == DV_OK ? dv_task(c, fill_task, &t, 1, declared_v, 1) : rc;
-        if (task_rc == DV_OK)
-            task_rc = dv_copy_dtoh(c, back, v, 0, 4 * n, 0);
-        ok(t.inner == DV_OK && task_rc == DV_OK && all_u32(back, N, 5),
-           "... into one it declared DV_WRITE: it runs (%s)", dv_err_name(task_rc));
-        dv_ref_release(v);
-        if (c != NULL)
-            dv_actor_destroy(c);
-    }
-
     /* -- a kernel handle across a rebuild -------------------------------- */
     dv_ref_release(x);
     dv_ref_release(y);
@@ -266,5 +226,45 @@ int main(void)
               "an actor on the direct (untracked) stack refuses handles");
     dv_ref_release(dq);
     dv_actor_destroy(d);
+
+    /* -- with the checker on, a raw pointer lands in what the task
+     * declared ----------------------------------------------------------- */
+    {
+        dv_actor_config cfg;
+        dv_actor *c = NULL;
+        dv_actor_config_init(&cfg);
+        cfg.backend = LAUNCH_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+        cfg.streams = 3;
+        cfg.sim_memory_bytes = 256 << 20;
+        cfg.check_order = true;
+        dv_kernel *cf = NULL;
+        dv_ref v = DV_REF_NULL;
+        dv_ref_info vi = {0};
+        int rc = dv_actor_create(&cfg, &c);
+        if (rc == DV_OK)
+            rc = dv_kernel_get(c, NULL, 0, "fill_u32", &cf);
+        if (rc == DV_OK)
+            rc = dv_alloc(c, 4 * n, 0, "v", &v);
+        if (rc == DV_OK)
+            rc = dv_memset(c, v, 0, 0, 4 * n, 0);
+        if (rc == DV_OK)
+            rc = dv_ref_access(v, &vi);
+        task_fill t = {cf, dv_arg_ptr_access(vi.ptr, DV_WRITE), -1};
+        int task_rc = rc == DV_OK ? dv_task(c, fill_task, &t, 1, NULL, 0) : rc;
+        ok(t.inner == DV_EHAZARD && task_rc == DV_EHAZARD,
+           "checker on: a task's launch writing through a raw pointer into a block it did not "
+           "declare: DV_EHAZARD (%s, the task %s)",
+           dv_err_name(t.inner), dv_err_name(task_rc));
+        dv_arg declared_v[] = {dv_arg_ref(v, DV_WRITE, 0)};
+        t.inner = -1;
+        task_rc = rc == DV_OK ? dv_task(c, fill_task, &t, 1, declared_v, 1) : rc;
+        if (task_rc == DV_OK)
+            task_rc = dv_copy_dtoh(c, back, v, 0, 4 * n, 0);
+        ok(t.inner == DV_OK && task_rc == DV_OK && all_u32(back, N, 5),
+           "... into one it declared DV_WRITE: it runs (%s)", dv_err_name(task_rc));
+        dv_ref_release(v);
+        if (c != NULL)
+            dv_actor_destroy(c);
+    }
     return tap_done();
 }
