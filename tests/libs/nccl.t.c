@@ -14,6 +14,7 @@
  * (DV_ESTALE).  nccl_cuda.t runs what one host's GPUs allow with NCCL.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -902,6 +903,23 @@ static int hold_actor(const dv_task_ctx *ctx, void *user)
 /* Creation while one rank's actor is busy past the timeout: the ranks
  * whose actors came give up at the meeting (in NCCL's blocking mode they
  * would otherwise wait inside NCCL for as long as it is busy). */
+/* A task that holds its actor until released (10 s at most). */
+typedef struct gate_hold {
+    atomic_bool started, released;
+} gate_hold;
+
+static int hold_until(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    gate_hold *g = user;
+    atomic_store(&g->started, true);
+    for (int i = 0; i < 10000 && !atomic_load(&g->released); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return DV_OK;
+}
+
 static void test_create_busy(void)
 {
     if (R < 2) {
@@ -910,14 +928,20 @@ static void test_create_busy(void)
         return;
     }
     int late = R - 1;
-    uint64_t hold = 3 * SHORT;
+    gate_hold g;
+    atomic_init(&g.started, false);
+    atomic_init(&g.released, false);
     dv_future held;
     dv_future_init(&held, 0);
-    MUST(dv_task_async(A[late], hold_actor, &hold, 0, NULL, 0, &held));
+    /* Busy until the creation has answered, however slow the host. */
+    MUST(dv_task_async(A[late], hold_until, &g, 0, NULL, 0, &held));
+    while (!atomic_load(&g.started))
+        sched_yield();
     dv_nccl_comm *c = NULL;
     uint64_t t0 = now_ns();
     int rc = dv_nccl_comm_create(A, R, SHORT, &c);
     uint64_t took = now_ns() - t0;
+    atomic_store(&g.released, true);
     char want[32];
     snprintf(want, sizeof(want), "rank %d", late);
     ok(rc == DV_ETIMEDOUT && c == NULL && strstr(dv_last_error()->message, want) != NULL,
