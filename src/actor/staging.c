@@ -222,6 +222,13 @@ static int chunks_take(dv_staging *st, uint16_t s, uint32_t want, bool may_wait,
         (void)pthread_cond_timedwait(&st->cv, &st->mu, &until);
     }
     pthread_mutex_unlock(&st->mu);
+    /* A chunk whose last use is still ahead (on this copy's stream) is
+     * waited for here: a wait for room all the same. */
+    bool busy = false;
+    for (uint32_t i = 0; i < n && !busy; i++)
+        busy = !chunk_is_idle(st, out[i]);
+    if (busy && !waited)
+        atomic_fetch_add_explicit(&a->st_staging_waits, 1, memory_order_relaxed);
     for (uint32_t i = 0; i < n; i++)
         chunk_idle(st, out[i]);
     *got = n;

@@ -605,9 +605,66 @@ static void test_other_stream_not_held(void)
     dv_actor_destroy(a);
 }
 
+typedef struct late_post {
+    dv_actor *a;
+    dv_ref r;
+    unsigned char *src;
+    int rc;
+} late_post;
+
+static void *post_late(void *p)
+{
+    late_post *l = p;
+    l->rc = dv_copy_htod(l->a, l->r, 3 * 64 * KiB, l->src, 64 * KiB, 1);
+    return NULL;
+}
+
+/* A poster that waits for a chunk of its own stream's, still ahead on
+ * the device, counts in staging_waits like one that found none free. */
+static void test_waits_counted(void)
+{
+    dv_actor *a = make(); /* four chunks of 64 KiB: a stream's share is three */
+    unsigned char *src = malloc(4 * 64 * KiB);
+    dv_ref r = DV_REF_NULL;
+    gate g;
+    bool fine = src != NULL && dv_alloc(a, 4 * 64 * KiB, 1, "r", &r) == DV_OK &&
+                gate_close(&g, a, 1) == DV_OK;
+    uint64_t before = stats(a).staging_waits;
+    dv_future f[3];
+    for (int i = 0; i < 3 && fine; i++) {
+        memset(src + i * 64 * KiB, i + 1, 64 * KiB);
+        dv_future_init(&f[i], 0);
+        fine = dv_copy_htod_async(a, r, (uint64_t)i * 64 * KiB, src + i * 64 * KiB, 64 * KiB, 1,
+                                  &f[i]) == DV_OK;
+    }
+    /* Their steps enqueued (behind the gate), their chunks given back,
+     * still ahead on the device. */
+    for (int i = 0; i < 3 && fine; i++)
+        fine = dv_future_wait_ordered(&f[i]) == DV_OK;
+    usleep(20000);
+    late_post l = {a, r, src + 3 * 64 * KiB, -1};
+    pthread_t t;
+    bool started = fine && pthread_create(&t, NULL, post_late, &l) == 0;
+    usleep(50000); /* the fourth post meets the share, and a chunk still ahead */
+    if (fine)
+        (void)gate_open(&g);
+    if (started)
+        pthread_join(t, NULL);
+    for (int i = 0; i < 3 && fine; i++)
+        fine = dv_future_wait(&f[i]) == DV_OK;
+    uint64_t waits = stats(a).staging_waits - before;
+    ok(fine && l.rc == DV_OK && waits >= 1,
+       "a fourth copy on a stream holding its share of the chunks waits for one, counted "
+       "(%llu waits, %s)",
+       (unsigned long long)waits, dv_err_name(l.rc));
+    dv_ref_release(r);
+    free(src);
+    dv_actor_destroy(a);
+}
+
 int main(void)
 {
-    plan(30);
+    plan(31);
     test_sizes();
     test_backpressure();
     test_actor_free();
@@ -619,5 +676,6 @@ int main(void)
     test_in_task();
     test_same_buffer_same_stream();
     test_other_stream_not_held();
+    test_waits_counted();
     return tap_done();
 }
