@@ -25,7 +25,7 @@
 
 static const dv_dim3 grid = {64, 1, 1}, blk = {256, 1, 1};
 
-static dv_actor *make(bool permissive, bool direct)
+static dv_actor *make_with(bool permissive, bool direct, bool check)
 {
     dv_actor_config cfg;
     dv_actor *a = NULL;
@@ -37,7 +37,14 @@ static dv_actor *make(bool permissive, bool direct)
     cfg.sim_delay_max_us = 100;
     cfg.permissive = permissive;
     cfg.direct_alloc = direct;
+    if (check)
+        cfg.check_order = true; /* else as the configuration and DV_CHECK_ORDER say */
     return dv_actor_create(&cfg, &a) == DV_OK ? a : NULL;
+}
+
+static dv_actor *make(bool permissive, bool direct)
+{
+    return make_with(permissive, direct, false);
 }
 
 /* A task that fills the handle in its user data through dv_task_launch;
@@ -230,17 +237,11 @@ int main(void)
     /* -- with the checker on, a raw pointer lands in what the task
      * declared ----------------------------------------------------------- */
     {
-        dv_actor_config cfg;
-        dv_actor *c = NULL;
-        dv_actor_config_init(&cfg);
-        cfg.backend = LAUNCH_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
-        cfg.streams = 3;
-        cfg.sim_memory_bytes = 256 << 20;
-        cfg.check_order = true;
+        dv_actor *c = make_with(false, false, true);
         dv_kernel *cf = NULL;
         dv_ref v = DV_REF_NULL;
         dv_ref_info vi = {0};
-        int rc = dv_actor_create(&cfg, &c);
+        int rc = c != NULL ? DV_OK : DV_ENODEVICE;
         if (rc == DV_OK)
             rc = dv_kernel_get(c, NULL, 0, "fill_u32", &cf);
         if (rc == DV_OK)
