@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #include "devactor.h"
@@ -133,6 +134,23 @@ int main(int argc, char **argv)
     if (cfg.backend == DV_BACKEND_AUTO && !asked && strcmp(dv_actor_backend_name(gpu), "sim") == 0)
         printf("dv-demo: no CUDA device answered, so this ran on the simulated device "
                "(DV_BACKEND=cuda insists on a GPU)\n");
+
+    /* Two host buffers, and on the sim three device buffers in host
+     * memory too: refused up front where the host has not that much. */
+    bool on_sim = strcmp(dv_actor_backend_name(gpu), "sim") == 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t have = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    uint64_t need = (on_sim ? 5 : 2) * bytes;
+    if (have != 0 && need > have / 4 * 3) {
+        fprintf(stderr,
+                "dv-demo: --elements %llu needs about %.1f GiB of host memory%s; this machine "
+                "has %.1f GiB\n",
+                (unsigned long long)n, (double)need / (1 << 30),
+                on_sim ? " (the simulated device keeps its memory there)" : "",
+                (double)have / (1 << 30));
+        dv_actor_destroy(gpu);
+        return 2;
+    }
 
     dv_kernel *fill, *add, *sum;
     TRY(dv_kernel_get(gpu, NULL, 0, "fill_u32", &fill));
