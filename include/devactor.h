@@ -748,8 +748,8 @@ DV_EXPORT int dv_memset_async(dv_actor *actor, dv_ref dst, uint64_t offset, uint
  * When every chunk is taken the poster waits for one (staging_waits in
  * the statistics), never the actor; one stream's copies hold at most
  * three quarters of the chunks (all but one below eight), so that work
- * queued on one stream does not hold up another's copies; on a thread that serves an actor an
- * _async copy answers DV_EAGAIN instead.  Where staging is unavailable
+ * queued on one stream does not hold up another's copies; on a thread
+ * that serves an actor an _async copy answers DV_EAGAIN instead.  Where staging is unavailable
  * (it could not be page-locked) the driver copies on the actor's thread,
  * holding up the actor for the copy's length (direct_copies counts them).
  *

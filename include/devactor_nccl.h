@@ -39,12 +39,15 @@
  * rank; the timeout counts from the first rank's arrival, and the call
  * returns once every rank's actor took its part).  Such creations are
  * made one at a time in the process (one that waits longer than its
- * timeout for another answers DV_ETIMEDOUT).  One that spans processes runs in the non-blocking
- * mode: creation and each enqueue are polled under the timeout, so a remote rank that never comes
- * cannot hold an actor for ever, and an abort may come at any time; each enqueue then costs NCCL a
- * thread (about 150 us a collective on two H100s).  The environment variable DV_NCCL_BLOCKING (1 or
- * 0) asks for one mode for every communicator (in the blocking mode a remote rank's waits in NCCL
- * are not bounded; nor is creation where NCCL predates ncclCommInitRankConfig).
+ * timeout for another answers DV_ETIMEDOUT).  One that spans processes
+ * runs in the non-blocking mode: creation and each enqueue are polled
+ * under the timeout, so a remote rank that never comes cannot hold an
+ * actor for ever, and an abort may come at any time; each enqueue then
+ * costs NCCL a thread (about 150 us a collective on two H100s).  The
+ * environment variable DV_NCCL_BLOCKING (1 or 0) asks for one mode for
+ * every communicator (in the blocking mode a remote rank's waits in NCCL
+ * are not bounded; nor is creation where NCCL predates
+ * ncclCommInitRankConfig).
  *
  * Order.  Every rank must make the same collectives in the same order,
  * as NCCL requires: a rank's order is the order its actor takes its calls
