@@ -874,20 +874,13 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
         bool host = op->acc[i].host;
         if (!acc_range(c, op, i, &lo, &hi))
             continue;
+        const uint64_t *clock = V;
         if (host && op->acc[i].staged) {
             if (!vh) {
                 know_clock(c, op->know, VH);
                 vh = true;
             }
-            if (overlapping_in(c, &c->host, lo, hi, 0) != DV_OK)
-                return DV_OK;
-            const char *verb = access & DV_WRITE ? "writes" : "reads";
-            for (uint32_t k = 0; k < c->nscratch; k++) {
-                int rc = check_rec(c, VH, &now, access, c->scratch[k], lo, hi, true, verb);
-                if (rc != DV_OK)
-                    return rc;
-            }
-            continue;
+            clock = VH;
         }
         if (overlapping_in(c, host ? &c->host : &c->dev, lo, hi, op->acc[i].base) != DV_OK)
             return DV_OK; /* out of host memory: unchecked */
@@ -897,7 +890,7 @@ int dv__checker_check(dv_checker *c, dv_chk_op *op)
             if (op->acc[i].raw && stale_pointer(r))
                 return use_after_free(c, &now, verb, lo > r->lo ? lo : r->lo, r->prev_tag,
                                       r->prev_generation, &r->prev_free, r);
-            int rc = check_rec(c, V, &now, access, r, lo, hi, host, verb);
+            int rc = check_rec(c, clock, &now, access, r, lo, hi, host, verb);
             if (rc != DV_OK)
                 return rc;
         }
