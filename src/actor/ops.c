@@ -62,13 +62,13 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
      * refused by its own count with no pool above it (nothing above holds
      * memory for it).  Only the oom function can free live blocks (not
      * for the former). */
-    bool for_good = a->env.refused_for_good, pool_above = false;
+    bool for_good = a->env.refused_for_good, pool_above = false, known = false;
     uint64_t free_bytes, total_bytes;
     if (!for_good && rc == DV_EDEVICE_OOM) {
         /* More than the whole device, whatever layer refused it. */
         dv_error_detail refusal = *dv__detail();
-        for_good = dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK &&
-                   m->bytes > total_bytes;
+        known = dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK;
+        for_good = known && m->bytes > total_bytes;
         *dv__detail() = refusal;
     }
     for (const dv_resource *r = a->stack; r != NULL && r != a->env.refused_by; r = r->upstream)
@@ -102,9 +102,10 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
     if (rc == DV_EDEVICE_OOM && dv__detail()->remaining == 0) {
         /* The device's refusal says what the device had left (requested
          * is the caller's bytes already: dv__res_allocate).  A query that
-         * fails says nothing here. */
+         * fails says nothing here.  Refused for good by that query above,
+         * nothing was given back since: its answer stands. */
         dv_error_detail refusal = *dv__detail();
-        if (dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK)
+        if ((for_good && known) || dv__drv_mem_info(a->env.ctx, &free_bytes, &total_bytes) == DV_OK)
             refusal.remaining = free_bytes;
         *dv__detail() = refusal;
     }
@@ -587,8 +588,8 @@ int dv_task_launch(const dv_task_ctx *ctx, dv_kernel *kernel, dv_dim3 grid, dv_d
         rc = dv__kernel_check_args(kernel, args, nargs, op);
     if (rc != DV_OK)
         return rc;
-    /* Resolved, not fenced: raw pointers pass (the task is trusted with
-     * them), handles become addresses; the checker sees every access. */
+    /* Resolved, not fenced: raw pointers pass (on a strict actor too),
+     * handles become addresses; the checker sees every access. */
     dv_recorder r;
     dv__rec_begin(&r, a, a->task_env, DV_CHK_TASK_LAUNCH, kernel->name);
     r.op = op; /* failures name this call, not the task's */
