@@ -139,12 +139,12 @@ static uint32_t stream_share(const dv_staging *st)
 
 /*
  * Chunks off the FIFO for a copy on stream s (st->mu held), up to want:
- * idle ones first, then ones whose last use, on s, is still ahead (the
- * copy's own stream order waits for that), within s's share; where
- * no_wait (an actor's thread), any.  Chunks whose use on another stream
- * is still ahead are taken only where nothing else is and
- * take_others (that stream may be held up for long: better to wait for
- * whichever chunk goes idle first).  How many.
+ * idle ones while s holds less than its share, then ones whose last use,
+ * on s, is still ahead (the copy's own stream order waits for that);
+ * where no_wait (an actor's thread), any.  A chunk whose use on another
+ * stream is still ahead is not taken otherwise: that stream may be held
+ * up for long, and the caller waits for whichever chunk goes idle first.
+ * How many.
  */
 static uint32_t chunks_pick(dv_staging *st, uint16_t s, uint32_t want, bool no_wait,
                             dv_stage_chunk **out)
