@@ -20,12 +20,14 @@
  *
  * Libraries are opened at run time (dlopen), so devactor builds and runs
  * without them:
- *   cuda:  $DV_CUBLAS_PATH, else libcublas.so.13, .12, .11 the usual way
- *          (LD_LIBRARY_PATH, the loader's cache), else /usr/local/cuda;
- *   sim:   $DV_CBLAS_PATH, else libopenblas.so.0, libcblas.so.3,
- *          libblas.so.3 (Debian's reference BLAS carries CBLAS).
+ *   cuda:  $DV_CUBLAS_PATH when set (only it), else libcublas.so.13,
+ *          .12, .11, libcublas.so the usual way (LD_LIBRARY_PATH, the
+ *          loader's cache), else /usr/local/cuda/lib64/libcublas.so;
+ *   sim:   $DV_CBLAS_PATH when set (only it), else libopenblas.so.0,
+ *          libopenblas.so, libcblas.so.3, libblas.so.3 (Debian's
+ *          reference BLAS carries CBLAS).
  * Where none opens, dv_blas_create answers DV_ENOTSUP and says what it
- * looked for.
+ * tried; where the one that opens lacks a function, which.
  *
  * Handles.  One cuBLAS handle per stream of the actor, made by the first
  * call on that stream (on the actor's thread), bound to it for good, and
@@ -124,7 +126,8 @@ DV_EXPORT int dv_blas_create(dv_actor *actor, dv_blas **out);
  * nothing (dv_last_error says DV_EDEADLK) and b stays usable, to be
  * destroyed outside; dv_blas_create there answers DV_EDEADLK. */
 DV_EXPORT void dv_blas_destroy(dv_blas *b);
-/* Which library b uses ("cuBLAS 13.0.0", "OpenBLAS ...", a path). */
+/* Which library b uses, by the name it opened: "cuBLAS (libcublas.so.13)"
+ * or "CBLAS (libopenblas.so.0)", say. */
 DV_EXPORT const char *dv_blas_library(const dv_blas *b);
 
 /* C (m x n) = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n.

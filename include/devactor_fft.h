@@ -40,11 +40,13 @@
  * work in flight.
  *
  * Libraries, opened at run time (dlopen):
- *   cuda:  $DV_CUFFT_PATH, else libcufft.so.12, .11 the usual way, else
- *          /usr/local/cuda;
- *   sim:   $DV_FFTWF_PATH and $DV_FFTW_PATH, else libfftw3f.so.3 and
- *          libfftw3.so.3.
- * Where they do not open, dv_fft_create answers DV_ENOTSUP.
+ *   cuda:  $DV_CUFFT_PATH when set (only it), else libcufft.so.12, .11,
+ *          libcufft.so the usual way, else
+ *          /usr/local/cuda/lib64/libcufft.so;
+ *   sim:   $DV_FFTWF_PATH and $DV_FFTW_PATH when set (only they), else
+ *          libfftw3f.so.3 and libfftw3.so.3.
+ * Where they do not open, or one lacks a function, dv_fft_create answers
+ * DV_ENOTSUP.
  *
  * Threads: as devactor_blas.h.  The plain form waits until the device
  * finished the transform; the _async form returns once it is enqueued and
@@ -95,7 +97,8 @@ typedef struct dv_fft_stats {
 } dv_fft_stats;
 
 /* The FFTs of actor, with a plan cache of cache_bytes (0: 256 MiB).
- * DV_ENOTSUP (with the names tried) when the library does not open. */
+ * DV_ENOTSUP when the library does not open (the message lists the names
+ * tried) or lacks a function (it names the library and the function). */
 DV_EXPORT int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out);
 /* Waits for the streams that ran transforms, destroys the plans on the
  * actor's thread, and frees f.  NULL is fine.  Inside a task it does

@@ -165,6 +165,20 @@ const char *dv_blas_library(const dv_blas *b)
  * Opening
  * ------------------------------------------------------------------------ */
 
+/* DV_ENOTSUP for a library that did not open (tried: each name, and why
+ * the last failed) or opened (path) without a function it needs; what
+ * opened is closed. */
+static int no_library(dv_blas *b, const char *what, const char *tried, const char *path)
+{
+    if (b->lib == NULL)
+        return dv_error_set(DV_ENOTSUP, "blas_create", 0, 0, "blas_create: %s; tried %s", what,
+                            tried);
+    dlclose(b->lib);
+    b->lib = NULL;
+    return dv_error_set(DV_ENOTSUP, "blas_create", 0, 0, "blas_create: %s; %s lacks %s", what, path,
+                        dv__lib_missing());
+}
+
 int dv_blas_create(dv_actor *actor, dv_blas **out)
 {
     static const char op[] = "blas_create";
@@ -206,10 +220,9 @@ int dv_blas_create(dv_actor *actor, dv_blas **out)
                    DV_LIB_SYM(b->lib, b->daxpy, "cublasDaxpy_v2") &&
                    DV_LIB_SYM(b->lib, b->sdot, "cublasSdot_v2") && DV_LIB_SYM(b->lib, b->ddot, "cublasDdot_v2");
         if (!all) {
+            rc = no_library(b, "no usable cuBLAS (set DV_CUBLAS_PATH)", tried, path);
             free(b);
-            return dv_error_set(DV_ENOTSUP, op, 0, 0,
-                                "blas_create: no usable cuBLAS (set DV_CUBLAS_PATH); tried %s",
-                                tried[0] ? tried : path);
+            return rc;
         }
         snprintf(b->name, sizeof(b->name), "cuBLAS (%s)", path);
     } else {
@@ -222,12 +235,12 @@ int dv_blas_create(dv_actor *actor, dv_blas **out)
                    DV_LIB_SYM(b->lib, b->c_daxpy, "cblas_daxpy") && DV_LIB_SYM(b->lib, b->c_sdot, "cblas_sdot") &&
                    DV_LIB_SYM(b->lib, b->c_ddot, "cblas_ddot");
         if (!all) {
+            rc = no_library(b,
+                            "no CBLAS for the simulated device (install libopenblas0 or "
+                            "libblas3, or set DV_CBLAS_PATH)",
+                            tried, path);
             free(b);
-            return dv_error_set(
-                DV_ENOTSUP, op, 0, 0,
-                "blas_create: no CBLAS for the simulated device (install libopenblas0 or "
-                "libblas3, or set DV_CBLAS_PATH); tried %s",
-                tried[0] ? tried : path);
+            return rc;
         }
         snprintf(b->name, sizeof(b->name), "CBLAS (%s)", path);
     }
@@ -357,12 +370,17 @@ static int post(blas_call *c, const dv_ref *refs, const uint64_t *offs, const ui
                 dv_stream stream, posting *p)
 {
     uint64_t base[NOPS] = {0};
+    /* The call's own name on an unknown stream (the task would say
+     * "task"). */
+    int rc = dv__lib_stream("blas", "blas_", c->what, c->b->actor, stream);
+    if (rc != DV_OK)
+        return rc;
     for (int i = 0; i < NOPS; i++) {
         c->arg[i] = -1;
         c->bytes[i] = 0;
         if (elems[i] == 0)
             continue;
-        int rc = fits(c, i, refs[i], offs[i], elems[i], &c->bytes[i], &base[i]);
+        rc = fits(c, i, refs[i], offs[i], elems[i], &c->bytes[i], &base[i]);
         if (rc != DV_OK)
             return rc;
     }
@@ -389,7 +407,7 @@ static int post(blas_call *c, const dv_ref *refs, const uint64_t *offs, const ui
     }
     if (p->f == NULL)
         return dv_task(c->b->actor, dv__blas_task, c, stream, args, nargs);
-    int rc = dv__lib_no_wait("blas");
+    rc = dv__lib_no_wait("blas");
     if (rc != DV_OK)
         return rc; /* not posted: settle completes the future */
     rc = dv_task_async(c->b->actor, dv__blas_task, c, stream, args, nargs, p->f);

@@ -125,14 +125,22 @@ static unsigned real_size(dv_fft_precision p)
 
 /* Elements of one transform: N (all sizes) and Nc (the last halved + 1);
  * false when a size is out of range or the product overflows. */
-static bool shape_elems(const dv_fft_shape *s, uint64_t *n, uint64_t *nc)
+static bool shape_in_range(const dv_fft_shape *s)
 {
     if (s == NULL || s->rank < 1 || s->rank > 3 || s->batch < 1 || s->batch > INT_MAX)
         return false;
-    uint64_t all = 1, half = 1;
-    for (int i = 0; i < s->rank; i++) {
+    for (int i = 0; i < s->rank; i++)
         if (s->n[i] < 1 || s->n[i] > INT_MAX)
             return false;
+    return true;
+}
+
+static bool shape_elems(const dv_fft_shape *s, uint64_t *n, uint64_t *nc)
+{
+    if (!shape_in_range(s))
+        return false;
+    uint64_t all = 1, half = 1;
+    for (int i = 0; i < s->rank; i++) {
         uint64_t d = (uint64_t)s->n[i], h = i == s->rank - 1 ? d / 2 + 1 : d;
         if (all > UINT64_MAX / d || half > UINT64_MAX / h)
             return false;
@@ -169,20 +177,31 @@ uint64_t dv_fft_bytes(dv_fft_kind kind, dv_fft_precision precision, const dv_fft
  * Opening
  * ------------------------------------------------------------------------ */
 
-static bool open_fftw(fftw_lib *w, const char *env, const char *soname, const char *pfx,
-                      char *tried, size_t cap, char *path, size_t path_cap)
+/* One FFTW (single or double), its functions pfx*: whether all are there.
+ * why (cap bytes) says what failed: each name tried and why the last did
+ * not open, or what opened and the function it lacks (it is closed). */
+static bool open_fftw(fftw_lib *w, const char *env, const char *soname, const char *pfx, char *why,
+                      size_t cap, char *path, size_t path_cap)
 {
     const char *const names[] = {soname, NULL};
-    char sym[64];
-    w->lib = dv__lib_open(env, names, tried, cap, path, path_cap);
-    if (w->lib == NULL)
+    char sym[64], tried[512];
+    w->lib = dv__lib_open(env, names, tried, sizeof(tried), path, path_cap);
+    if (w->lib == NULL) {
+        snprintf(why, cap, "tried %s", tried);
         return false;
+    }
 #define W(dst, name) (snprintf(sym, sizeof(sym), "%s%s", pfx, name), DV_LIB_SYM(w->lib, dst, sym))
-    return W(w->c2c, "plan_many_dft") && W(w->r2c, "plan_many_dft_r2c") &&
-           W(w->c2r, "plan_many_dft_c2r") && W(w->exec_c2c, "execute_dft") &&
-           W(w->exec_r2c, "execute_dft_r2c") && W(w->exec_c2r, "execute_dft_c2r") &&
-           W(w->destroy, "destroy_plan");
+    bool all = W(w->c2c, "plan_many_dft") && W(w->r2c, "plan_many_dft_r2c") &&
+               W(w->c2r, "plan_many_dft_c2r") && W(w->exec_c2c, "execute_dft") &&
+               W(w->exec_r2c, "execute_dft_r2c") && W(w->exec_c2r, "execute_dft_c2r") &&
+               W(w->destroy, "destroy_plan");
 #undef W
+    if (!all) {
+        snprintf(why, cap, "%s lacks %s", path, dv__lib_missing());
+        dlclose(w->lib);
+        w->lib = NULL;
+    }
+    return all;
 }
 
 int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
@@ -221,24 +240,33 @@ int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
                    DV_LIB_SYM(l, f->cu_c2r, "cufftExecC2R") && DV_LIB_SYM(l, f->cu_d2z, "cufftExecD2Z") &&
                    DV_LIB_SYM(l, f->cu_z2d, "cufftExecZ2D");
         if (!all) {
+            char why[600];
+            if (l != NULL) {
+                snprintf(why, sizeof(why), "%s lacks %s", path, dv__lib_missing());
+                dlclose(l);
+            } else {
+                snprintf(why, sizeof(why), "tried %s", tried);
+            }
             free(f);
             return dv_error_set(DV_ENOTSUP, op, 0, 0,
-                                "fft_create: no usable cuFFT (set DV_CUFFT_PATH); tried %s",
-                                tried[0] ? tried : path);
+                                "fft_create: no usable cuFFT (set DV_CUFFT_PATH); %s", why);
         }
         snprintf(f->name, sizeof(f->name), "cuFFT (%s)", path);
     } else {
-        bool all = open_fftw(&f->wf, "DV_FFTWF_PATH", "libfftw3f.so.3", "fftwf_", tried,
-                             sizeof(tried), path, sizeof(path)) &&
-                   open_fftw(&f->wd, "DV_FFTW_PATH", "libfftw3.so.3", "fftw_", tried,
-                             sizeof(tried), path2, sizeof(path2));
+        char why[600];
+        bool all = open_fftw(&f->wf, "DV_FFTWF_PATH", "libfftw3f.so.3", "fftwf_", why, sizeof(why),
+                             path, sizeof(path)) &&
+                   open_fftw(&f->wd, "DV_FFTW_PATH", "libfftw3.so.3", "fftw_", why, sizeof(why),
+                             path2, sizeof(path2));
         if (!all) {
+            if (f->wf.lib != NULL) /* the single precision opened, the double not */
+                dlclose(f->wf.lib);
             free(f);
             return dv_error_set(
                 DV_ENOTSUP, op, 0, 0,
                 "fft_create: no FFTW for the simulated device (install libfftw3-single3 and "
-                "libfftw3-double3, or set DV_FFTWF_PATH and DV_FFTW_PATH); tried %s",
-                tried[0] ? tried : "libfftw3f.so.3, libfftw3.so.3");
+                "libfftw3-double3, or set DV_FFTWF_PATH and DV_FFTW_PATH); %s",
+                why);
         }
         snprintf(f->name, sizeof(f->name), "FFTW (%s, %s)", path, path2);
     }
@@ -351,11 +379,17 @@ static int exec_common(dv_fft *f, dv_stream stream, dv_fft_kind kind, dv_fft_pre
                             "fft_exec: direction %d (R2C is forward, C2R inverse)",
                             (int)direction);
     uint64_t n, nc;
-    if (!shape_elems(shape, &n, &nc))
+    if (!shape_in_range(shape))
         return dv_error_set(DV_EINVAL, "fft", 0, 0,
                             "fft_exec: rank %d, sizes and batch: rank 1 to 3, each size and the "
                             "batch from 1 to 2^31 - 1",
                             shape->rank);
+    if (!shape_elems(shape, &n, &nc))
+        return dv_error_set(DV_EINVAL, "fft", 0, 0,
+                            "fft_exec: the transform is too large (its elements overflow 64 bits)");
+    int rc = dv__lib_stream("fft", "fft_", "exec", f->actor, stream); /* named as this call */
+    if (rc != DV_OK)
+        return rc;
     bool in_place = in.bits == out.bits && in_off == out_off;
     fft_call c = {.f = f,
                   .key = {.stream = stream,
@@ -376,7 +410,7 @@ static int exec_common(dv_fft *f, dv_stream stream, dv_fft_kind kind, dv_fft_pre
     unsigned in_es = kind == DV_FFT_R2C && !in_place ? rs : cs;
     unsigned out_es = kind == DV_FFT_C2R && !in_place ? rs : cs;
     uint64_t in_base, out_base;
-    int rc = check_operand("in", in, in_off, c.in_bytes, in_es, &in_base);
+    rc = check_operand("in", in, in_off, c.in_bytes, in_es, &in_base);
     if (rc == DV_OK)
         rc = check_operand("out", out, out_off, c.out_bytes, out_es, &out_base);
     if (rc != DV_OK)

@@ -38,6 +38,21 @@ void *dv__lib_open(const char *env, const char *const *names, char *tried, size_
     return NULL;
 }
 
+static _Thread_local char missing[64];
+
+bool dv__lib_sym(void *lib, void **dst, const char *name)
+{
+    *dst = lib != NULL ? dlsym(lib, name) : NULL;
+    if (*dst == NULL)
+        snprintf(missing, sizeof(missing), "%s", name);
+    return *dst != NULL;
+}
+
+const char *dv__lib_missing(void)
+{
+    return missing;
+}
+
 int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
                     dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base)
 {
@@ -147,18 +162,35 @@ int dv__lib_no_wait(const char *op)
     return dv__no_wait(op);
 }
 
-int dv__lib_nothing_to_do(const char *call, const char *lead, const char *what, dv_actor *a,
-                          dv_stream stream, const dv_ref *refs, const uint64_t *offs, unsigned es,
-                          const char *const *names, int n)
+int dv__lib_stream(const char *call, const char *lead, const char *what, const dv_actor *a,
+                   dv_stream stream)
 {
     if (a == NULL || stream >= a->cfg.streams)
         return dv_error_set(DV_EINVAL, call, 0, 0, "%s%s: unknown stream %u (the actor has %u)",
                             lead, what, stream, a != NULL ? a->cfg.streams : 0);
+    return DV_OK;
+}
+
+int dv__lib_nothing_to_do(const char *call, const char *lead, const char *what, dv_actor *a,
+                          dv_stream stream, const dv_ref *refs, const uint64_t *offs, unsigned es,
+                          const char *const *names, int n)
+{
+    int rc = dv__lib_stream(call, lead, what, a, stream);
+    if (rc != DV_OK)
+        return rc;
+    /* Nothing is posted, so the actor's state is read here: a call to an
+     * actor shut down or lost answers as a posted one would. */
+    int st = atomic_load_explicit(&a->state, memory_order_acquire);
+    if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED)
+        return dv_error_set(DV_ESHUTDOWN, call, 0, 0, "%s%s: device %d's actor is shutting down",
+                            lead, what, a->device);
+    if (st == DV_ACTOR_LOST)
+        return dv__lost_answer(a);
     for (int i = 0; i < n; i++) {
         if (refs[i].bits == 0)
             continue;
         uint64_t base;
-        int rc = dv__lib_operand(call, lead, what, names[i], refs[i], offs[i], 0, es, &base);
+        rc = dv__lib_operand(call, lead, what, names[i], refs[i], offs[i], 0, es, &base);
         if (rc != DV_OK)
             return rc;
         if (dv__actor_of_ref(refs[i]) != a)

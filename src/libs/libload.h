@@ -7,13 +7,18 @@
 #define DV_LIBS_LIBLOAD_H
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "devactor.h"
 
-/* dst := the symbol name of lib; whether it was there. */
-#define DV_LIB_SYM(lib, dst, name) (*(void **)&(dst) = dlsym((lib), (name)), (dst) != NULL)
+/* dst := the symbol name of lib; whether it was there.  One that is not
+ * is named by dv__lib_missing afterwards, on the same thread. */
+#define DV_LIB_SYM(lib, dst, name) dv__lib_sym((lib), (void **)&(dst), (name))
+bool dv__lib_sym(void *lib, void **dst, const char *name);
+/* The last symbol DV_LIB_SYM did not find on this thread ("" if none). */
+const char *dv__lib_missing(void);
 
 /* dlopen the first of: $env (when set: only it), then names (NULL-ended),
  * each the usual way; NULL when none opens.  tried (cap bytes) receives
@@ -34,8 +39,13 @@ int dv__lib_no_wait(const char *op);
  * what the block has from off) past the block as it was asked for. */
 int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
                     dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base);
+/* DV_EINVAL (recorded as call's, "<lead><what>: unknown stream") unless
+ * stream is one of actor a's. */
+int dv__lib_stream(const char *call, const char *lead, const char *what, const dv_actor *a,
+                   dv_stream stream);
 /* A call with nothing to do (an empty result) still checks what it was
- * given: its stream on actor a, and each of the n handles that is not
+ * given: its stream on actor a, the actor's state (DV_ESHUTDOWN after a
+ * shutdown, the lost answer for one lost), and each of the n handles that is not
  * DV_REF_NULL at its offset (names[i] in the message) as an operand of
  * no bytes: DV_EINVAL for an unknown stream, another actor's block or an
  * offset not a multiple of es, the handle's own error (DV_ESTALE) for one

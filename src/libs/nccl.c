@@ -165,7 +165,7 @@ static void lib_open(void)
                DV_LIB_SYM(h, lib.group_end, "ncclGroupEnd");
     if (!all) {
         snprintf(lib.why, sizeof(lib.why), "%s lacks NCCL 2.7's calls (%s)", path,
-                 dlerror() != NULL ? "a symbol is missing" : "");
+                 dv__lib_missing());
         dlclose(lib.h);
         lib.h = NULL;
         return;

@@ -361,6 +361,7 @@ typedef struct mistake {
     const char *what;
     int want;
     int (*call)(void);
+    const char *says; /* in the message, where it matters */
 } mistake;
 
 static dv_blas_matrix M(dv_ref r, uint64_t off, int64_t ld)
@@ -586,7 +587,7 @@ static void test_mistakes(void)
         {"a released handle", DV_ESTALE, m_released},
         {"a NULL dv_blas", DV_EINVAL, m_null_blas},
         {"DV_REF_NULL", DV_EINVAL, m_null_ref},
-        {"a stream the actor does not have", DV_EINVAL, m_bad_stream},
+        {"a stream the actor does not have", DV_EINVAL, m_bad_stream, "blas_gemm: unknown stream"},
         {"gemm with m 0 into a released C", DV_ESTALE, m_empty_released_c},
         {"gemm with n 0 on a stream the actor does not have", DV_EINVAL, m_empty_bad_stream},
         {"axpy with n 0 into a released y", DV_ESTALE, m_empty_axpy_released},
@@ -606,6 +607,8 @@ static void test_mistakes(void)
                     dv_last_error()->message[0] != '\0';
         if (rc == DV_EOUT_OF_BOUNDS)
             good &= dv_last_error()->requested > dv_last_error()->remaining;
+        if (table[i].says != NULL)
+            good &= strstr(dv_last_error()->message, table[i].says) != NULL;
         if (!good)
             diag("%s: %s (%s), wanted %s", table[i].what, dv_err_name(rc),
                  dv_last_error()->message, dv_err_name(table[i].want));
@@ -762,7 +765,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(45);
+    plan(47);
     is_status(rc, DV_OK, "the BLAS library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_blas_library(B) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -786,6 +789,30 @@ int main(void)
     dv_blas *none = (dv_blas *)&none;
     ok(dv_blas_create(NULL, &none) == DV_EINVAL && none == NULL,
        "dv_blas_create with no actor: DV_EINVAL, *out NULL");
+    if (!BLAS_ON_CUDA) {
+        /* A library that opens but is no CBLAS: named, with what it lacks. */
+        setenv("DV_CBLAS_PATH", "libc.so.6", 1);
+        dv_blas *g = NULL;
+        rc = dv_blas_create(A, &g);
+        diag("DV_CBLAS_PATH=libc.so.6: %s", dv_last_error()->message);
+        ok(rc == DV_ENOTSUP && g == NULL &&
+               strstr(dv_last_error()->message, "libc.so.6 lacks cblas_sgemm") != NULL,
+           "a library path that opens no CBLAS: DV_ENOTSUP naming it and what it lacks");
+        if (g != NULL)
+            dv_blas_destroy(g);
+        unsetenv("DV_CBLAS_PATH");
+    } else {
+        skip("DV_CBLAS_PATH is the simulated device's");
+    }
+    /* A call with nothing to do, after a shutdown: answered as a posted
+     * one is. */
+    dv_ref keep;
+    dv_alloc(A, 256, 0, "kept", &keep);
+    dv_actor_shutdown(A);
+    rc = dv_blas_gemm(B, 0, DV_BLAS_F32, DV_BLAS_ROW_MAJOR, DV_BLAS_N, DV_BLAS_N, 0, 4, 4, 1,
+                      dv_blas_mat(keep, 0, 4), dv_blas_mat(keep, 0, 4), 0, dv_blas_mat(keep, 0, 4));
+    is_status(rc, DV_ESHUTDOWN, "gemm with m 0 after the actor's shutdown: DV_ESHUTDOWN");
+    dv_ref_release(keep);
     dv_blas_destroy(B);
     dv_actor_destroy(A);
     return tap_done();

@@ -359,6 +359,7 @@ static void test_mistakes(void)
         const char *what;
         int want;
         int (*call)(void);
+        const char *says; /* in the message, where it matters */
     } table[] = {
         {"an output past its 4 KiB block", DV_EOUT_OF_BOUNDS, x_out_short},
         {"an input past its block", DV_EOUT_OF_BOUNDS, x_in_short},
@@ -369,7 +370,7 @@ static void test_mistakes(void)
         {"rank 4", DV_EINVAL, x_rank4},
         {"a size of 0", DV_EINVAL, x_size0},
         {"batch 0", DV_EINVAL, x_batch0},
-        {"sizes whose product overflows", DV_EINVAL, x_huge},
+        {"sizes whose product overflows", DV_EINVAL, x_huge, "overflow"},
         {"an unknown kind", DV_EINVAL, x_bad_kind},
         {"an unknown precision", DV_EINVAL, x_bad_precision},
         {"R2C inverse", DV_EINVAL, x_r2c_inverse},
@@ -379,7 +380,7 @@ static void test_mistakes(void)
         {"a released handle", DV_ESTALE, x_released},
         {"a NULL dv_fft", DV_EINVAL, x_null_fft},
         {"a NULL shape", DV_EINVAL, x_null_shape},
-        {"a stream the actor does not have", DV_EINVAL, x_bad_stream},
+        {"a stream the actor does not have", DV_EINVAL, x_bad_stream, "fft_exec: unknown stream"},
     };
     unsigned n = sizeof(table) / sizeof(table[0]), right = 0;
     unsigned char pattern[4096], now[4096];
@@ -396,6 +397,8 @@ static void test_mistakes(void)
                     dv_last_error()->message[0] != '\0';
         if (rc == DV_EOUT_OF_BOUNDS)
             good &= dv_last_error()->requested > dv_last_error()->remaining;
+        if (table[i].says != NULL)
+            good &= strstr(dv_last_error()->message, table[i].says) != NULL;
         if (!good)
             diag("%s: %s (%s), wanted %s", table[i].what, dv_err_name(rc),
                  dv_last_error()->message, dv_err_name(table[i].want));
@@ -514,7 +517,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(20);
+    plan(21);
     is_status(rc, DV_OK, "the FFT library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_fft_library(F) : dv_last_error()->message);
     if (rc != DV_OK)
@@ -533,6 +536,28 @@ int main(void)
     dv_fft *none = (dv_fft *)&none;
     ok(dv_fft_create(NULL, 0, &none) == DV_EINVAL && none == NULL,
        "dv_fft_create with no actor: DV_EINVAL, *out NULL");
+    if (!FFT_ON_CUDA) {
+        /* A library that opens but is the wrong one: the message names it
+         * and the function it lacks, not the names it would have tried. */
+        const char *cases[][3] = {{"DV_FFTWF_PATH", "libfftw3.so.3", "libfftw3.so.3 lacks fftwf_"},
+                                  {"DV_FFTW_PATH", "libfftw3f.so.3", "libfftw3f.so.3 lacks fftw_"}};
+        int right = 0;
+        for (int i = 0; i < 2; i++) {
+            setenv(cases[i][0], cases[i][1], 1);
+            dv_fft *g = NULL;
+            rc = dv_fft_create(A, 0, &g);
+            right += rc == DV_ENOTSUP && g == NULL &&
+                     strstr(dv_last_error()->message, cases[i][2]) != NULL;
+            diag("%s=%s: %s", cases[i][0], cases[i][1], dv_last_error()->message);
+            if (g != NULL)
+                dv_fft_destroy(g);
+            unsetenv(cases[i][0]);
+        }
+        ok(right == 2,
+           "a library path that opens the wrong FFTW: DV_ENOTSUP naming it and what it lacks");
+    } else {
+        skip("the FFTW paths are the simulated device's");
+    }
 
     is_status(dv_actor_reset(A), DV_OK, "the actor's context rebuilt (dv_actor_reset)");
     double w1 = one_case(DV_FFT_C2C, DV_FFT_F32, &shapes[2], false, DV_FFT_FORWARD);
