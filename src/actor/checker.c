@@ -191,8 +191,12 @@ static void on_wait(void *self, dv_drv_stream *st, dv_drv_event *ev)
     dv_checker *c = self;
     uint32_t s = comp_of(c, st);
     ev_shadow *e = *(ev_shadow **)dv__drv_shadow(ev);
-    if (s != UINT32_MAX && e != NULL && e->owner == c)
+    if (s != UINT32_MAX && e != NULL && e->owner == c) {
         vc_merge(c, row(c, s), e->vc);
+        /* A point of its own: what s knows has changed, so a point taken
+         * before (an event's record) is not published again with it. */
+        row(c, s)[s]++;
+    }
 }
 
 /* What the actor saw finish orders only the actor's own decisions (a
