@@ -136,6 +136,8 @@ int dv__complete_failed_later(dv_actor *a, dv_stream s, const dv_envelope *e, co
     int rc = pending_at_end(a, s, e, what, fail);
     if (rc != DV_OK)
         free(fail);
+    else
+        dv__stat_inc(&a->st_failures); /* answered later, a failure now */
     return rc;
 }
 

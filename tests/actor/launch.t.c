@@ -63,6 +63,12 @@ static int fill_task(const dv_task_ctx *ctx, void *user)
     return t->inner;
 }
 
+static int answer_task(const dv_task_ctx *ctx, void *user)
+{
+    (void)ctx;
+    return *(int *)user;
+}
+
 int main(void)
 {
     static uint32_t host[N], back[N];
@@ -73,7 +79,7 @@ int main(void)
 
     if (LAUNCH_ON_CUDA && a == NULL && dv_last_error()->status == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(34);
+    plan(36);
     ok(a != NULL, "an actor (%s)", a ? dv_actor_backend_name(a) : dv_last_error()->message);
     if (a == NULL)
         return tap_done();
@@ -205,6 +211,26 @@ int main(void)
     dv_copy_dtoh(a, back, w, 0, 4 * n, 2);
     ok(all_u32(back, N, 9), "... and its result is right");
     dv_ref_release(w);
+    {
+        /* A task that fails counts as a failure; one that answers what is
+         * no status is DV_EINVAL. */
+        dv_actor_stats t0, t1;
+        dv_actor_stats_get(a, &t0);
+        int answer = DV_EIO;
+        int rc1 = dv_task(a, answer_task, &answer, 0, NULL, 0);
+        dv_future f;
+        dv_future_init(&f, 0);
+        int rc2 = dv_task_async(a, answer_task, &answer, 1, NULL, 0, &f);
+        rc2 = rc2 == DV_OK ? dv_future_wait(&f) : rc2;
+        dv_actor_stats_get(a, &t1);
+        ok(rc1 == DV_EIO && rc2 == DV_EIO && t1.failures == t0.failures + 2,
+           "two tasks that failed (%s, %s): failures counts them (%llu more)", dv_err_name(rc1),
+           dv_err_name(rc2), (unsigned long long)(t1.failures - t0.failures));
+        answer = 12345;
+        rc1 = dv_task(a, answer_task, &answer, 0, NULL, 0);
+        ok(rc1 == DV_EINVAL && strstr(dv_last_error()->message, "12345") != NULL,
+           "a task answering 12345: DV_EINVAL (%s)", dv_last_error()->message);
+    }
     dv_actor_destroy(a);
 
     /* -- permissive, and a stack that cannot track ----------------------- */

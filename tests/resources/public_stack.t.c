@@ -41,7 +41,15 @@ typedef struct spill {
     int bare_fail;        /* rebuilds answer this, with no detail */
 } spill;
 
-enum { CHEAT_NONE, CHEAT_NO_BLOCK, CHEAT_FREED, CHEAT_MOVED, CHEAT_POSITIVE, CHEAT_GROWN };
+enum {
+    CHEAT_NONE,
+    CHEAT_NO_BLOCK,
+    CHEAT_FREED,
+    CHEAT_MOVED,
+    CHEAT_POSITIVE,
+    CHEAT_GROWN,
+    CHEAT_BARE_EIO
+};
 
 static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
                           dv_block *out)
@@ -56,6 +64,8 @@ static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream
     }
     if (s->cheat == CHEAT_POSITIVE)
         return 42;
+    if (s->cheat == CHEAT_BARE_EIO)
+        return DV_EIO; /* no word of its own (dv_error_set) */
     if (s->cheat == CHEAT_GROWN) {
         /* A block it made look larger than the upstream gave it. */
         int rc = dv_resource_allocate(up, bytes, stream, tag, out);
@@ -248,7 +258,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(50);
+    plan(51);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -361,6 +371,14 @@ int main(void)
               "a layer answering a block twice the size the upstream gave: refused");
     dv_ref_release(r);
     dv_actor_stats_get(a, &st1);
+    /* A layer that fails with no detail of its own, after another failure
+     * on the actor's thread: the detail names it, not the earlier one. */
+    s.cheat = CHEAT_BARE_EIO;
+    dv_alloc(a, MiB, 0, "bare", &r);
+    rc = dv_ref_access(r, &info);
+    ok(rc == DV_EIO && strstr(dv_last_error()->message, "resource spill: allocate answered DV_EIO"),
+       "a layer's failure with no detail of its own: named (%s)", dv_last_error()->message);
+    dv_ref_release(r);
     s.cheat = CHEAT_NONE;
     {
         /* The real block of the moved one, given back on the actor's thread. */
