@@ -874,6 +874,10 @@ int dv_order_adopt(dv_actor *a, const dv_order_token *t)
                         "%s: the token is of a context since rebuilt (%llu; now %llu): it orders "
                         "nothing now",
                         op, (unsigned long long)t->context, (unsigned long long)now);
+    if (t->context > now) /* no export gives one: nothing learned, nothing forgotten */
+        return dv__fail(DV_EINVAL, op,
+                        "%s: the token is of context %llu, which this actor never had (now %llu)",
+                        op, (unsigned long long)t->context, (unsigned long long)now);
     if (dv__known_of(a->uid) == NULL)
         return dv__fail(DV_ENOMEM, op, "%s: out of host memory for the thread's knowledge", op);
     dv__known_absorb(a->uid, t->context, t->clock, t->streams);

@@ -250,7 +250,7 @@ int main(void)
     dv_error_detail last;
     dv_future f1;
 
-    plan(32);
+    plan(33);
 
     test_transitive_future();
 
@@ -396,6 +396,24 @@ int main(void)
     is_status(dv_order_export(A, &old), DV_OK, "a token exported before a reset");
     is_status(dv_actor_reset(A), DV_OK, "reset");
     is_status(dv_order_adopt(A, &old), DV_ESTALE, "adopting it after the reset: DV_ESTALE");
+    {
+        /* A token of a context the actor never had: refused, and what the
+         * thread knows stays (a copy it waited for reads clean). */
+        dv_ref w = DV_REF_NULL;
+        uint32_t word = 0;
+        dv_alloc(A, 4096, 1, "w", &w);
+        dv_memset(A, w, 0, 0, 4096, 1);
+        dv_copy_dtoh(A, &word, w, 0, 4, 1); /* the thread now knows stream 1's work */
+        dv_order_token forged;
+        dv_order_export(A, &forged);
+        forged.context += 999;
+        int rc = dv_order_adopt(A, &forged);
+        int after = dv_check_host_access(A, &word, 4, DV_WRITE);
+        ok(rc == DV_EINVAL && after == DV_OK,
+           "a token of a context never had: DV_EINVAL (%s), the thread's knowledge kept (%s)",
+           dv_err_name(rc), dv_err_name(after));
+        dv_ref_release(w);
+    }
     dv_actor_destroy(A);
 
     /* -- the checker off -------------------------------------------------- */
