@@ -2146,7 +2146,8 @@ static void op_task(rd *r)
         ex_tracked(&ex, ai);
     }
     bool runs = final_of(&ex, true) == DV_OK;
-    int tret = t->ret;
+    /* A function's answer that is no dv_status comes back DV_EINVAL. */
+    int tret = t->ret != 0 && strcmp(dv_err_name(t->ret), "DV_UNKNOWN") == 0 ? DV_EINVAL : t->ret;
     if (t->behaviour & T_HOST_CHECK)
         sh_snapshot(h.buf, 0, t->len, &t->want, &t->wknown);
 
