@@ -1006,7 +1006,7 @@ DV_EXPORT int dv_launch_async(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, 
  * post-only and _async calls are fine, and a full queue answers DV_EAGAIN
  * there instead of waiting for room.  A task's non-zero return is the
  * call's status, with a detail of its own (the failure of a devactor call
- * it made, or "its function returned ...").
+ * it made, or "task: its function answered ...").
  */
 typedef struct dv_task_ctx {
     dv_actor *actor;

@@ -258,6 +258,18 @@ void dv__actor_stop_state(dv_actor *a);
  * (or, where it was not recorded, a message saying the device is lost). */
 void dv__lost_detail(const dv_actor *a, dv_error_detail *out);
 int dv__lost_answer(const dv_actor *a);
+/* What a call to a that has stopped taking work answers, by its state st:
+ * DV_ESHUTDOWN ("<name>: device N's actor is shutting down", recorded as
+ * call's) once shutdown began, the lost answer once lost, else DV_OK. */
+int dv__actor_refused(const dv_actor *a, int st, const char *call, const char *name);
+/* The same, a's state read here (inline: every post asks). */
+static inline int dv__actor_refusing(const dv_actor *a, const char *call, const char *name)
+{
+    int st = atomic_load_explicit(&a->state, memory_order_acquire);
+    if (st != DV_ACTOR_STOPPING && st != DV_ACTOR_STOPPED && st != DV_ACTOR_LOST)
+        return DV_OK;
+    return dv__actor_refused(a, st, call, name);
+}
 
 /* ---- registry.c */
 /* One actor per device: the real devices of every cuda driver of the

@@ -55,16 +55,10 @@ static int post_enter(dv_actor *a, const char *op, dv_hazards **hz)
     if (!dv__hazard_set(*hz, a))
         return dv__fail(DV_ENOMEM, "post", "post: out of host memory for the thread's state");
     /* After the hazard's fence (acquire costs nothing more here). */
-    int st = atomic_load_explicit(&a->state, memory_order_acquire);
-    if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED) {
+    int rc = dv__actor_refusing(a, op, op);
+    if (rc != DV_OK)
         dv__hazard_clear(*hz);
-        return dv__fail(DV_ESHUTDOWN, op, "%s: device %d's actor is shutting down", op, a->device);
-    }
-    if (st == DV_ACTOR_LOST) {
-        dv__hazard_clear(*hz);
-        return dv__lost_answer(a);
-    }
-    return DV_OK;
+    return rc;
 }
 
 static void post_leave(dv_hazards *hz)

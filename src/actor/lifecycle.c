@@ -88,10 +88,7 @@ static int build_stack(dv_actor *a)
     if (a->cfg.stack != NULL) {
         /* The caller's stack (devactor_resource.h), on this thread. */
         rc = a->cfg.stack(r, a->cfg.stack_user, &top);
-        rc = dv__user_status(rc, "stack", "the stack function");
-        if (rc != DV_OK && dv_last_error()->status != rc)
-            /* It said nothing of its own: the detail names it. */
-            rc = dv__fail(rc, "stack", "the stack function answered %s", dv_err_name(rc));
+        rc = dv__user_answer(rc, "stack", "stack: the stack function");
         if (rc == DV_OK && top == NULL)
             rc = dv__fail(DV_EINVAL, "stack", "the stack function returned no top");
         if (rc == DV_OK && !stack_reaches(top, r))
@@ -263,6 +260,14 @@ int dv__lost_answer(const dv_actor *a)
 {
     dv__lost_detail(a, dv__detail());
     return DV_EDEVICE_LOST;
+}
+
+int dv__actor_refused(const dv_actor *a, int st, const char *call, const char *name)
+{
+    if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED)
+        return dv__fail(DV_ESHUTDOWN, call, "%s: device %d's actor is shutting down", name,
+                        a->device);
+    return st == DV_ACTOR_LOST ? dv__lost_answer(a) : DV_OK;
 }
 
 static void become_lost(dv_actor *a, const dv_error_detail *cause)

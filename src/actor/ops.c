@@ -490,10 +490,7 @@ static int enqueue_task(dv_recorder *r, void *arg)
     /* The task may have enqueued on its native stream at any point: the
      * stream's work moved (a free after it needs a fresh event). */
     dv__drv_stream_touched(a->env.streams[r->stream]);
-    rc = dv__user_status(rc, "task", "its function"); /* 12345: DV_EINVAL */
-    if (rc != DV_OK && dv_last_error()->status != rc)
-        dv__fail(rc, "task", "task: its function returned %s (%s)", dv_err_name(rc),
-                 dv_strerror(rc));
+    rc = dv__user_answer(rc, "task", "task: its function"); /* 12345: DV_EINVAL */
     dv__task_scratch_release(a);
     a->task_env = NULL;
     dv__stat_inc(&a->st_tasks);

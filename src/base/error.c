@@ -121,9 +121,12 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
     return status;
 }
 
-int dv__user_status(int status, const char *call, const char *who)
+int dv__user_answer(int status, const char *call, const char *who)
 {
-    if (status == DV_OK || strcmp(dv_err_name(status), "DV_UNKNOWN") != 0)
-        return status;
-    return dv__fail(DV_EINVAL, call, "%s: %s answered %d, not a dv_status", call, who, status);
+    if (status != DV_OK && strcmp(dv_err_name(status), "DV_UNKNOWN") == 0)
+        return dv__fail(DV_EINVAL, call, "%s answered %d, not a dv_status", who, status);
+    if (status != DV_OK && dv_last_error()->status != status)
+        dv__fail(status, call, "%s answered %s (%s)", who, dv_err_name(status),
+                 dv_strerror(status));
+    return status;
 }

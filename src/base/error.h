@@ -33,11 +33,14 @@ void dv__detail_append(const char *fmt, ...)
 #endif
     ;
 
-/* A status of user code (a layer, a stack function) as one a caller can
- * test: DV_OK and the listed codes pass; anything else (a positive
- * number, an unknown negative one) becomes DV_EINVAL naming who answered
- * what, so that rc < 0 never reads as success. */
-int dv__user_status(int status, const char *call, const char *who);
+/* A status of user code (a task, a layer, a stack function) as one a
+ * caller can test: DV_OK and the listed codes pass; anything else (a
+ * positive number, an unknown negative one) becomes DV_EINVAL naming who
+ * answered what, so that rc < 0 never reads as success.  who is a whole
+ * phrase ("task: its function").  A failure that left no detail of its own
+ * (the thread's detail says another status: clear it before calling the
+ * user's code) is given one, "<who> answered <status> (<its meaning>)". */
+int dv__user_answer(int status, const char *call, const char *who);
 
 /* Refused for want of memory: the device's or a budget's. */
 static inline bool dv__short_of_memory(int status)

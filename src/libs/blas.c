@@ -165,18 +165,12 @@ const char *dv_blas_library(const dv_blas *b)
  * Opening
  * ------------------------------------------------------------------------ */
 
-/* DV_ENOTSUP for a library that did not open (tried: each name, and why
- * the last failed) or opened (path) without a function it needs; what
- * opened is closed. */
+/* DV_ENOTSUP for a library b could not use (what b->lib is closed). */
 static int no_library(dv_blas *b, const char *what, const char *tried, const char *path)
 {
-    if (b->lib == NULL)
-        return dv_error_set(DV_ENOTSUP, "blas_create", 0, 0, "blas_create: %s; tried %s", what,
-                            tried);
-    dlclose(b->lib);
-    b->lib = NULL;
-    return dv_error_set(DV_ENOTSUP, "blas_create", 0, 0, "blas_create: %s; %s lacks %s", what, path,
-                        dv__lib_missing());
+    char why[600];
+    dv__lib_why(why, sizeof(why), &b->lib, tried, path);
+    return dv_error_set(DV_ENOTSUP, "blas_create", 0, 0, "blas_create: %s; %s", what, why);
 }
 
 int dv_blas_create(dv_actor *actor, dv_blas **out)

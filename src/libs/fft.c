@@ -186,21 +186,14 @@ static bool open_fftw(fftw_lib *w, const char *env, const char *soname, const ch
     const char *const names[] = {soname, NULL};
     char sym[64], tried[512];
     w->lib = dv__lib_open(env, names, tried, sizeof(tried), path, path_cap);
-    if (w->lib == NULL) {
-        snprintf(why, cap, "tried %s", tried);
-        return false;
-    }
 #define W(dst, name) (snprintf(sym, sizeof(sym), "%s%s", pfx, name), DV_LIB_SYM(w->lib, dst, sym))
-    bool all = W(w->c2c, "plan_many_dft") && W(w->r2c, "plan_many_dft_r2c") &&
+    bool all = w->lib != NULL && W(w->c2c, "plan_many_dft") && W(w->r2c, "plan_many_dft_r2c") &&
                W(w->c2r, "plan_many_dft_c2r") && W(w->exec_c2c, "execute_dft") &&
                W(w->exec_r2c, "execute_dft_r2c") && W(w->exec_c2r, "execute_dft_c2r") &&
                W(w->destroy, "destroy_plan");
 #undef W
-    if (!all) {
-        snprintf(why, cap, "%s lacks %s", path, dv__lib_missing());
-        dlclose(w->lib);
-        w->lib = NULL;
-    }
+    if (!all)
+        dv__lib_why(why, cap, &w->lib, tried, path);
     return all;
 }
 
@@ -241,12 +234,7 @@ int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
                    DV_LIB_SYM(l, f->cu_z2d, "cufftExecZ2D");
         if (!all) {
             char why[600];
-            if (l != NULL) {
-                snprintf(why, sizeof(why), "%s lacks %s", path, dv__lib_missing());
-                dlclose(l);
-            } else {
-                snprintf(why, sizeof(why), "tried %s", tried);
-            }
+            dv__lib_why(why, sizeof(why), &f->cu_lib, tried, path);
             free(f);
             return dv_error_set(DV_ENOTSUP, op, 0, 0,
                                 "fft_create: no usable cuFFT (set DV_CUFFT_PATH); %s", why);

@@ -53,6 +53,17 @@ const char *dv__lib_missing(void)
     return missing;
 }
 
+void dv__lib_why(char *why, size_t cap, void **lib, const char *tried, const char *path)
+{
+    if (*lib == NULL) {
+        snprintf(why, cap, "tried %s", tried);
+        return;
+    }
+    snprintf(why, cap, "%s lacks %s", path, missing);
+    dlclose(*lib);
+    *lib = NULL;
+}
+
 int dv__lib_operand(const char *call, const char *lead, const char *what, const char *name,
                     dv_ref ref, uint64_t off, uint64_t bytes, unsigned es, uint64_t *base)
 {
@@ -180,12 +191,10 @@ int dv__lib_nothing_to_do(const char *call, const char *lead, const char *what, 
         return rc;
     /* Nothing is posted, so the actor's state is read here: a call to an
      * actor shut down or lost answers as a posted one would. */
-    int st = atomic_load_explicit(&a->state, memory_order_acquire);
-    if (st == DV_ACTOR_STOPPING || st == DV_ACTOR_STOPPED)
-        return dv_error_set(DV_ESHUTDOWN, call, 0, 0, "%s%s: device %d's actor is shutting down",
-                            lead, what, a->device);
-    if (st == DV_ACTOR_LOST)
-        return dv__lost_answer(a);
+    char name[64];
+    snprintf(name, sizeof(name), "%s%s", lead, what);
+    if ((rc = dv__actor_refusing(a, call, name)) != DV_OK)
+        return rc;
     for (int i = 0; i < n; i++) {
         if (refs[i].bits == 0)
             continue;

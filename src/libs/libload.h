@@ -19,6 +19,10 @@
 bool dv__lib_sym(void *lib, void **dst, const char *name);
 /* The last symbol DV_LIB_SYM did not find on this thread ("" if none). */
 const char *dv__lib_missing(void);
+/* Why a library is not usable, into why (cap bytes): "tried <tried>" where
+ * *lib did not open, else "<path> lacks <the symbol missing>", *lib
+ * closed (NULL). */
+void dv__lib_why(char *why, size_t cap, void **lib, const char *tried, const char *path);
 
 /* dlopen the first of: $env (when set: only it), then names (NULL-ended),
  * each the usual way; NULL when none opens.  tried (cap bytes) receives

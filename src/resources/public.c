@@ -7,6 +7,7 @@
  * layer.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,14 +277,13 @@ static const char *layer_name(const adapter *a)
     return a->ops->name != NULL ? a->ops->name : "(unnamed)";
 }
 
-/* A layer's failure rc: its own detail where it set one (dv_error_set),
- * else one that names the layer and its answer. */
-static int layer_failed(const adapter *a, int rc, const char *op)
+/* The layer's answer to op: a failure with no detail of its own names
+ * the layer ("resource spill: allocate answered DV_EIO ..."). */
+static int layer_answer(const adapter *a, int rc, const char *op)
 {
-    if (dv_last_error()->status == rc)
-        return rc;
-    return dv__fail(rc, op, "resource %s: %s answered %s (%s)", layer_name(a), op, dv_err_name(rc),
-                    dv_strerror(rc));
+    char who[96];
+    snprintf(who, sizeof(who), "resource %s: %s", layer_name(a), op);
+    return dv__user_answer(rc, op, who);
 }
 
 static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
@@ -291,10 +291,10 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
 {
     adapter *a = ADAPTER(r);
     dv_error_clear(); /* what the layer says of a failure is its own */
-    int rc = dv__user_status(a->ops->allocate(a->self, r->upstream, bytes, stream, tag, out),
-                             "allocate", layer_name(a));
+    int rc = layer_answer(a, a->ops->allocate(a->self, r->upstream, bytes, stream, tag, out),
+                          "allocate");
     if (rc != DV_OK)
-        return layer_failed(a, rc, "allocate");
+        return rc;
     const dv_block *given = given_as(r->upstream, out);
     if (out->state == DV_BLOCK_LIVE && given != NULL && same_block(given, out) &&
         dv__res_holds_block(r->upstream, dv__block_id_of(out)))
@@ -319,10 +319,9 @@ static int adapter_deallocate(dv_resource *r, dv_block *block)
 {
     adapter *a = ADAPTER(r);
     dv_error_clear();
-    int rc = dv__user_status(a->ops->deallocate(a->self, r->upstream, block), "deallocate",
-                             layer_name(a));
+    int rc = layer_answer(a, a->ops->deallocate(a->self, r->upstream, block), "deallocate");
     if (rc != DV_OK)
-        return layer_failed(a, rc, "deallocate");
+        return rc;
     if (rc == DV_OK && block->state == DV_BLOCK_LIVE)
         return dv__fail(DV_EINVAL, "deallocate",
                         "resource %s: deallocate answered DV_OK but did not give the block "
