@@ -36,4 +36,9 @@ void dv__order_disable(bool off);
  * state; never in a program. */
 void dv__device_share(bool shared);
 
+/* Tests only: a process-wide actor being shut down pauses this long (us)
+ * right after it leaves the registry, so a test can reach the window
+ * where the next dv_actor_get builds its successor. */
+void dv__registry_leave_pause(unsigned us);
+
 #endif /* DEVACTOR_TESTING_H */

@@ -676,6 +676,11 @@ static void actor_stop(dv_actor *a)
         if (atomic_compare_exchange_weak(&a->state, &st, DV_ACTOR_STOPPING))
             break;
     }
+    /* Out of the registry only once it reads STOPPING: a dv_actor_get
+     * that then builds the next one finds this claim stopping and waits
+     * for it, where RUNNING would answer DV_EBUSY. */
+    if (a->registered)
+        dv__registry_forget(a);
     dv__ref_domain_set_state(a->refs, DV_DOMAIN_CLOSING);
     pthread_mutex_lock(&a->health_mu);
     if (a->health.state != DV_ACTOR_LOST)
@@ -716,11 +721,8 @@ static int shutdown_as(dv_actor *a, const char *op)
     /* Two threads may shut it down at once: one stops it (joins its
      * thread), the other waits for that and finds it stopped. */
     pthread_mutex_lock(&a->stop_mu);
-    if (atomic_load(&a->state) != DV_ACTOR_STOPPED) {
-        if (a->registered)
-            dv__registry_forget(a);
+    if (atomic_load(&a->state) != DV_ACTOR_STOPPED)
         actor_stop(a);
-    }
     pthread_mutex_unlock(&a->stop_mu);
     return DV_OK;
 }

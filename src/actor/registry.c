@@ -318,10 +318,22 @@ int dv_actor_get(int ordinal, dv_actor **out)
     return rc;
 }
 
+static atomic_uint leave_pause_us;
+
+void dv__registry_leave_pause(unsigned us)
+{
+    atomic_store(&leave_pause_us, us);
+}
+
 void dv__registry_forget(dv_actor *a)
 {
     if (a->device < 0 || a->device >= DV_MAX_DEVICES)
         return;
     dv_actor *expect = a;
     atomic_compare_exchange_strong(&actors[a->device], &expect, NULL);
+    unsigned us = atomic_load_explicit(&leave_pause_us, memory_order_relaxed);
+    if (us != 0) {
+        struct timespec pause = {us / 1000000, (long)(us % 1000000) * 1000};
+        nanosleep(&pause, NULL);
+    }
 }

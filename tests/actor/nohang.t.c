@@ -27,6 +27,7 @@
 #include "devactor.h"
 #include "devactor_sim.h"
 #include "devactor_testing.h"
+#include "devactor_testing.h"
 #include "support/data.h"
 #include "support/gate.h"
 #include "tap.h"
@@ -582,7 +583,9 @@ static void test_reset_shutdown(void)
 }
 
 /* dv_actor_get while the process-wide actor is being shut down: it waits
- * for the old one to let the device go, never DV_EBUSY. */
+ * for the old one to let the device go, never DV_EBUSY.  The shutdown
+ * pauses 2 ms after the actor leaves the registry, where a getter builds
+ * the next one and claims the device. */
 static atomic_bool getting;
 static atomic_int get_busy, get_other;
 static void *getter(void *arg)
@@ -602,6 +605,7 @@ static void *getter(void *arg)
 static void test_get_during_shutdown(void)
 {
     setenv("DV_BACKEND", "sim", 1);
+    dv__registry_leave_pause(2000);
     dv_actor *g = NULL;
     int made = dv_actor_get(0, &g) == DV_OK;
     atomic_store(&getting, true);
@@ -615,6 +619,7 @@ static void test_get_during_shutdown(void)
     atomic_store(&getting, false);
     for (int k = 0; k < 2; k++)
         pthread_join(t[k], NULL);
+    dv__registry_leave_pause(0);
     if (dv_actor_get(0, &g) == DV_OK)
         dv_actor_shutdown(g);
     ok(made && atomic_load(&get_busy) == 0 && atomic_load(&get_other) == 0,
