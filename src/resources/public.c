@@ -175,10 +175,16 @@ int dv__res_trim_stack(dv_resource *r, uint64_t *released)
  * A caller's layer
  * ------------------------------------------------------------------------ */
 
-/* Blocks a resource gave a caller's layer, as given: an open-addressed
- * table by generation (never 0 for a live block), linear probing. */
+/* Blocks a resource gave a caller's layer, as given, and whether the
+ * layer has answered with one yet: an open-addressed table by generation
+ * (never 0 for a live block), linear probing. */
+typedef struct given_slot {
+    dv_block b;
+    bool answered;
+} given_slot;
+
 typedef struct dv_res_given {
-    dv_block *slot;
+    given_slot *slot;
     size_t cap, n; /* cap: a power of two, or 0 */
 } dv_res_given;
 
@@ -191,7 +197,7 @@ static size_t given_home(const dv_res_given *g, uint64_t generation)
 static size_t given_find(const dv_res_given *g, uint64_t generation)
 {
     size_t i = given_home(g, generation);
-    while (g->slot[i].generation != 0 && g->slot[i].generation != generation)
+    while (g->slot[i].b.generation != 0 && g->slot[i].b.generation != generation)
         i = (i + 1) & (g->cap - 1);
     return i;
 }
@@ -203,22 +209,22 @@ void dv__res_given_add(dv_resource *r, const dv_block *b)
         return;
     if ((g->n + 1) * 2 > g->cap) {
         size_t cap = g->cap != 0 ? 2 * g->cap : 64;
-        dv_block *old = g->slot;
+        given_slot *old = g->slot;
         size_t ocap = g->cap;
-        dv_block *slot = calloc(cap, sizeof(*slot));
+        given_slot *slot = calloc(cap, sizeof(*slot));
         if (slot == NULL)
             return; /* not noted: the layer's answer with it is refused */
         g->slot = slot;
         g->cap = cap;
         for (size_t i = 0; i < ocap; i++)
-            if (old[i].generation != 0)
-                g->slot[given_find(g, old[i].generation)] = old[i];
+            if (old[i].b.generation != 0)
+                g->slot[given_find(g, old[i].b.generation)] = old[i];
         free(old);
     }
     size_t i = given_find(g, b->generation);
-    if (g->slot[i].generation == 0)
+    if (g->slot[i].b.generation == 0)
         g->n++;
-    g->slot[i] = *b;
+    g->slot[i] = (given_slot){.b = *b};
 }
 
 void dv__res_given_remove(dv_resource *r, uint64_t generation)
@@ -227,17 +233,17 @@ void dv__res_given_remove(dv_resource *r, uint64_t generation)
     if (g->cap == 0 || generation == 0)
         return;
     size_t i = given_find(g, generation);
-    if (g->slot[i].generation == 0)
+    if (g->slot[i].b.generation == 0)
         return;
-    g->slot[i].generation = 0;
+    g->slot[i].b.generation = 0;
     g->n--;
     /* Those after it in its run move back where their probe allows. */
-    for (size_t j = (i + 1) & (g->cap - 1); g->slot[j].generation != 0;
+    for (size_t j = (i + 1) & (g->cap - 1); g->slot[j].b.generation != 0;
          j = (j + 1) & (g->cap - 1)) {
-        size_t home = given_home(g, g->slot[j].generation);
+        size_t home = given_home(g, g->slot[j].b.generation);
         if (((j - home) & (g->cap - 1)) >= ((j - i) & (g->cap - 1))) {
             g->slot[i] = g->slot[j];
-            g->slot[j].generation = 0;
+            g->slot[j].b.generation = 0;
             i = j;
         }
     }
@@ -254,13 +260,13 @@ void dv__res_given_free(dv_resource *r)
 
 /* Is b, field by field, a block r gave and has not had back?  Its record
  * as given, or NULL. */
-static const dv_block *given_as(const dv_resource *r, const dv_block *b)
+static given_slot *given_as(const dv_resource *r, const dv_block *b)
 {
     const dv_res_given *g = r->given;
     if (g == NULL || g->cap == 0 || b->generation == 0)
         return NULL;
-    const dv_block *o = &g->slot[given_find(g, b->generation)];
-    return o->generation != 0 ? o : NULL;
+    given_slot *o = &g->slot[given_find(g, b->generation)];
+    return o->b.generation != 0 ? o : NULL;
 }
 
 static bool same_block(const dv_block *a, const dv_block *b)
@@ -295,14 +301,26 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
                           "allocate");
     if (rc != DV_OK)
         return rc;
-    const dv_block *given = given_as(r->upstream, out);
+    given_slot *gs = given_as(r->upstream, out);
+    const dv_block *given = gs != NULL ? &gs->b : NULL;
+    if (gs != NULL && gs->answered && same_block(given, out)) {
+        /* Live already, in another caller's hands: the two would share
+         * it.  It stays that caller's. */
+        memset(out, 0, sizeof(*out));
+        return dv__fail(DV_EINVAL, "allocate",
+                        "resource %s: allocate answered with a block it had answered with "
+                        "before, still live",
+                        layer_name(a));
+    }
     if (out->state == DV_BLOCK_LIVE && given != NULL && same_block(given, out) &&
-        dv__res_holds_block(r->upstream, dv__block_id_of(out)))
+        dv__res_holds_block(r->upstream, dv__block_id_of(out))) {
+        gs->answered = true;
         return DV_OK;
+    }
     /* A block it freed, or one it changed: two callers would share memory
      * (a block larger than it is), or one the upstream never gave.  One
      * the upstream gave, changed, goes back to it as it was given. */
-    if (given != NULL && out->state == DV_BLOCK_LIVE && !same_block(given, out)) {
+    if (given != NULL && !gs->answered && out->state == DV_BLOCK_LIVE && !same_block(given, out)) {
         dv_block back = *given;
         if (dv__res_holds_block(r->upstream, dv__block_id_of(&back)) &&
             dv__res_deallocate(r->upstream, &back) == DV_OK)

@@ -39,6 +39,7 @@ typedef struct spill {
     dv_resource *foreign; /* the stack function returns this instead */
     int answer;           /* the stack function answers this (not a dv_status) */
     int bare_fail;        /* rebuilds answer this, with no detail */
+    dv_block twice;       /* CHEAT_TWICE: the block it answers every time */
 } spill;
 
 enum {
@@ -48,7 +49,8 @@ enum {
     CHEAT_MOVED,
     CHEAT_POSITIVE,
     CHEAT_GROWN,
-    CHEAT_BARE_EIO
+    CHEAT_BARE_EIO,
+    CHEAT_TWICE
 };
 
 static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
@@ -66,6 +68,13 @@ static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream
         return 42;
     if (s->cheat == CHEAT_BARE_EIO)
         return DV_EIO; /* no word of its own (dv_error_set) */
+    if (s->cheat == CHEAT_TWICE) {
+        /* One block from the upstream, answered to every request. */
+        int rc = s->twice.generation != 0 ? DV_OK
+                                          : dv_resource_allocate(up, bytes, stream, tag, &s->twice);
+        *out = s->twice;
+        return rc;
+    }
     if (s->cheat == CHEAT_GROWN) {
         /* A block it made look larger than the upstream gave it. */
         int rc = dv_resource_allocate(up, bytes, stream, tag, out);
@@ -258,7 +267,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(51);
+    plan(53);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -379,6 +388,21 @@ int main(void)
     ok(rc == DV_EIO && strstr(dv_last_error()->message, "resource spill: allocate answered DV_EIO"),
        "a layer's failure with no detail of its own: named (%s)", dv_last_error()->message);
     dv_ref_release(r);
+    /* A layer answering one live block twice: the second caller is
+     * refused, the first keeps it. */
+    s.cheat = CHEAT_TWICE;
+    dv_ref r1 = DV_REF_NULL, r2 = DV_REF_NULL;
+    uint32_t word = 0x600d600d, word_back = 0;
+    dv_alloc(a, MiB, 0, "first", &r1);
+    dv_copy_htod(a, r1, 0, &word, sizeof(word), 0);
+    dv_alloc(a, MiB, 0, "second", &r2);
+    is_status(dv_ref_access(r2, &info), DV_EINVAL,
+              "a layer answering a block it already answered with, still live: refused");
+    dv_ref_release(r2);
+    rc = dv_copy_dtoh(a, &word_back, r1, 0, sizeof(word_back), 0);
+    ok(rc == DV_OK && word_back == word, "... the first caller keeps it (%s, 0x%x)",
+       dv_err_name(rc), word_back);
+    dv_ref_release(r1);
     s.cheat = CHEAT_NONE;
     {
         /* The real block of the moved one, given back on the actor's thread. */
