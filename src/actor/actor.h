@@ -271,6 +271,13 @@ static inline int dv__actor_refusing(const dv_actor *a, const char *call, const 
     return dv__actor_refused(a, st, call, name);
 }
 
+/* DV_EFORKED naming op where a is its parent's, in a child process (an
+ * actor has no thread there): every call on an actor asks first. */
+static inline int dv__actor_here(const dv_actor *a, const char *op)
+{
+    return a->fork_gen != dv__fork_now() ? dv__forked(op) : DV_OK;
+}
+
 /* ---- registry.c */
 /* One actor per device: the real devices of every cuda driver of the
  * process are one set (they share primary contexts), each sim driver's

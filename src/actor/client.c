@@ -326,6 +326,8 @@ int dv_actor_last_hazard(dv_actor *a, dv_error_detail *out)
 {
     if (a == NULL || out == NULL)
         return dv__fail(DV_EINVAL, "actor_last_hazard", "actor_last_hazard: NULL argument");
+    if (dv__actor_here(a, "actor_last_hazard") != DV_OK)
+        return DV_EFORKED;
     pthread_mutex_lock(&a->health_mu);
     *out = a->last_hazard;
     pthread_mutex_unlock(&a->health_mu);
@@ -815,6 +817,8 @@ int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_ac
                         : access < DV_READ || access > DV_READ_WRITE
                             ? "access is not DV_READ, DV_WRITE or DV_READ_WRITE"
                             : "the range wraps past the end of the address space");
+    if (dv__actor_here(a, "check_host_access") != DV_OK)
+        return DV_EFORKED;
     if (!a->cfg.check_order)
         return DV_OK;
     dv_msg m = {.type = DV_MSG_HOST_ACCESS,

@@ -49,7 +49,7 @@ static int live(const dv_event *e, const char *op)
     if (atomic_load_explicit(&((dv_event *)e)->owner, memory_order_acquire) == 0 ||
         atomic_load_explicit(&((dv_event *)e)->destroying, memory_order_acquire))
         return dv__fail(DV_EINVAL, op, "%s: the event was destroyed", op);
-    return DV_OK;
+    return dv__actor_here(e->actor, op);
 }
 
 static int check_stream(const dv_actor *a, dv_stream s, const char *op)
@@ -186,7 +186,9 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
     static const char op[] = "stream_wait_event";
     if (a == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL actor", op);
-    int rc = live(e, op);
+    int rc = dv__actor_here(a, op);
+    if (rc == DV_OK)
+        rc = live(e, op);
     if (rc == DV_OK)
         rc = check_stream(a, s, op);
     if (rc != DV_OK)

@@ -757,6 +757,8 @@ int dv_actor_health_get_sized(const dv_actor *a, dv_actor_health *caller, size_t
 {
     if (a == NULL || caller == NULL)
         return dv__fail(DV_EINVAL, "actor_health", "NULL actor or out");
+    if (dv__actor_here(a, "actor_health") != DV_OK)
+        return DV_EFORKED;
     if (!dv__abi_size_ok(size, DV_ABI_HEALTH_MIN))
         return dv__fail(DV_EINVAL, "actor_health", "actor_health: size %zu (at least %u)", size,
                         DV_ABI_HEALTH_MIN);

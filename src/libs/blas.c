@@ -185,6 +185,8 @@ int dv_blas_create(dv_actor *actor, dv_blas **out)
     /* Inside a task no dv_blas could be destroyed (destroy waits for the
      * actor): none is made there either. */
     int rc = dv__lib_no_wait(op);
+    if (rc == DV_OK)
+        rc = dv__lib_here(actor, op);
     if (rc != DV_OK)
         return rc;
     dv_blas *b = calloc(1, sizeof(*b));

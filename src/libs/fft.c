@@ -209,6 +209,8 @@ int dv_fft_create(dv_actor *actor, uint64_t cache_bytes, dv_fft **out)
     /* Inside a task no dv_fft could be destroyed (destroy waits for the
      * actor): none is made there either. */
     int no = dv__lib_no_wait(op);
+    if (no == DV_OK)
+        no = dv__lib_here(actor, op);
     if (no != DV_OK)
         return no;
     dv_fft *f = calloc(1, sizeof(*f));

@@ -173,6 +173,11 @@ int dv__lib_no_wait(const char *op)
     return dv__no_wait(op);
 }
 
+int dv__lib_here(const dv_actor *a, const char *op)
+{
+    return dv__actor_here(a, op);
+}
+
 int dv__lib_stream(const char *call, const char *lead, const char *what, const dv_actor *a,
                    dv_stream stream)
 {

@@ -35,6 +35,9 @@ void *dv__lib_open(const char *env, const char *const *names, char *tried, size_
  * call's _async form waits until its task is ordered (the call's state
  * lives on the caller's stack until then), which such a thread must not. */
 int dv__lib_no_wait(const char *op);
+/* DV_EFORKED (with its detail) where a is its parent's actor, in a child
+ * process: a library actor is made on none of those. */
+int dv__lib_here(const dv_actor *a, const char *op);
 /* An operand of a library call: `bytes` from byte `off` of ref's block, in
  * elements of `es` bytes.  DV_OK with the block's address in *base; else
  * the failure, recorded as call's (dv_error_set) and named "<lead><what>:

@@ -2181,6 +2181,9 @@ int dv_nccl_id_make(dv_actor *actor, dv_nccl_id *id)
     if (actor == NULL || id == NULL)
         return dv_error_set(DV_EINVAL, "id_make", 0, 0, "nccl_id_make: NULL %s",
                             actor == NULL ? "actor" : "id");
+    int here = dv__lib_here(actor, "id_make");
+    if (here != DV_OK)
+        return here;
     if (strcmp(dv_actor_backend_name(actor), "cuda") != 0) {
         sim_id(id->bytes);
         return DV_OK;
@@ -2352,6 +2355,8 @@ static int comm_join_as(const char *call, dv_actor *const *actors, const int *ra
     for (int i = 0; i < nlocal; i++) {
         if (actors[i] == NULL)
             return dv_error_set(DV_EINVAL, call, 0, 0, "nccl_%s: actor %d is NULL", call, i);
+        if ((rc = dv__lib_here(actors[i], call)) != DV_OK)
+            return rc;
         bool is_cuda = strcmp(dv_actor_backend_name(actors[i]), "cuda") == 0;
         if (i == 0)
             cuda = is_cuda;

@@ -25,6 +25,9 @@
 #include <unistd.h>
 
 #include "devactor.h"
+#include "devactor_blas.h"
+#include "devactor_fft.h"
+#include "devactor_nccl.h"
 #include "devactor_sim.h"
 #include "devactor_testing.h"
 #include "devactor_testing.h"
@@ -421,6 +424,9 @@ static void test_fork(void)
                     (dv_arg[]){dv_arg_u64(200000)}, 1, &f);
     dv_actor *process_wide = NULL;
     dv_actor_get(0, &process_wide); /* the parent's, inherited by the child */
+    dv_event *ev_unrecorded = NULL;
+    if (dv_event_create(a, 0, &ev_unrecorded) != DV_OK)
+        bail_out("event_create: %s", dv_last_error()->message);
     fflush(stdout);
     /* The child's verdict comes back through a pipe, all of its bits (an
      * exit status keeps 8); nothing read means it never got there. */
@@ -447,6 +453,22 @@ static void test_fork(void)
         /* The process-wide actor is the parent's too. */
         dv_actor *mine = NULL;
         bad |= (dv_actor_get(0, &mine) != DV_EFORKED || mine != NULL) << 8;
+        /* The calls that read the actor without posting, and those that
+         * make a library actor on it. */
+        dv_actor_health h;
+        dv_error_detail d;
+        dv_blas *blas = NULL;
+        dv_fft *fft = NULL;
+        dv_nccl_id id;
+        uint64_t n = 0;
+        bad |= (dv_actor_health_get(a, &h) != DV_EFORKED) << 12;
+        bad |= (dv_actor_last_hazard(a, &d) != DV_EFORKED) << 13;
+        bad |= (dv_check_host_access(a, &v, sizeof(v), DV_READ) != DV_EFORKED) << 14;
+        bad |= (dv_stream_wait_event(a, 1, ev_unrecorded) != DV_EFORKED) << 15;
+        bad |= (dv_sim_call_count(a, "mem_alloc", &n) != DV_EFORKED) << 16;
+        bad |= (dv_blas_create(a, &blas) != DV_EFORKED || blas != NULL) << 17;
+        bad |= (dv_fft_create(a, 0, &fft) != DV_EFORKED || fft != NULL) << 18;
+        bad |= (dv_nccl_id_make(a, &id) != DV_EFORKED) << 19;
         /* TSan does not follow threads made after a fork; ASan: above. */
         if (!UNDER_TSAN && !UNDER_ASAN) {
             dv_actor_config cfg;
@@ -478,6 +500,7 @@ static void test_fork(void)
            "-1: no verdict)",
            UNDER_TSAN || UNDER_ASAN ? "" : "; a new actor worked");
     is_status(dv_future_wait(&f), DV_OK, "the parent's own work is untouched");
+    dv_event_destroy(ev_unrecorded);
 }
 
 /* ------------------------------------------------------------------------
