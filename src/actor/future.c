@@ -32,8 +32,9 @@ void dv_future_init_sized(dv_future *f, uint32_t flags, size_t size)
         f->size = 0; /* every use answers DV_EINVAL */
         return;
     }
-    /* The library's fields only: a newer caller's own stay as they are. */
-    memset(f, 0, size < sizeof(*f) ? size : sizeof(*f));
+    /* All of the caller's bytes, as a newer library's init would: its
+     * fields past this library's read zero, asking for nothing. */
+    memset(f, 0, size);
     f->size = (uint32_t)size;
     f->flags = flags;
     atomic_init(state_of(f), 0);
@@ -42,6 +43,19 @@ void dv_future_init_sized(dv_future *f, uint32_t flags, size_t size)
 static bool future_set_up(const dv_future *f)
 {
     return dv__abi_size_ok(f->size, DV_ABI_FUTURE_MIN);
+}
+
+/* A newer caller's future (larger than this library's) with something
+ * set past this library's fields asks for what it does not know. */
+static bool future_tail_set(const dv_future *f)
+{
+    if (f->size <= sizeof(*f))
+        return false;
+    const unsigned char *p = (const unsigned char *)f;
+    for (size_t i = sizeof(*f); i < f->size; i++)
+        if (p[i] != 0)
+            return true;
+    return false;
 }
 
 static uint32_t fork_bits(void)
@@ -67,6 +81,11 @@ int dv__future_arm(dv_future *f, const char *op)
         return dv__fail(DV_EINVAL, op, "%s: NULL future", op);
     if (!future_set_up(f))
         return dv__fail(DV_EINVAL, op, "%s: the future was not set up with dv_future_init", op);
+    if (future_tail_set(f))
+        return dv__fail(DV_EINVAL, op,
+                        "%s: the future (%u bytes) has bytes set past the %zu this library "
+                        "knows",
+                        op, f->size, sizeof(*f));
     /* Acquire: a future whose last operation completed is reused only
      * after that completion (pairs with publish's release). */
     if (atomic_load_explicit(state_of(f), memory_order_acquire) & DV__FUTURE_POSTED)

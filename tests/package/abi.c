@@ -50,10 +50,14 @@ struct config_newer {
     dv_actor_config c;
     uint64_t more[64];
 };
+struct future_newer {
+    dv_future f;
+    uint64_t more[8];
+};
 
 int main(void)
 {
-    plan(21);
+    plan(23);
     int major = -1, minor = -1;
     sscanf(dv_version(), "%d.%d", &major, &minor);
     ok(major == DV_VERSION_MAJOR && minor >= DV_VERSION_MINOR,
@@ -122,6 +126,18 @@ int main(void)
     a = NULL;
     is_status(dv_actor_create(&n.c, &a), DV_OK,
               "a larger config, zero past the library's fields: taken");
+    struct future_newer fn;
+    memset(&fn, 0xA5, sizeof(fn));
+    dv_future_init_sized(&fn.f, 0, sizeof(fn));
+    int fr = dv_sync_async(a, 0, &fn.f);
+    fr = fr == DV_OK ? dv_future_wait(&fn.f) : fr;
+    ok(fr == DV_OK && fn.more[0] == 0 && fn.more[7] == 0,
+       "a larger future: init zeroes the caller's whole struct, and it serves (%s)",
+       dv_err_name(fr));
+    fn.more[7] = 1;
+    is_status(dv_sync_async(a, 0, &fn.f), DV_EINVAL,
+              "a larger future with a byte set past the library's fields: DV_EINVAL");
+    diag("%s", dv_last_error()->message);
     dv_actor_destroy(a);
     n.more[63] = 1;
     a = NULL;
