@@ -327,6 +327,10 @@ static void handle_record(dv_actor *a, const dv_envelope *env)
     DV_ASSERT_ACTOR(a);
     dv_event *e = env->m.u.event.event;
     dv_stream s = env->m.stream;
+    /* The record's own point, before the record: it is ordered after
+     * what its poster knew, and the event captures that with the stream
+     * (a wait on it teaches the waiting stream both). */
+    uint64_t point = a->chk != NULL ? dv__checker_point(a->chk, s, dv__know_of(a, env)) : 0;
     int rc = port_event(a, e);
     if (rc == DV_OK)
         rc = dv__drv_event_record(atomic_load_explicit(&e->drv, memory_order_relaxed),
@@ -345,6 +349,9 @@ static void handle_record(dv_actor *a, const dv_envelope *env)
         if (src == DV_OK) {
             e->stream = s;
             e->host_reached = true;
+            e->chk_seq = point;
+            if (point != 0)
+                dv__checker_publish(a->chk, s, point);
             e->record_context = dv__ref_domain_context(a->refs);
             atomic_store_explicit(&e->recorded, env->m.u.event.record, memory_order_release);
             dv__stat_inc(&a->st_events);
@@ -361,9 +368,9 @@ static void handle_record(dv_actor *a, const dv_envelope *env)
     }
     e->host_reached = false;
     e->stream = s;
-    /* The record's own point: a thread that syncs on the event learns
-     * what the stream had reached, and what its poster knew. */
-    e->chk_seq = a->chk != NULL ? dv__checker_point(a->chk, s, dv__know_of(a, env)) : 0;
+    /* A thread that syncs on the event learns what the stream had
+     * reached, and what its poster knew. */
+    e->chk_seq = point;
     if (e->chk_seq != 0)
         dv__checker_publish(a->chk, s, e->chk_seq);
     e->res_pos = dv__res_stream_position(a->stack, s);
