@@ -438,7 +438,7 @@ static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const 
          * taken (a free among them may release). */
         while (atomic_load_explicit(&a->mem_released, memory_order_acquire) == seen &&
                now < deadline && !memory_ends(a)) {
-            uint32_t live = dv__inbox_live_clients(a->inbox);
+            uint32_t live = dv__inbox_live_clients(a->inbox, a);
             /* Every client thread left waits (the last to join, or one
              * that waited already when a thread that did not wait exited):
              * nobody would release anything.  One of them is refused, the

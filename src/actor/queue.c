@@ -153,6 +153,7 @@ static dv_client *client_new(dv_inbox *in, bool with_ring)
     atomic_init(&c->closed, false);
     c->id = atomic_fetch_add_explicit(&in->next_id, 1, memory_order_relaxed);
     c->tid = dv__thread_id(); /* made on the thread that posts through it */
+    c->server = dv__serving;
     c->inbox_uid = in->uid;
     return c;
 }
@@ -810,7 +811,7 @@ uint32_t dv__inbox_clients(const dv_inbox *in)
     return atomic_load_explicit(&((dv_inbox *)in)->nclients, memory_order_relaxed);
 }
 
-uint32_t dv__inbox_live_clients(dv_inbox *in)
+uint32_t dv__inbox_live_clients(dv_inbox *in, const void *self)
 {
     /* Under the registry's lock the current array's clients are alive. */
     pthread_mutex_lock(&in->reg_mu);
@@ -818,8 +819,13 @@ uint32_t dv__inbox_live_clients(dv_inbox *in)
     dv_client **cur = atomic_load_explicit(&in->clients, memory_order_relaxed);
     for (uint32_t i = 0; i < n; i++) {
         dv_client *c = cur[i];
-        live += !atomic_load_explicit(&c->orphaned, memory_order_acquire) ||
-                (c->ring.slots != NULL && !dv__spsc_empty(&c->ring)) || c->expect_seq != c->seq;
+        /* A thread that serves self posts only from the work of others
+         * (tasks, host functions, oom functions): it counts while what it
+         * posted is still to be taken, as one that exited. */
+        bool gone = atomic_load_explicit(&c->orphaned, memory_order_acquire) ||
+                    (self != NULL && c->server == self);
+        live += !gone || (c->ring.slots != NULL && !dv__spsc_empty(&c->ring)) ||
+                c->expect_seq != c->seq;
     }
     pthread_mutex_unlock(&in->reg_mu);
     return live;

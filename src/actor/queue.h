@@ -100,6 +100,7 @@ typedef struct dv_client {
     atomic_uint owners;
     atomic_bool orphaned; /* its thread has exited */
     atomic_bool closed;   /* its inbox is gone */
+    const void *server;   /* the actor its thread serves (dv__serving), or NULL */
     /* The actor's side, on a line of its own. */
     _Alignas(64) uint32_t expect_seq; /* the next sequence number it should see */
     /* The posting thread's kernel id (logs, snapshots): set when made, read
@@ -167,6 +168,6 @@ void dv__inbox_kick(dv_inbox *in);
 uint32_t dv__inbox_clients(const dv_inbox *in);
 /* Client threads that are alive, or exited with messages not yet taken
  * (what could still release memory); takes the registry's lock. */
-uint32_t dv__inbox_live_clients(dv_inbox *in);
+uint32_t dv__inbox_live_clients(dv_inbox *in, const void *self);
 
 #endif /* DV_ACTOR_QUEUE_H */

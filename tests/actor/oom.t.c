@@ -236,6 +236,18 @@ static void wait_held(void)
     pthread_mutex_unlock(&held_mu);
 }
 
+/* A task that posts to its own actor (an allocation and its release):
+ * the actor's thread becomes one of its posters. */
+static int task_posts(const dv_task_ctx *ctx, void *user)
+{
+    (void)user;
+    dv_ref x = DV_REF_NULL;
+    int rc = dv_alloc(ctx->actor, 16, ctx->stream, "in-task", &x);
+    if (rc == DV_OK)
+        rc = dv_ref_release(x);
+    return rc;
+}
+
 static void test_wait_for_release(void)
 {
     dv_actor *a = make(8 * MIB, NULL, NULL);
@@ -262,6 +274,15 @@ static void test_wait_for_release(void)
            strstr(dv_last_error()->message, "the last is refused") != NULL,
        "the only client thread left is refused at once, not at its timeout (%s, %.0f ms)",
        dv_err_name(got), ms);
+    /* The actor's own thread posted (from a task): it releases nothing
+     * unless another client asks, so it does not count as one. */
+    int trc = dv_task(a, task_posts, NULL, 0, NULL, 0);
+    t0 = now_ns();
+    got = dv_alloc_wait(a, 6 * MIB, 0, "waiter", 3000000000u, &z);
+    ms = (double)(now_ns() - t0) / 1e6;
+    ok(trc == DV_OK && got == DV_EOUT_OF_BUDGET && ms < 1000.0,
+       "... after a task posted to its own actor, still at once (task %s; %s, %.0f ms)",
+       dv_err_name(trc), dv_err_name(got), ms);
     /* Another client that holds on: the wait ends at its timeout. */
     struct holder b = {.a = a, .hold_ms = 600, .want = 1024};
     held_ready = false;
@@ -654,7 +675,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 6 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 8));
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 7 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 8));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
