@@ -154,9 +154,10 @@ DV_EXPORT int dv_resource_trim(dv_resource *r, uint64_t *released);
  * free memory of its own and ask again, say.  An allocate answering DV_OK
  * without a block its upstream holds live (none, one given back, one
  * changed), with a block it answered with before that is still live (two
- * callers would share it; it stays the first's), or any answer that is
- * not a dv_status, is refused with DV_EINVAL.  destroy (may be NULL) runs when the layer goes
- * (shutdown, a rebuild); blocks still live then are the actor's to free.
+ * callers would share it; it stays the first's), with one asked for fewer
+ * bytes than the request or on another stream (given back upstream), or
+ * any answer that is not a dv_status, is refused with DV_EINVAL.  destroy (may be NULL) runs when
+ * the layer goes (shutdown, a rebuild); blocks still live then are the actor's to free.
  */
 typedef struct dv_resource_ops {
     const char *name;

@@ -312,10 +312,29 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
                         "before, still live",
                         layer_name(a));
     }
-    if (out->state == DV_BLOCK_LIVE && given != NULL && same_block(given, out) &&
-        dv__res_holds_block(r->upstream, dv__block_id_of(out))) {
+    bool held = out->state == DV_BLOCK_LIVE && given != NULL && same_block(given, out) &&
+                dv__res_holds_block(r->upstream, dv__block_id_of(out));
+    if (held && out->requested >= bytes && out->alloc_stream == stream) {
         gs->answered = true;
         return DV_OK;
+    }
+    if (held) {
+        /* Smaller than asked (a use of the bytes asked for would reach
+         * another block), or ordered on another stream (its memory is
+         * not ready in the request's order): back upstream. */
+        bool small = out->requested < bytes;
+        dv_block back = *out;
+        if (dv__res_deallocate(r->upstream, &back) == DV_OK)
+            dv__res_given_remove(r->upstream, back.generation);
+        memset(out, 0, sizeof(*out));
+        return dv__fail(DV_EINVAL, "allocate",
+                        small ? "resource %s: allocate answered a block of %llu bytes for a "
+                                "request of %llu"
+                              : "resource %s: allocate answered a block ordered on stream %llu "
+                                "for a request on stream %llu",
+                        layer_name(a),
+                        (unsigned long long)(small ? back.requested : back.alloc_stream),
+                        (unsigned long long)(small ? bytes : stream));
     }
     /* A block it freed, or one it changed: two callers would share memory
      * (a block larger than it is), or one the upstream never gave.  One

@@ -50,7 +50,9 @@ enum {
     CHEAT_POSITIVE,
     CHEAT_GROWN,
     CHEAT_BARE_EIO,
-    CHEAT_TWICE
+    CHEAT_TWICE,
+    CHEAT_SMALL,
+    CHEAT_OTHER_STREAM
 };
 
 static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream stream, dv_tag tag,
@@ -75,6 +77,10 @@ static int spill_allocate(void *self, dv_resource *up, uint64_t bytes, dv_stream
         *out = s->twice;
         return rc;
     }
+    if (s->cheat == CHEAT_SMALL) /* half of what was asked, as the upstream gave it */
+        return dv_resource_allocate(up, bytes / 2, stream, tag, out);
+    if (s->cheat == CHEAT_OTHER_STREAM)
+        return dv_resource_allocate(up, bytes, stream + 1, tag, out);
     if (s->cheat == CHEAT_GROWN) {
         /* A block it made look larger than the upstream gave it. */
         int rc = dv_resource_allocate(up, bytes, stream, tag, out);
@@ -267,7 +273,7 @@ static void *off_thread(void *arg)
 
 int main(void)
 {
-    plan(53);
+    plan(56);
     spill s = {0};
     dv_actor_config cfg;
     dv_actor_config_init(&cfg);
@@ -403,6 +409,26 @@ int main(void)
     ok(rc == DV_OK && word_back == word, "... the first caller keeps it (%s, 0x%x)",
        dv_err_name(rc), word_back);
     dv_ref_release(r1);
+    /* Blocks as the upstream gave them, but not what was asked: half the
+     * bytes (a use of the rest would reach another block), or ordered on
+     * another stream.  Both go back upstream. */
+    dv_actor_stats_get(a, &st0);
+    for (int c = CHEAT_SMALL; c <= CHEAT_OTHER_STREAM; c++) {
+        s.cheat = c;
+        dv_alloc(a, MiB, 0, "cheat", &r);
+        rc = dv_ref_access(r, &info);
+        ok(rc == DV_EINVAL &&
+               strstr(dv_last_error()->message,
+                      c == CHEAT_SMALL ? "bytes for a request" : "ordered on stream"),
+           "a layer answering %s: refused (%s)",
+           c == CHEAT_SMALL ? "half the bytes asked for" : "a block of another stream",
+           dv_last_error()->message);
+        dv_ref_release(r);
+    }
+    dv_actor_stats_get(a, &st1);
+    ok(st1.bytes_outstanding == st0.bytes_outstanding,
+       "... both went back upstream (%llu bytes outstanding before, %llu after)",
+       (unsigned long long)st0.bytes_outstanding, (unsigned long long)st1.bytes_outstanding);
     s.cheat = CHEAT_NONE;
     {
         /* The real block of the moved one, given back on the actor's thread. */
