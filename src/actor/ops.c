@@ -51,7 +51,11 @@ static int alloc_arbitrated(dv_actor *a, const dv_envelope *e, dv_block *b, int 
     const dv_msg_alloc *m = &e->m.u.alloc;
     dv_tag tag = {m->tag, m->query};
     dv_stream_id s = e->m.stream;
-    uint64_t before = reserved_now(a);
+    /* Before the first try, which may have given mappings back already
+     * (a pool trims where the device refuses a mapping). */
+    uint64_t mapped = atomic_load_explicit(&a->env.mapped_bytes, memory_order_relaxed);
+    uint64_t before =
+        reserved_now(a) + (a->env.mapped_at_alloc > mapped ? a->env.mapped_at_alloc - mapped : 0);
 
     if (dv__res_reap_pending(a->stack) == DV_OK &&
         !dv__short_of_memory(rc = dv__res_allocate(a->stack, m->bytes, s, tag, b)))

@@ -177,6 +177,7 @@ int dv__res_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag
     /* Resources fill *out whole on success; a failure leaves it zeroed. */
     if (r->env->alloc_depth++ == 0) {
         r->env->alloc_epoch++;
+        r->env->mapped_at_alloc = atomic_load_explicit(&r->env->mapped_bytes, memory_order_relaxed);
         r->env->refused_for_good = false;
         r->env->refused_by = NULL;
     }

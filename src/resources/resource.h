@@ -112,6 +112,10 @@ typedef struct dv_res_env {
      * layer need not ask again for what its upstream just refused. */
     uint32_t alloc_depth;
     uint64_t alloc_epoch;
+    /* mapped_bytes when the latest outermost allocation began: what its
+     * tries gave back to the device (a pool trims where the device
+     * refused a mapping), for the refusal's detail. */
+    uint64_t mapped_at_alloc;
     /* What the latest outermost allocation's refusal says of its cure
      * (set by the layer that refused, reset when one begins): no memory
      * anywhere could serve it (more than the device, or than a budget

@@ -521,6 +521,48 @@ static void test_refusal_holds_nothing(void)
         dv_actor_destroy(a);
 }
 
+static bool note_reclaimed(const dv_oom_info *info, void *user)
+{
+    *(uint64_t *)user = info->reclaimed_bytes;
+    return false;
+}
+
+/* A refusal where the device refused a mapping: the pool gave free
+ * extents back trying (it trims and tries once more), and what it gave
+ * back is what the detail and the oom function call reclaimed. */
+static void test_refusal_counts_what_it_gave(void)
+{
+    uint64_t told = UINT64_MAX;
+    dv_actor *a = make_with(0, note_reclaimed, &told, true, 64 * MIB);
+    dv_ref r[18], x = DV_REF_NULL;
+    int rc = a != NULL ? DV_OK : DV_EINVAL;
+    for (int i = 0; i < 18 && rc == DV_OK; i++)
+        rc = dv_alloc_wait(a, 3 * MIB, (dv_stream)(i % 4), "piece", 0, &r[i]);
+    for (int i = 0; i < 18 && rc == DV_OK; i += 2)
+        dv_ref_release(r[i]); /* 27 MiB live, in every other 3 MiB */
+    dv_memory_stats before = {0}, after = {0};
+    if (rc == DV_OK)
+        rc = dv_flush(a);
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &before);
+    int refused = rc == DV_OK ? dv_alloc_wait(a, 30 * MIB, 0, "refused", 0, &x) : rc;
+    dv_error_detail d = *dv_last_error();
+    if (rc == DV_OK)
+        rc = dv_memory_stats_get(a, &after);
+    const char *at = strstr(d.message, " reclaimed");
+    while (at != NULL && at > d.message && at[-1] >= '0' && at[-1] <= '9')
+        at--;
+    unsigned long long said = at != NULL ? strtoull(at, NULL, 10) : 0;
+    uint64_t gave = before.reserved.current - after.reserved.current;
+    ok(rc == DV_OK && refused == DV_EDEVICE_OOM && gave > 0 && said == gave && told == gave,
+       "a refusal that unmapped %llu bytes trying says so (detail %llu, oom function %llu): %s",
+       (unsigned long long)gave, said, (unsigned long long)told, d.message);
+    for (int i = 1; i < 18 && rc == DV_OK; i += 2)
+        dv_ref_release(r[i]);
+    if (a != NULL)
+        dv_actor_destroy(a);
+}
+
 static bool count_oom(const dv_oom_info *info, void *user)
 {
     (void)info;
@@ -675,7 +717,7 @@ int main(void)
             skip_all("%s", dv_last_error()->message);
         dv_actor_shutdown(probe);
     }
-    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 7 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 8));
+    plan((OOM_ON_CUDA ? 2 : 4 + 4) + 7 + 3 + 3 + 2 + 2 + (OOM_ON_CUDA ? 0 : 4 + 9));
     test_in_flight(true);
     if (!OOM_ON_CUDA)
         test_in_flight(false);
@@ -687,6 +729,7 @@ int main(void)
     if (!OOM_ON_CUDA) {
         test_sizes();
         test_refusal_holds_nothing();
+        test_refusal_counts_what_it_gave();
         test_no_trim_for_nothing();
     }
     return tap_done();
