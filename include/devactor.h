@@ -356,7 +356,8 @@ DV_EXPORT bool dv_future_reached(const dv_future *f, dv_milestone m);
  * thread's dv_last_error(), as devactor completes the future of a call it
  * refuses: for wrappers built on devactor that refuse an _async call
  * before posting anything.  Returns status; DV_EINVAL (f untouched) for a
- * NULL future, one not set up with dv_future_init, or one in flight. */
+ * NULL future, one not set up with dv_future_init, one in flight, or a
+ * status that is not a dv_status. */
 DV_EXPORT int dv_future_fail(dv_future *f, int status);
 
 typedef struct dv_actor dv_actor;

@@ -65,6 +65,8 @@ static uint32_t fork_bits(void)
 
 int dv_future_fail(dv_future *f, int status)
 {
+    if (status != DV_OK && strcmp(dv_err_name(status), "DV_UNKNOWN") == 0)
+        return dv__fail(DV_EINVAL, "future_fail", "future_fail: %d is not a dv_status", status);
     dv_error_detail saved = *dv_last_error();
     int rc = dv__future_arm(f, "future_fail");
     if (rc != DV_OK)

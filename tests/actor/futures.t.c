@@ -251,7 +251,7 @@ int main(void)
     int rc = dv_actor_create(&cfg, &a);
     if (FUTURES_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(71);
+    plan(72);
     is_status(rc, DV_OK, "an actor (%s)", a ? dv_actor_backend_name(a) : "none");
     is_status(dv_kernel_get(a, NULL, 0, "spin", &spin), DV_OK, "spin");
     is_status(dv_kernel_get(a, NULL, 0, "fill_u32", &fill), DV_OK, "fill_u32");
@@ -295,5 +295,10 @@ int main(void)
     memset(&bad, 0, sizeof(bad));
     ok(dv_future_fail(NULL, DV_EINVAL) == DV_EINVAL && dv_future_fail(&bad, DV_ESTALE) == DV_EINVAL,
        "dv_future_fail of a NULL future, or one not set up: DV_EINVAL");
+    dv_future_init(&g, 0);
+    ok(dv_future_fail(&g, 12345) == DV_EINVAL && !dv_future_done(&g) &&
+           strstr(dv_last_error()->message, "12345") != NULL,
+       "dv_future_fail with a status that is no dv_status: DV_EINVAL, the future untouched (%s)",
+       dv_last_error()->message);
     return tap_done();
 }
