@@ -391,6 +391,10 @@ static void handle_wait(dv_actor *a, const dv_envelope *env)
     dv_stream s = env->m.stream;
     dv_drv_event *ev = env->m.u.event.foreign;
     int rc = DV_OK;
+    /* The wait is an operation on s: ordered after what its poster knew,
+     * and so is what s runs after it, whoever posts that. */
+    if (a->chk != NULL)
+        (void)dv__checker_point(a->chk, s, dv__know_of(a, env));
     if (ev == NULL) {
         if (e->record_context == 0 || e->host_reached)
             return; /* destroyed, never recorded, or reached already */

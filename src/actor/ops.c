@@ -667,9 +667,12 @@ static void handle_sync(dv_actor *a, const dv_envelope *e)
     int rc = dv__check_stream(&a->env, e->m.stream, "sync");
     if (rc == DV_OK) {
         dv__stat_inc(&a->st_syncs);
-        /* A point of the sync's own: its waiter learns everything the
-         * stream had reached, waits included. */
-        uint64_t point = a->chk != NULL ? dv__checker_point(a->chk, e->m.stream, NULL) : 0;
+        /* A point of the sync's own, ordered after what its poster knew
+         * (as every operation is; what another thread posts on the
+         * stream after it comes after that too): its waiter learns
+         * everything the stream had reached, waits included. */
+        uint64_t point =
+            a->chk != NULL ? dv__checker_point(a->chk, e->m.stream, dv__know_of(a, e)) : 0;
         if (e->m.reply == NULL ||
             dv__complete_at(a, e->m.stream, dv__tracker_mark(a->done, e->m.stream), point, e,
                             "sync") == DV_OK)

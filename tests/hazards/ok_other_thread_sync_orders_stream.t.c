@@ -1,0 +1,53 @@
+/*
+ * Correct neighbour of other_thread_sync_hides: another thread waits for
+ * the raw write on stream 1 (a sync of stream 1) and then syncs stream 2;
+ * after the join this thread, which never waited for the write, reads the
+ * block raw on stream 2.  The sync on stream 2 is ordered after what its
+ * poster knew (the write), and the read after the sync by stream order.
+ */
+#define HZ_CORRECT
+#define HZ_WHAT                                                                                    \
+    "a raw write on stream 1; another thread syncs stream 1, then stream 2; after the join this "  \
+    "thread reads the block raw on stream 2"
+#include "hazards/hazard.h"
+
+#include <pthread.h>
+
+typedef struct other {
+    hz *h;
+    int rc;
+} other;
+
+static void *learn_then_sync(void *arg)
+{
+    other *o = arg;
+    o->rc = dv_sync(o->h->a, 1);
+    if (o->rc == DV_OK)
+        o->rc = dv_sync(o->h->a, 2);
+    return NULL;
+}
+
+static bool hz_plant(hz *h)
+{
+    dv_ref a = hz_alloc(h, 0, "a"), b = hz_alloc(h, 0, "b");
+    hz_fill(h, a, 1, 0);
+    hz_fill(h, b, 0, 0);
+    hz_sync_all(h);
+    uint64_t pa = hz_ptr(a), pb = hz_ptr(b);
+    hz_first(h, 1);
+    hz_fill_raw(h, pa, 2, 1); /* not waited by this thread */
+    hz_settle(h);
+    other o = {h, -1};
+    pthread_t t;
+    if (pthread_create(&t, NULL, learn_then_sync, &o) == 0) {
+        pthread_join(t, NULL);
+        hz_rc(h, o.rc, "the other thread's syncs");
+    } else {
+        h->failed++;
+    }
+    hz_copy_raw(h, pb, pa, 2); /* b <- a, after stream 2's sync */
+    bool corrupt = !hz_is(h, b, 2);
+    hz_rc(h, dv_ref_release(a), "release");
+    hz_rc(h, dv_ref_release(b), "release");
+    return corrupt;
+}
