@@ -343,7 +343,9 @@ DV_EXPORT int dv_future_wait(dv_future *f);
  * be complete already; so does dv_future_reached(f, DV_ORDERED). */
 DV_EXPORT int dv_future_wait_ordered(dv_future *f);
 /* Wait for a milestone at most timeout_ns: DV_ETIMEDOUT when it was not
- * reached (the future stays in flight; wait again later). */
+ * reached (the future stays in flight; wait again later).  An operation
+ * that itself ended with DV_ETIMEDOUT (a collective) answers the same:
+ * dv_future_reached tells them apart. */
 DV_EXPORT int dv_future_wait_for(dv_future *f, dv_milestone m, uint64_t timeout_ns);
 /* Complete yet?  Never blocks.  For the checker, true orders the calling
  * thread after the operation as dv_future_wait does (so does
