@@ -238,6 +238,11 @@ dv_actor *dv__actor_of_ref(dv_ref ref)
     return atomic_load_explicit(&by_domain[(uint8_t)(ref.bits >> 56)], memory_order_acquire);
 }
 
+/* The process-wide actors stopped at exit: shut down, not freed, since
+ * other threads may still hold them (they get DV_ESHUTDOWN); kept here
+ * so that their memory stays reachable until the process is gone. */
+static dv_actor *stopped_at_exit[DV_MAX_DEVICES];
+
 /* At exit, stop the process's actors so no thread is inside the driver
  * while the process tears down. */
 static void stop_all(void)
@@ -245,8 +250,10 @@ static void stop_all(void)
     for (int i = 0; i < DV_MAX_DEVICES; i++) {
         dv_actor *a = atomic_load_explicit(&actors[i], memory_order_acquire);
         /* A child's inherited actors have no thread to stop (base/proc.h). */
-        if (a != NULL && a->fork_gen == dv__fork_now())
-            dv_actor_destroy(a);
+        if (a != NULL && a->fork_gen == dv__fork_now()) {
+            stopped_at_exit[i] = a;
+            dv_actor_shutdown(a);
+        }
     }
 }
 
