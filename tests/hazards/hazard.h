@@ -39,6 +39,7 @@
 #ifndef DV_TESTS_HAZARDS_HAZARD_H
 #define DV_TESTS_HAZARDS_HAZARD_H
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -208,6 +209,36 @@ static TAP_UNUSED bool hz_read_back(hz *h, dv_ref r)
     hz_sync_all(h);
     memset(h->host, 0xA5, sizeof(h->host));
     return hz_rc(h, dv_copy_dtoh(h->a, h->host, r, 0, HZ_BYTES, 0), "read back") == DV_OK;
+}
+
+/* Another thread runs fn(h, arg) to its end (joined before this returns):
+ * its answer counts as an operation's (hz_rc, naming what). */
+typedef int (*hz_thread_fn)(hz *h, void *arg);
+
+typedef struct hz_thread {
+    hz *h;
+    hz_thread_fn fn;
+    void *arg;
+    int rc;
+} hz_thread;
+
+static void *hz_thread_main(void *p)
+{
+    hz_thread *t = p;
+    t->rc = t->fn(t->h, t->arg);
+    return NULL;
+}
+
+static TAP_UNUSED void hz_on_other_thread(hz *h, hz_thread_fn fn, void *arg, const char *what)
+{
+    hz_thread t = {h, fn, arg, -1};
+    pthread_t id;
+    if (pthread_create(&id, NULL, hz_thread_main, &t) != 0) {
+        h->failed++;
+        return;
+    }
+    pthread_join(id, NULL);
+    hz_rc(h, t.rc, what);
 }
 
 static TAP_UNUSED bool hz_words_are(const uint32_t *p, uint32_t v)

@@ -8,25 +8,14 @@
  */
 #define HZ_CORRECT
 #define HZ_WHAT                                                                                    \
-    "a raw write on stream 1; another thread syncs stream 1, then makes stream 2 wait for an "    \
+    "a raw write on stream 1; another thread syncs stream 1, then makes stream 2 wait for an "     \
     "event of stream 0; after the join this thread reads the block raw on stream 2"
 #include "hazards/hazard.h"
 
-#include <pthread.h>
-
-typedef struct other {
-    hz *h;
-    dv_event *e;
-    int rc;
-} other;
-
-static void *learn_then_wait(void *arg)
+static int learn_then_wait(hz *h, void *event)
 {
-    other *o = arg;
-    o->rc = dv_sync(o->h->a, 1);
-    if (o->rc == DV_OK)
-        o->rc = dv_stream_wait_event(o->h->a, 2, o->e);
-    return NULL;
+    int rc = dv_sync(h->a, 1);
+    return rc == DV_OK ? dv_stream_wait_event(h->a, 2, event) : rc;
 }
 
 static bool hz_plant(hz *h)
@@ -42,14 +31,7 @@ static bool hz_plant(hz *h)
     hz_first(h, 1);
     hz_fill_raw(h, pa, 2, 1); /* not waited by this thread */
     hz_settle(h);
-    other o = {h, e, -1};
-    pthread_t t;
-    if (pthread_create(&t, NULL, learn_then_wait, &o) == 0) {
-        pthread_join(t, NULL);
-        hz_rc(h, o.rc, "the other thread's sync and stream wait");
-    } else {
-        h->failed++;
-    }
+    hz_on_other_thread(h, learn_then_wait, e, "the other thread's sync and stream wait");
     hz_copy_raw(h, pb, pa, 2); /* b <- a, after stream 2's wait */
     bool corrupt = !hz_is(h, b, 2);
     hz_rc(h, dv_event_destroy(e), "event destroy");

@@ -11,20 +11,11 @@
     "thread reads the block raw on stream 2"
 #include "hazards/hazard.h"
 
-#include <pthread.h>
-
-typedef struct other {
-    hz *h;
-    int rc;
-} other;
-
-static void *learn_then_sync(void *arg)
+static int learn_then_sync(hz *h, void *arg)
 {
-    other *o = arg;
-    o->rc = dv_sync(o->h->a, 1);
-    if (o->rc == DV_OK)
-        o->rc = dv_sync(o->h->a, 2);
-    return NULL;
+    (void)arg;
+    int rc = dv_sync(h->a, 1);
+    return rc == DV_OK ? dv_sync(h->a, 2) : rc;
 }
 
 static bool hz_plant(hz *h)
@@ -37,14 +28,7 @@ static bool hz_plant(hz *h)
     hz_first(h, 1);
     hz_fill_raw(h, pa, 2, 1); /* not waited by this thread */
     hz_settle(h);
-    other o = {h, -1};
-    pthread_t t;
-    if (pthread_create(&t, NULL, learn_then_sync, &o) == 0) {
-        pthread_join(t, NULL);
-        hz_rc(h, o.rc, "the other thread's syncs");
-    } else {
-        h->failed++;
-    }
+    hz_on_other_thread(h, learn_then_sync, NULL, "the other thread's syncs");
     hz_copy_raw(h, pb, pa, 2); /* b <- a, after stream 2's sync */
     bool corrupt = !hz_is(h, b, 2);
     hz_rc(h, dv_ref_release(a), "release");

@@ -12,22 +12,16 @@
     "another thread, which waits for it on stream 2 and reads the block raw there"
 #include "hazards/hazard.h"
 
-#include <pthread.h>
-
 typedef struct reader {
-    hz *h;
     dv_event *e;
     uint64_t dst, src;
-    int rc;
 } reader;
 
-static void *wait_and_read(void *arg)
+static int wait_and_read(hz *h, void *arg)
 {
     reader *r = arg;
-    r->rc = dv_stream_wait_event(r->h->a, 2, r->e);
-    if (r->rc == DV_OK)
-        r->rc = hz_copy_raw(r->h, r->dst, r->src, 2);
-    return NULL;
+    int rc = dv_stream_wait_event(h->a, 2, r->e);
+    return rc == DV_OK ? hz_copy_raw(h, r->dst, r->src, 2) : rc;
 }
 
 static bool hz_plant(hz *h)
@@ -44,14 +38,8 @@ static bool hz_plant(hz *h)
     hz_settle(h);
     hz_rc(h, dv_sync(h->a, 1), "sync stream 1 (the write)");
     hz_rc(h, dv_event_record(e, 0), "record on stream 0 (after the sync)");
-    reader r = {h, e, pb, pa, -1};
-    pthread_t t;
-    if (pthread_create(&t, NULL, wait_and_read, &r) == 0) {
-        pthread_join(t, NULL);
-        hz_rc(h, r.rc, "the other thread's wait and raw read");
-    } else {
-        h->failed++;
-    }
+    reader r = {e, pb, pa};
+    hz_on_other_thread(h, wait_and_read, &r, "the other thread's wait and raw read");
     bool corrupt = !hz_is(h, b, 2);
     hz_rc(h, dv_event_destroy(e), "event destroy");
     hz_rc(h, dv_ref_release(a), "release");

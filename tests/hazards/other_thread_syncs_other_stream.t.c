@@ -6,22 +6,14 @@
  * the read after it.
  */
 #define HZ_WHAT                                                                                    \
-    "a raw write on stream 1; another thread, which never waited for it, syncs stream 2; after "  \
+    "a raw write on stream 1; another thread, which never waited for it, syncs stream 2; after "   \
     "the join this thread reads the block raw on stream 2"
 #include "hazards/hazard.h"
 
-#include <pthread.h>
-
-typedef struct other {
-    hz *h;
-    int rc;
-} other;
-
-static void *sync_stream2(void *arg)
+static int sync_stream2(hz *h, void *arg)
 {
-    other *o = arg;
-    o->rc = dv_sync(o->h->a, 2);
-    return NULL;
+    (void)arg;
+    return dv_sync(h->a, 2);
 }
 
 static bool hz_plant(hz *h)
@@ -33,14 +25,7 @@ static bool hz_plant(hz *h)
     uint64_t pa = hz_ptr(a), pb = hz_ptr(b);
     hz_first(h, 1);
     hz_fill_raw(h, pa, 2, 1); /* waited by nobody */
-    other o = {h, -1};
-    pthread_t t;
-    if (pthread_create(&t, NULL, sync_stream2, &o) == 0) {
-        pthread_join(t, NULL);
-        hz_rc(h, o.rc, "the other thread's sync of stream 2");
-    } else {
-        h->failed++;
-    }
+    hz_on_other_thread(h, sync_stream2, NULL, "the other thread's sync of stream 2");
     hz_settle(h);
     hz_copy_raw(h, pb, pa, 2); /* b <- a: meant to see 2 */
     bool corrupt = !hz_is(h, b, 2);
