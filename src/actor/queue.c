@@ -820,12 +820,14 @@ uint32_t dv__inbox_live_clients(dv_inbox *in, const void *self)
     for (uint32_t i = 0; i < n; i++) {
         dv_client *c = cur[i];
         /* A thread that serves self posts only from the work of others
-         * (tasks, host functions, oom functions): it counts while what it
-         * posted is still to be taken, as one that exited. */
-        bool gone = atomic_load_explicit(&c->orphaned, memory_order_acquire) ||
-                    (self != NULL && c->server == self);
+         * (tasks, host functions, oom functions): it counts while the actor
+         * is at work (what it posted may be taken and not yet handled), as
+         * one that exited counts while its messages are still to be taken. */
+        bool serves = self != NULL && c->server == self;
+        bool gone = atomic_load_explicit(&c->orphaned, memory_order_acquire) || serves;
         live += !gone || (c->ring.slots != NULL && !dv__spsc_empty(&c->ring)) ||
-                c->expect_seq != c->seq;
+                c->expect_seq != c->seq ||
+                (serves && !atomic_load_explicit(&in->parked, memory_order_acquire));
     }
     pthread_mutex_unlock(&in->reg_mu);
     return live;
