@@ -47,15 +47,16 @@ static int refuse(dv_future *f, int rc, const char *op)
  */
 static int post_enter(dv_actor *a, const char *op, dv_hazards **hz)
 {
-    if (a->fork_gen != dv__fork_now())
-        return dv__forked(op);
+    int rc = dv__actor_here(a, op);
+    if (rc != DV_OK)
+        return rc;
     if (dv__driver_lost(a->drv, NULL))
         return dv__lost_answer(a);
     *hz = dv__hazards_mine();
     if (!dv__hazard_set(*hz, a))
         return dv__fail(DV_ENOMEM, "post", "post: out of host memory for the thread's state");
     /* After the hazard's fence (acquire costs nothing more here). */
-    int rc = dv__actor_refusing(a, op, op);
+    rc = dv__actor_refusing(a, op, op);
     if (rc != DV_OK)
         dv__hazard_clear(*hz);
     return rc;
@@ -326,8 +327,9 @@ int dv_actor_last_hazard(dv_actor *a, dv_error_detail *out)
 {
     if (a == NULL || out == NULL)
         return dv__fail(DV_EINVAL, "actor_last_hazard", "actor_last_hazard: NULL argument");
-    if (dv__actor_here(a, "actor_last_hazard") != DV_OK)
-        return DV_EFORKED;
+    int here = dv__actor_here(a, "actor_last_hazard");
+    if (here != DV_OK)
+        return here;
     pthread_mutex_lock(&a->health_mu);
     *out = a->last_hazard;
     pthread_mutex_unlock(&a->health_mu);
@@ -479,8 +481,8 @@ static int host_op(dv_actor *a, uint8_t type, dv_ref ref, uint64_t off, const vo
 {
     const char *op = dv__msg_name(type);
     int rc = check_stream(a, stream, op);
-    if (rc == DV_OK && a->fork_gen != dv__fork_now())
-        rc = dv__forked(op);
+    if (rc == DV_OK)
+        rc = dv__actor_here(a, op);
     if (rc == DV_OK && host == NULL)
         rc = dv__fail(DV_EINVAL, op, "%s: NULL host buffer", op);
     if (rc == DV_OK && (bytes == 0 || bytes > DV_DRV_MAX_BYTES))
@@ -825,8 +827,9 @@ int dv_check_host_access(dv_actor *a, const void *ptr, uint64_t bytes, dv_arg_ac
                         : access < DV_READ || access > DV_READ_WRITE
                             ? "access is not DV_READ, DV_WRITE or DV_READ_WRITE"
                             : "the range wraps past the end of the address space");
-    if (dv__actor_here(a, "check_host_access") != DV_OK)
-        return DV_EFORKED;
+    int here = dv__actor_here(a, "check_host_access");
+    if (here != DV_OK)
+        return here;
     if (!a->cfg.check_order)
         return DV_OK;
     dv_msg m = {.type = DV_MSG_HOST_ACCESS,
@@ -841,8 +844,9 @@ int dv_order_export(dv_actor *a, dv_order_token *out)
     static const char op[] = "order_export";
     if (a == NULL || out == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL %s", op, a == NULL ? "actor" : "token");
-    if (a->fork_gen != dv__fork_now())
-        return dv__forked(op);
+    int here = dv__actor_here(a, op);
+    if (here != DV_OK)
+        return here;
     memset(out, 0, sizeof(*out));
     out->actor = a->uid;
     if (!a->cfg.check_order)
@@ -863,8 +867,9 @@ int dv_order_adopt(dv_actor *a, const dv_order_token *t)
     static const char op[] = "order_adopt";
     if (a == NULL || t == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL %s", op, a == NULL ? "actor" : "token");
-    if (a->fork_gen != dv__fork_now())
-        return dv__forked(op);
+    int here = dv__actor_here(a, op);
+    if (here != DV_OK)
+        return here;
     if (t->streams == 0)
         return DV_OK; /* empty (all zeros, or exported knowing nothing): from anywhere */
     if (t->actor != a->uid)

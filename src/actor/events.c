@@ -156,8 +156,9 @@ int dv_event_record_async(dv_event *e, dv_stream s, dv_future *f)
 static int wait_recorded(dv_event *e, uint64_t n, const char *op)
 {
     for (unsigned round = 0;; round++) {
-        if (e->actor->fork_gen != dv__fork_now())
-            return dv__forked(op);
+        int here = dv__actor_here(e->actor, op);
+        if (here != DV_OK)
+            return here;
         int st = atomic_load(&e->actor->state);
         if (st == DV_ACTOR_LOST)
             return dv__lost_answer(e->actor);

@@ -708,9 +708,8 @@ static int may_stop(const dv_actor *a, const char *op)
 {
     if (a == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL actor", op);
-    if (a->fork_gen != dv__fork_now())
-        return dv__forked(op);
-    return dv__no_wait(op);
+    int rc = dv__actor_here(a, op);
+    return rc != DV_OK ? rc : dv__no_wait(op);
 }
 
 static int shutdown_as(dv_actor *a, const char *op)
@@ -757,8 +756,9 @@ int dv_actor_health_get_sized(const dv_actor *a, dv_actor_health *caller, size_t
 {
     if (a == NULL || caller == NULL)
         return dv__fail(DV_EINVAL, "actor_health", "NULL actor or out");
-    if (dv__actor_here(a, "actor_health") != DV_OK)
-        return DV_EFORKED;
+    int here = dv__actor_here(a, "actor_health");
+    if (here != DV_OK)
+        return here;
     if (!dv__abi_size_ok(size, DV_ABI_HEALTH_MIN))
         return dv__fail(DV_EINVAL, "actor_health", "actor_health: size %zu (at least %u)", size,
                         DV_ABI_HEALTH_MIN);

@@ -290,8 +290,9 @@ int dv_actor_get(int ordinal, dv_actor **out)
     /* Acquire: pairs with the release publishing a built actor. */
     dv_actor *a = atomic_load_explicit(&actors[ordinal], memory_order_acquire);
     if (a != NULL) {
-        if (a->fork_gen != dv__fork_now())
-            return dv__forked("actor_get");
+        int here = dv__actor_here(a, "actor_get");
+        if (here != DV_OK)
+            return here;
         *out = a;
         return DV_OK;
     }

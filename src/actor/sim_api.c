@@ -11,8 +11,9 @@ static int sim_of(dv_actor *a, const char *op, dv_driver **out)
 {
     if (a == NULL)
         return dv__fail(DV_EINVAL, op, "%s: NULL actor", op);
-    if (dv__actor_here(a, op) != DV_OK)
-        return DV_EFORKED;
+    int rc = dv__actor_here(a, op);
+    if (rc != DV_OK)
+        return rc;
     if (!dv__sim_is_sim(a->drv))
         return dv__fail(DV_ENOTSUP, op, "%s: the actor runs on %s, not the sim", op,
                         dv__driver_backend_name(a->drv));
