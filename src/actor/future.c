@@ -45,19 +45,6 @@ static bool future_set_up(const dv_future *f)
     return dv__abi_size_ok(f->size, DV_ABI_FUTURE_MIN);
 }
 
-/* A newer caller's future (larger than this library's) with something
- * set past this library's fields asks for what it does not know. */
-static bool future_tail_set(const dv_future *f)
-{
-    if (f->size <= sizeof(*f))
-        return false;
-    const unsigned char *p = (const unsigned char *)f;
-    for (size_t i = sizeof(*f); i < f->size; i++)
-        if (p[i] != 0)
-            return true;
-    return false;
-}
-
 static uint32_t fork_bits(void)
 {
     return (dv__fork_now() & 0xffu) << DV__FUTURE_FORK_SHIFT;
@@ -65,7 +52,7 @@ static uint32_t fork_bits(void)
 
 int dv_future_fail(dv_future *f, int status)
 {
-    if (status != DV_OK && strcmp(dv_err_name(status), "DV_UNKNOWN") == 0)
+    if (!dv__is_status(status))
         return dv__fail(DV_EINVAL, "future_fail", "future_fail: %d is not a dv_status", status);
     dv_error_detail saved = *dv_last_error();
     int rc = dv__future_arm(f, "future_fail");
@@ -83,7 +70,9 @@ int dv__future_arm(dv_future *f, const char *op)
         return dv__fail(DV_EINVAL, op, "%s: NULL future", op);
     if (!future_set_up(f))
         return dv__fail(DV_EINVAL, op, "%s: the future was not set up with dv_future_init", op);
-    if (future_tail_set(f))
+    /* A newer caller's future with something set past this library's
+     * fields asks for what it does not know. */
+    if (!dv__abi_tail_zero(f, sizeof(*f), f->size))
         return dv__fail(DV_EINVAL, op,
                         "%s: the future (%u bytes) has bytes set past the %zu this library "
                         "knows",

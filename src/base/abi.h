@@ -38,15 +38,24 @@ static inline bool dv__abi_size_ok(size_t size, size_t min)
     return size >= min && size <= DV_ABI_SIZE_MAX && size % 8 == 0;
 }
 
-/* An input struct of the caller's size: copy what the caller has over
- * the library's defaults in *full (have bytes).  False where bytes past
- * the library's own are not zero. */
-static inline bool dv__abi_copy_in(void *full, size_t have, const void *caller, size_t size)
+/* Are the caller's bytes past the library's own (have of size) all zero:
+ * does a newer caller ask for nothing this library does not know? */
+static inline bool dv__abi_tail_zero(const void *caller, size_t have, size_t size)
 {
     const unsigned char *p = caller;
     for (size_t i = have; i < size; i++)
         if (p[i] != 0)
             return false;
+    return true;
+}
+
+/* An input struct of the caller's size: copy what the caller has over
+ * the library's defaults in *full (have bytes).  False where bytes past
+ * the library's own are not zero. */
+static inline bool dv__abi_copy_in(void *full, size_t have, const void *caller, size_t size)
+{
+    if (!dv__abi_tail_zero(caller, have, size))
+        return false;
     memcpy(full, caller, size < have ? size : have);
     return true;
 }

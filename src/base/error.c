@@ -121,9 +121,14 @@ int dv__fail(int status, const char *call, const char *fmt, ...)
     return status;
 }
 
+bool dv__is_status(int status)
+{
+    return status == DV_OK || strcmp(dv_err_name(status), "DV_UNKNOWN") != 0;
+}
+
 int dv__user_answer(int status, const char *call, const char *who)
 {
-    if (status != DV_OK && strcmp(dv_err_name(status), "DV_UNKNOWN") == 0)
+    if (!dv__is_status(status))
         return dv__fail(DV_EINVAL, call, "%s answered %d, not a dv_status", who, status);
     if (status != DV_OK && dv_last_error()->status != status)
         dv__fail(status, call, "%s answered %s (%s)", who, dv_err_name(status),

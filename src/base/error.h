@@ -41,6 +41,8 @@ void dv__detail_append(const char *fmt, ...)
  * (the thread's detail says another status: clear it before calling the
  * user's code) is given one, "<who> answered <status> (<its meaning>)". */
 int dv__user_answer(int status, const char *call, const char *who);
+/* Is status DV_OK or one of the dv_status codes? */
+bool dv__is_status(int status);
 
 /* Refused for want of memory: the device's or a budget's. */
 static inline bool dv__short_of_memory(int status)
