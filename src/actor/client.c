@@ -451,15 +451,14 @@ static int alloc_wait_loop(dv_actor *a, uint64_t bytes, dv_stream stream, const 
             while (w >= live && w != 0 &&
                    !(all = atomic_compare_exchange_weak(&a->mem_waiters, &w, w - 1)))
                 ;
-            if ((all || live <= 1) &&
-                atomic_load_explicit(&a->mem_released, memory_order_acquire) != seen) {
-                /* Released meanwhile (the count may have missed the one
-                 * who did): try again. */
-                if (all)
-                    atomic_fetch_add(&a->mem_waiters, 1);
-                continue;
-            }
             if (all || live <= 1) {
+                if (atomic_load_explicit(&a->mem_released, memory_order_acquire) != seen) {
+                    /* Released meanwhile (the count may have missed the
+                     * one who did): try again. */
+                    if (all)
+                        atomic_fetch_add(&a->mem_waiters, 1);
+                    continue;
+                }
                 if (!all)
                     atomic_fetch_sub(&a->mem_waiters, 1);
                 dv__detail_append("; all %u client threads wait: the last is refused",

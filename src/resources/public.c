@@ -292,6 +292,14 @@ static int layer_answer(const adapter *a, int rc, const char *op)
     return dv__user_answer(rc, op, who);
 }
 
+/* A block the upstream gave the layer, refused as the layer's answer:
+ * back to the upstream as it was given, out of its books. */
+static void give_back(dv_resource *up, dv_block back)
+{
+    if (dv__res_holds_block(up, dv__block_id_of(&back)) && dv__res_deallocate(up, &back) == DV_OK)
+        dv__res_given_remove(up, back.generation);
+}
+
 static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream, dv_tag tag,
                             dv_block *out)
 {
@@ -302,8 +310,8 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
     if (rc != DV_OK)
         return rc;
     given_slot *gs = given_as(r->upstream, out);
-    const dv_block *given = gs != NULL ? &gs->b : NULL;
-    if (gs != NULL && gs->answered && same_block(given, out)) {
+    bool same = gs != NULL && same_block(&gs->b, out);
+    if (same && gs->answered) {
         /* Live already, in another caller's hands: the two would share
          * it.  It stays that caller's. */
         memset(out, 0, sizeof(*out));
@@ -312,7 +320,7 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
                         "before, still live",
                         layer_name(a));
     }
-    bool held = out->state == DV_BLOCK_LIVE && given != NULL && same_block(given, out) &&
+    bool held = same && out->state == DV_BLOCK_LIVE &&
                 dv__res_holds_block(r->upstream, dv__block_id_of(out));
     if (held && out->requested >= bytes && out->alloc_stream == stream) {
         gs->answered = true;
@@ -322,10 +330,9 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
         /* Smaller than asked (a use of the bytes asked for would reach
          * another block), or ordered on another stream (its memory is
          * not ready in the request's order): back upstream. */
-        bool small = out->requested < bytes;
         dv_block back = *out;
-        if (dv__res_deallocate(r->upstream, &back) == DV_OK)
-            dv__res_given_remove(r->upstream, back.generation);
+        bool small = back.requested < bytes;
+        give_back(r->upstream, back);
         memset(out, 0, sizeof(*out));
         return dv__fail(DV_EINVAL, "allocate",
                         small ? "resource %s: allocate answered a block of %llu bytes for a "
@@ -339,12 +346,8 @@ static int adapter_allocate(dv_resource *r, uint64_t bytes, dv_stream_id stream,
     /* A block it freed, or one it changed: two callers would share memory
      * (a block larger than it is), or one the upstream never gave.  One
      * the upstream gave, changed, goes back to it as it was given. */
-    if (given != NULL && !gs->answered && out->state == DV_BLOCK_LIVE && !same_block(given, out)) {
-        dv_block back = *given;
-        if (dv__res_holds_block(r->upstream, dv__block_id_of(&back)) &&
-            dv__res_deallocate(r->upstream, &back) == DV_OK)
-            dv__res_given_remove(r->upstream, back.generation);
-    }
+    if (gs != NULL && !gs->answered && out->state == DV_BLOCK_LIVE && !same)
+        give_back(r->upstream, gs->b);
     memset(out, 0, sizeof(*out));
     return dv__fail(DV_EINVAL, "allocate",
                     "resource %s: allocate answered DV_OK without a live block from its upstream, "
