@@ -794,7 +794,7 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
      * (a copy thread fills them all there, after). */
     dv_ref_info info;
     if (dir == DV_MSG_HTOD && !serving && dv__ref_peek(ref, &info) == DV_OK &&
-        dv__actor_of_ref(ref) == a && off <= info.bytes && bytes <= info.bytes - off) {
+        dv__actor_of_ref(ref) == a && off <= info.requested && bytes <= info.requested - off) {
         help_list(j);
         backoff b = {0};
         while (!reached(word_load(j->chunk[0]->host_word), gen_of(j, 0)))

@@ -12,7 +12,9 @@
  *     the staging off (it did not fit the host budget) the same memset
  *     waits for the copy, as the driver makes pageable copies synchronous;
  *   - refusals before anything is enqueued (a stale handle, a range past
- *     the block) leave the chunks free;
+ *     the block, or past the bytes asked for though within the block's
+ *     usable bytes) read nothing of the caller's memory and leave the
+ *     chunks free;
  *   - faults: the context lost while copies wait on the device (blocking
  *     and _async): each answers DV_ECONTEXT_LOST, none hangs, and the next
  *     copies are right; a driver error at a stream memory operation;
@@ -27,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "devactor.h"
@@ -255,6 +258,26 @@ static void test_refusals(void)
     is_status(dv_copy_dtoh_async(a, buf, r, 4000, sizeof buf, 0, &f), DV_OK,
               "the same, _async: posted");
     is_status(dv_future_wait(&f), DV_EINVAL, "its future answers DV_EINVAL");
+    /* Past the bytes asked for, within the block's usable bytes: refused,
+     * and nothing of the caller's memory is read (it cannot be). */
+    dv_ref odd;
+    dv_ref_info info = {0};
+    dv_alloc(a, 4097, 0, "odd", &odd);
+    dv_ref_access(odd, &info);
+    uint64_t len = info.requested + 1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (len + page - 1) / page * page;
+    void *none = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (none == MAP_FAILED)
+        bail_out("mmap: no PROT_NONE buffer");
+    if (info.bytes > info.requested)
+        is_status(dv_copy_htod(a, odd, 0, none, len, 0), DV_EINVAL,
+                  "a range one byte past the %llu asked for (the block has %llu): DV_EINVAL, "
+                  "the caller's memory untouched",
+                  (unsigned long long)info.requested, (unsigned long long)info.bytes);
+    else
+        skip("the block has no bytes past the ones asked for");
+    munmap(none, span);
+    dv_ref_release(odd);
     /* Every chunk came back: a copy needing all four runs. */
     ok(round_trip(a, 1 * MiB, 0, false, 1), "then a copy through every chunk is right");
     dv_ref_release(r);
@@ -664,7 +687,7 @@ static void test_waits_counted(void)
 
 int main(void)
 {
-    plan(31);
+    plan(32);
     test_sizes();
     test_backpressure();
     test_actor_free();
