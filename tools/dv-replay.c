@@ -534,9 +534,16 @@ static int load(const char *path)
         if (lineno == 1) {
             if (strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark */
                 memmove(line, line + 3, (size_t)got - 2);
-            if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream,Device,Tag,QueryId", 57) == 0)
-                ours = true;
-            else if (strncmp(line, "Thread,Time,Action,Pointer,Size,Stream", 38) != 0) {
+            /* Its names, quoted or not (as a CSV writer quoting every
+             * field writes them). */
+            static const char *const names[] = {"Thread", "Time",   "Action", "Pointer", "Size",
+                                                "Stream", "Device", "Tag",    "QueryId"};
+            char *h = line;
+            unsigned n = 0;
+            while (n < 9 && strcmp(field(&h), names[n]) == 0)
+                n++;
+            ours = n == 9;
+            if (n < 6) {
                 fprintf(stderr, "dv-replay: %s: line 1: not a devactor or RMM allocation log\n",
                         path);
                 rc = -1;
@@ -586,10 +593,11 @@ static int load(const char *path)
         row r = {.line = row_line, .match = -1, .prior = -1, .alloc = alloc};
         uint64_t dev = 0;
         bool of_day = false;
+        /* RMM prints a null pointer (its answer to 0 bytes) as "(nil)". */
         bool okay = number(thread, 0, &r.thread) && parse_time(time, &r.time_us, &of_day) &&
-                    number(ptr, 16, &r.ptr) && number(size, 10, &r.size) &&
-                    number(stream, 0, &r.stream) && number(device, 10, &dev) &&
-                    number(query, 10, &(uint64_t){0});
+                    (strcmp(ptr, "(nil)") == 0 || number(ptr, 16, &r.ptr)) &&
+                    number(size, 10, &r.size) && number(stream, 0, &r.stream) &&
+                    number(device, 10, &dev) && number(query, 10, &(uint64_t){0});
         if (!okay || dev > INT_MAX) {
             fprintf(stderr, "dv-replay: %s: line %u: a field does not parse\n", path, row_line);
             rc = -1;

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..98"
+echo "1..100"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -477,4 +477,20 @@ if [ -w /dev/full ]; then
 else
     check "standard output full (no /dev/full here: nothing to try)" yes
 fi
+# RMM's log as RMM writes it for 0 bytes: a null pointer, "(nil)", for
+# the allocation and its free; skipped with its free.
+printf '%s\n' Thread,Time,Action,Pointer,Size,Stream 1,10:30:45.000001,allocate,"(nil)",0,0 \
+    1,10:30:45.000002,allocate,0x1000,2048,0 1,10:30:45.000003,free,"(nil)",0,0 \
+    1,10:30:45.000004,free,0x1000,2048,0 >"$tmp/nil0.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/nil0.csv" 2>&1)
+rc=$?
+check "RMM's zero-byte rows with (nil) pointers are skipped: exit $rc, peak $(field "$out" 5)" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 1,1,2048)"
+# A header quoted as a CSV writer quoting every field writes it.
+printf '%s\n' '"Thread","Time","Action","Pointer","Size","Stream"' \
+    '1,1.0,"allocate","0x1000",100,0' '1,2.0,"free","0x1000",100,0' >"$tmp/quoted.csv"
+out=$(DV_BACKEND=sim "$replay" --csv "$tmp/quoted.csv" 2>&1)
+rc=$?
+check "a quoted header: exit $rc, 1 allocation, 1 free, peak $(field "$out" 5)" \
+    "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 1,1,100)"
 exit $failed
