@@ -175,6 +175,18 @@ def test_odd_traces(tap):
         tap.check("a snapshot without device_traces is refused", False)
     except ValueError:
         tap.check("a snapshot without device_traces is refused", True)
+    for desc, bad in (("device_traces not a list", {"device_traces": {0: []}}),
+                      ("a device's trace not a list", {"device_traces": [None]})):
+        try:
+            s2c.select_trace(bad)
+            tap.check(f"{desc}: refused", False)
+        except ValueError:
+            tap.check(f"{desc}: refused", True)
+    try:
+        s2c.convert_entries([entry("alloc", X, 100), "junk"])
+        tap.check("an entry that is no dict is refused", False)
+    except ValueError as e:
+        tap.check("an entry that is no dict is refused, named", "entry 1" in str(e), str(e))
 
 
 def read_csv(path):

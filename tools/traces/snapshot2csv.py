@@ -137,6 +137,8 @@ def select_trace(snapshot, device=None):
         raise ValueError("not a memory snapshot with traces (no 'device_traces'): "
                          "was _record_memory_history() recording?")
     traces = snapshot["device_traces"]
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise ValueError("'device_traces' is not a list of lists of trace entries, one list a device")
     if device is not None:
         if not 0 <= device < len(traces):
             raise ValueError(f"device {device}: the snapshot has traces for {len(traces)} device(s)")
@@ -210,6 +212,8 @@ def convert_entries(entries, *, device=0, free_at="requested", scale=1, max_rows
     orphan_requests = set()  # addrs whose free_requested was already dropped
 
     for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise ValueError(f"trace entry {i}: {type(e).__name__} {e!r:.40}, not a dict")
         action = e.get("action")
         actions[action] += 1
         if action in ("alloc", "free_requested", "free_completed"):
