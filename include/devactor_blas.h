@@ -154,7 +154,9 @@ DV_EXPORT int dv_blas_gemm_strided_batched_async(dv_blas *b, dv_stream stream, d
                                                  double alpha, dv_blas_matrix a, dv_blas_matrix bm,
                                                  double beta, dv_blas_matrix c, int64_t batch,
                                                  dv_future *f);
-/* y = alpha op(A) x + beta y, A m x n as stored (F32, F64). */
+/* y = alpha op(A) x + beta y, A m x n as stored (F32, F64).  x or y empty
+ * (m or n of 0): nothing to do, y left as it is whatever beta (BLAS's
+ * GEMV returns at once; unlike GEMM with k of 0). */
 DV_EXPORT int dv_blas_gemv(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_layout layout,
                            dv_blas_op op, int64_t m, int64_t n, double alpha, dv_blas_matrix a,
                            dv_blas_vector x, double beta, dv_blas_vector y);

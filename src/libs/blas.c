@@ -633,6 +633,9 @@ static int gemv_common(dv_blas *b, dv_stream stream, dv_blas_type type, dv_blas_
         return dv_error_set(DV_EINVAL, "blas", 0, 0, "blas_gemv: a vector is too large");
     const dv_ref refs[NOPS] = {a.ref, x.ref, y.ref};
     const uint64_t offs[NOPS] = {a.offset, x.offset, y.offset};
+    if (xn == 0) /* x is empty: y stays as it is, as BLAS's GEMV returns at once */
+        return dv__lib_nothing_to_do("blas", "blas_", what, b->actor, stream, refs, offs,
+                                     dv_blas_type_size(type), operand_names[OP_GEMV], NOPS);
     return post(&call, refs, offs, elems, stream, p);
 }
 

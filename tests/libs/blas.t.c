@@ -306,6 +306,29 @@ static void test_vectors(void)
         ok(all && worst <= tolerance(t),
            "gemv %s, both layouts, N and T, increments 2/-1 and 1/3: %.2e", type_name(t), worst);
 
+        /* x empty (n of 0 with N, m of 0 with T): y stays as it is, as
+         * BLAS's GEMV returns at once, whatever beta. */
+        {
+            unsigned es0 = dv_blas_type_size(t);
+            unsigned char hy0[3 * 8], back[3 * 8];
+            for (int e = 0; e < 3; e++)
+                put(t, hy0, e, 1.0 + e);
+            dv_ref ra0 = upload(hy0, sizeof hy0, 0, "A"), ry0 = upload(hy0, 3 * es0, 0, "y");
+            int r1 = dv_blas_gemv(B, 2, t, DV_BLAS_COL_MAJOR, DV_BLAS_N, 3, 0, 1.0,
+                                  dv_blas_mat(ra0, 0, 3), dv_blas_vec(ra0, 0, 1), 2.0,
+                                  dv_blas_vec(ry0, 0, 1));
+            int r2 = dv_blas_gemv(B, 2, t, DV_BLAS_ROW_MAJOR, DV_BLAS_T, 0, 3, 1.0,
+                                  dv_blas_mat(ra0, 0, 3), dv_blas_vec(ra0, 0, 1), 0.0,
+                                  dv_blas_vec(ry0, 0, -1));
+            bool same = dv_copy_dtoh(A, back, ry0, 0, 3 * es0, 2) == DV_OK &&
+                        memcmp(back, hy0, 3 * es0) == 0;
+            ok(r1 == DV_OK && r2 == DV_OK && same,
+               "gemv %s with x empty (N with n 0, T with m 0; beta 2 and 0): y left as it is "
+               "(%s, %s)",
+               type_name(t), dv_err_name(r1), dv_err_name(r2));
+            dv_ref_release(ra0), dv_ref_release(ry0);
+        }
+
         /* axpy and dot, strided; the result at an offset of its block. */
         const int64_t n = 1000;
         unsigned es = dv_blas_type_size(t);
@@ -765,7 +788,7 @@ int main(void)
      * DV_REQUIRE_LIBS is set (CI), where a missing library fails. */
     if (rc == DV_ENOTSUP && getenv("DV_REQUIRE_LIBS") == NULL)
         skip_all("%s", dv_last_error()->message);
-    plan(47);
+    plan(49);
     is_status(rc, DV_OK, "the BLAS library actor on %s: %s", dv_actor_backend_name(A),
               rc == DV_OK ? dv_blas_library(B) : dv_last_error()->message);
     if (rc != DV_OK)
