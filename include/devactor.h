@@ -1007,9 +1007,10 @@ DV_EXPORT int dv_launch_async(dv_actor *actor, dv_kernel *kernel, dv_dim3 grid, 
  * native_stream (cuBLAS, cuFFT, NCCL...) is ordered like a launch.  A
  * call that would wait answers DV_EDEADLK inside a task (Threads, above);
  * post-only and _async calls are fine, and a full queue answers DV_EAGAIN
- * there instead of waiting for room.  A task's non-zero return is the
- * call's status, with a detail of its own (the failure of a devactor call
- * it made, or "task: its function answered ...").
+ * there instead of waiting for room.  A task's non-zero return (a
+ * dv_status; DV_EINVAL stands for any other value) is the call's status,
+ * with a detail of its own (the failure of a devactor call it made, or
+ * "task: its function answered ...").
  */
 typedef struct dv_task_ctx {
     dv_actor *actor;
