@@ -31,9 +31,10 @@
  * Plans.  Made on the actor's thread on first use and cached per (stream,
  * kind, precision, sizes, batch, in place), up to a byte budget
  * (dv_fft_create's cache_bytes, 256 MiB when 0) counting each plan's work
- * area; the least recently used go first.  cuFFT's automatic work-area
- * allocation is off: each transform's work area is task scratch from the
- * actor's pool on its stream.  On a GPU a plan of a context since
+ * area; the least recently used go first (the plan of the transform at
+ * hand stays, over the budget if it alone is larger).  cuFFT's automatic
+ * work-area allocation is off: each transform's work area is task
+ * scratch from the actor's pool on its stream.  On a GPU a plan of a context since
  * rebuilt is made again (the sim's host plans belong to no context and
  * are kept).  Destroying a cuFFT plan frees its device memory, which
  * waits for the device: an eviction can stall the actor's thread for the
