@@ -34,9 +34,9 @@
  * area; the least recently used go first (the plan of the transform at
  * hand stays, over the budget if it alone is larger).  cuFFT's automatic
  * work-area allocation is off: each transform's work area is task
- * scratch from the actor's pool on its stream.  On a GPU a plan of a context since
- * rebuilt is made again (the sim's host plans belong to no context and
- * are kept).  Destroying a cuFFT plan frees its device memory, which
+ * scratch from the actor's pool on its stream.  On a GPU a plan of a
+ * context since rebuilt is made again (the sim's host plans belong to no
+ * context and are kept).  Destroying a cuFFT plan frees its device memory, which
  * waits for the device: an eviction can stall the actor's thread for the
  * work in flight.
  *
