@@ -14,10 +14,10 @@
  * leading dimensions, increments and batches are at most 2^31 - 1; an
  * offset is a multiple of the element size; an output's span (its first
  * element to its last, the gaps of its leading dimension or increment
- * included) may not overlap an input's in one block (DV_EINVAL, all).  A call with nothing to do (an
- * empty result: m or n 0, say) enqueues nothing but is checked all the
- * same: its stream, and every handle that is not DV_REF_NULL at its
- * offset.
+ * included) may not overlap an input's in one block (DV_EINVAL, all).  A
+ * call with nothing to do (an empty result: m or n 0, say) enqueues
+ * nothing but is checked all the same: its stream, and every handle that
+ * is not DV_REF_NULL at its offset.
  *
  * Libraries are opened at run time (dlopen), so devactor builds and runs
  * without them:
