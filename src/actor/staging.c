@@ -790,11 +790,14 @@ int dv__staged_copy(dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, void *ho
      * step filled by the post (a copy of one step never waits), and the
      * transfer of each other step starts once it is filled.  Only for a
      * copy the actor will take as far as can be told here (a refused one
-     * reads nothing of the caller's memory), and not on an actor's thread
-     * (a copy thread fills them all there, after). */
+     * reads nothing of the caller's memory; with the checker on, which may
+     * refuse the host access itself, none is filled before the actor took
+     * it), and not on an actor's thread (a copy thread fills them all
+     * there, after). */
     dv_ref_info info;
-    if (dir == DV_MSG_HTOD && !serving && dv__ref_peek(ref, &info) == DV_OK &&
-        dv__actor_of_ref(ref) == a && off <= info.requested && bytes <= info.requested - off) {
+    if (dir == DV_MSG_HTOD && !serving && !a->cfg.check_order &&
+        dv__ref_peek(ref, &info) == DV_OK && dv__actor_of_ref(ref) == a && off <= info.requested &&
+        bytes <= info.requested - off) {
         help_list(j);
         backoff b = {0};
         while (!reached(word_load(j->chunk[0]->host_word), gen_of(j, 0)))
@@ -870,6 +873,8 @@ static int staging_make(dv_actor *a)
     uint64_t total = a->cfg.staging_bytes ? a->cfg.staging_bytes : DEFAULT_STAGING_BYTES;
     chunk = (chunk + DV_HOST_PAGE - 1) & ~(uint64_t)(DV_HOST_PAGE - 1);
     uint64_t n = total / chunk;
+    if (n == 1)
+        n = 2; /* two at least: one stream's copies leave one to the others */
     if (chunk < (UINT64_C(64) << 10) || n == 0 || n > 4096)
         return dv__fail(DV_EINVAL, "staging",
                         "staging: %llu bytes in chunks of %llu: need 1 to 4096 chunks of at "

@@ -587,9 +587,9 @@ static void *side_read(void *p)
  * finds one and is done while the gate stays shut.  (Before, the copy of
  * 1 MiB took all four chunks and the other stream's copy waited for the
  * gate, in its post.) */
-static void test_other_stream_not_held(void)
+static void test_other_stream_not_held(uint64_t staging, const char *what)
 {
-    dv_actor *a = make(); /* four chunks of 64 KiB */
+    dv_actor *a = make_with(staging, 64 * KiB, 0);
     side_copy c = {.a = a};
     atomic_init(&c.rc, 1);
     unsigned char *src = malloc(1 * MiB), *back = malloc(1 * MiB);
@@ -615,9 +615,9 @@ static void test_other_stream_not_held(void)
     if (started)
         pthread_join(t, NULL);
     ok(started && side == DV_OK && c.out[0] == 0x5a && c.out[4095] == 0x5a,
-       "a copy on another stream while 1 MiB waits behind a shut gate: done before the gate "
+       "%s: a copy on another stream while 1 MiB waits behind a shut gate: done before the gate "
        "opens (%s)",
-       side == 1 ? "still waiting after 10 s" : dv_err_name(side));
+       what, side == 1 ? "still waiting after 10 s" : dv_err_name(side));
     fine = fine && dv_future_wait(&bf) == DV_OK &&
            dv_copy_dtoh(a, back, big, 0, 1 * MiB, 0) == DV_OK && memcmp(back, src, 1 * MiB) == 0;
     ok(fine, "and the held copy lands whole once the gate opens");
@@ -685,9 +685,60 @@ static void test_waits_counted(void)
     dv_actor_destroy(a);
 }
 
+/* With the checker on, a copy to the device from a buffer that a copy
+ * from the device on another stream may still be writing is refused
+ * (DV_EHAZARD) before anything reads the buffer.  (Before, the poster
+ * filled the first chunk from it first: a buffer it cannot read crashed
+ * the caller.) */
+static void test_checker_refusal_reads_nothing(void)
+{
+    dv_actor_config cfg;
+    dv_actor *a = NULL;
+    dv_actor_config_init(&cfg);
+    cfg.backend = STAGING_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
+    cfg.streams = 3;
+    cfg.staging_bytes = 256 * KiB;
+    cfg.staging_chunk_bytes = 64 * KiB;
+    cfg.sim_memory_bytes = 256 * MiB;
+    cfg.check_order = true;
+    if (dv_actor_create(&cfg, &a) != DV_OK)
+        bail_out("no actor: %s", dv_last_error()->message);
+    size_t n = 256 * KiB;
+    unsigned char *g = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g == MAP_FAILED)
+        bail_out("mmap");
+    dv_ref src, dst;
+    dv_alloc(a, n, 1, "src", &src);
+    dv_alloc(a, n, 2, "dst", &dst);
+    dv_memset(a, src, 0, 7, n, 1);
+    gate gt;
+    dv_future d, h;
+    dv_future_init(&d, 0);
+    dv_future_init(&h, 0);
+    gate_close(&gt, a, 1);
+    int rd = dv_copy_dtoh_async(a, g, src, 0, n, 1, &d);
+    dv_future_wait_ordered(&d);
+    mprotect(g, n, PROT_NONE);
+    int rb = dv_copy_htod(a, dst, 0, g, n, 2);
+    int ra = dv_copy_htod_async(a, dst, 0, g, n, 2, &h);
+    int rh = ra == DV_OK ? dv_future_wait(&h) : ra;
+    mprotect(g, n, PROT_READ | PROT_WRITE);
+    (void)gate_open(&gt);
+    int rdw = dv_future_wait(&d);
+    ok(rd == DV_OK && rb == DV_EHAZARD && rh == DV_EHAZARD && rdw == DV_OK && g[0] == 7 &&
+           g[n - 1] == 7,
+       "checker on: a staged copy from a buffer another stream's copy may still write, blocking "
+       "and _async, refused (%s, %s) without reading it; the other copy lands",
+       dv_err_name(rb), dv_err_name(rh));
+    dv_ref_release(src);
+    dv_ref_release(dst);
+    munmap(g, n);
+    dv_actor_destroy(a);
+}
+
 int main(void)
 {
-    plan(32);
+    plan(35);
     test_sizes();
     test_backpressure();
     test_actor_free();
@@ -698,7 +749,9 @@ int main(void)
     test_destroy_in_flight();
     test_in_task();
     test_same_buffer_same_stream();
-    test_other_stream_not_held();
+    test_other_stream_not_held(256 * KiB, "four chunks");
+    test_other_stream_not_held(64 * KiB, "a staging of one chunk (made of two)");
     test_waits_counted();
+    test_checker_refusal_reads_nothing();
     return tap_done();
 }
