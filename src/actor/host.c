@@ -291,12 +291,9 @@ static dv_host_buf *buf_at(const dv_host_region *r, uintptr_t p)
     return r->kind == DV_HR_SLAB ? &r->bufs[(p - r->start) >> (12 + r->cls)] : &r->bufs[0];
 }
 
-void dv__host_used(dv_actor *a, const void *p, uint64_t bytes, dv_stream_pos pos)
+static void buf_used(dv_host_buf *b, dv_stream_pos pos)
 {
-    (void)bytes;
-    dv_host_region *r = region_at(&a->host, (uintptr_t)p);
-    dv_host_buf *b = r != NULL ? buf_at(r, (uintptr_t)p) : NULL;
-    if (b == NULL || b->everywhere)
+    if (b->everywhere)
         return;
     for (unsigned i = 0; i < b->nuse; i++) {
         if (b->use[i].stream == pos.stream) {
@@ -308,6 +305,32 @@ void dv__host_used(dv_actor *a, const void *p, uint64_t bytes, dv_stream_pos pos
         b->use[b->nuse++] = pos;
     else
         b->everywhere = true;
+}
+
+/* Every buffer the range reaches remembers the use, in every region it
+ * reaches (a range may run from one pool buffer into the next, or, staged,
+ * past a registered range's end). */
+void dv__host_used(dv_actor *a, const void *p, uint64_t bytes, dv_stream_pos pos)
+{
+    const dv_hostmem *h = &a->host;
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes; /* (ranges do not wrap) */
+    size_t i = upper_bound(h, lo);
+    if (i > 0 && h->regions[i - 1]->start + h->regions[i - 1]->bytes > lo)
+        i--;
+    for (; i < h->nregions && h->regions[i]->start < hi; i++) {
+        dv_host_region *r = h->regions[i];
+        if (r->bufs == NULL)
+            continue;
+        if (r->kind != DV_HR_SLAB) {
+            buf_used(&r->bufs[0], pos);
+            continue;
+        }
+        uintptr_t from = lo > r->start ? lo : r->start;
+        uintptr_t to = hi < r->start + r->bytes ? hi : r->start + r->bytes;
+        unsigned shift = 12 + r->cls;
+        for (uint64_t k = (from - r->start) >> shift; k <= (to - 1 - r->start) >> shift; k++)
+            buf_used(&r->bufs[k], pos);
+    }
 }
 
 static void clear_uses(dv_host_buf *b)
@@ -331,9 +354,18 @@ static void snapshot_all(dv_actor *a, dv_host_buf *b)
         b->all[s] = dv__tracker_now(a->done, s);
 }
 
+static void *buf_ptr(const dv_host_buf *b);
+static uint64_t buf_bytes(const dv_host_buf *b);
+
+/* Have the copies that used b finished: those the device did with it
+ * (its uses), and the staged ones whose host range reaches into it (a
+ * range that runs past page-locked memory is staged, and a copy thread
+ * may write it until the copy's host side is over)? */
 static bool uses_reached(dv_actor *a, dv_host_buf *b)
 {
     bool reached = true;
+    if (dv__staging_reaches(a, buf_ptr(b), buf_bytes(b)))
+        return false;
     if (a->done == NULL || dv__actor_broken(a))
         return true; /* nothing of the device runs any more */
     for (unsigned i = 0; i < b->nuse && reached; i++)

@@ -115,8 +115,8 @@ void dv__host_region_release(struct dv_actor *a, dv_host_region *r);
  * goes). */
 int dv__host_pin_all(struct dv_actor *a);
 void dv__host_unpin_all(struct dv_actor *a);
-/* A copy on stream s used [p, p + bytes): remember it where it is a
- * pool buffer or a registered range (pos: where the copy ends). */
+/* A copy on stream s used [p, p + bytes): every pool buffer and
+ * registered range it reaches remembers it (pos: where the copy ends). */
 void dv__host_used(struct dv_actor *a, const void *p, uint64_t bytes, dv_stream_pos pos);
 /* The old context's positions mean nothing in the new one. */
 void dv__host_forget_uses(struct dv_actor *a);

@@ -526,6 +526,23 @@ static void live_add(dv_stage_job *j)
     pthread_mutex_unlock(&st->mu);
 }
 
+bool dv__staging_reaches(dv_actor *a, const void *p, uint64_t bytes)
+{
+    dv_staging *st =
+        atomic_load_explicit(&a->staging_state, memory_order_acquire) == DV_STAGING_READY
+            ? a->staging
+            : NULL;
+    if (st == NULL)
+        return false;
+    const unsigned char *lo = p, *hi = lo + bytes;
+    bool in = false;
+    pthread_mutex_lock(&st->mu);
+    for (const dv_stage_job *q = st->live; q != NULL && !in; q = q->live_next)
+        in = (const unsigned char *)q->host < hi && lo < (const unsigned char *)q->host + q->bytes;
+    pthread_mutex_unlock(&st->mu);
+    return in;
+}
+
 static void live_remove(dv_stage_job *j)
 {
     dv_staging *st = j->st;
@@ -1064,6 +1081,7 @@ void dv__handle_staged(dv_actor *a, const dv_envelope *e)
     dv_stage_job *j = m->job;
     bool htod = j->dir == DV_MSG_HTOD;
     uint64_t bytes = j->bytes;
+    const void *host = j->host; /* j may be gone once enqueued */
     staged_call sc = {.j = j, .offset = m->offset};
     dv_recorder r;
     j->abort_gen = atomic_load_explicit(&j->st->abort_gen, memory_order_relaxed);
@@ -1089,6 +1107,10 @@ void dv__handle_staged(dv_actor *a, const dv_envelope *e)
         dv__reply(a, e, rc);
         return;
     }
+    /* Page-locked memory the host range runs into (it reaches past such
+     * memory, or it would not be staged) is held until the stream gets
+     * past the copy, as for a copy the device did with it. */
+    dv__host_used(a, host, bytes, (dv_stream_pos){r.stream, dv__tracker_mark(a->done, r.stream)});
     dv__stat_inc(&a->st_copies);
     dv__stat_inc(&a->st_staged);
     atomic_store_explicit(&a->st_staged_bytes,

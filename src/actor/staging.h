@@ -182,6 +182,10 @@ int dv__staged_copy(struct dv_actor *a, uint8_t dir, dv_ref ref, uint64_t off, v
                     uint64_t bytes, dv_stream stream, dv_future *f);
 
 /* Actor thread. */
+/* Does a staged copy whose host side is not over yet reach into
+ * [p, p + bytes)?  (Page-locked memory it runs into is not handed out
+ * again or unregistered before: host.c.) */
+bool dv__staging_reaches(struct dv_actor *a, const void *p, uint64_t bytes);
 void dv__handle_staged(struct dv_actor *a, const struct dv_envelope *e);
 void dv__handle_staging_open(struct dv_actor *a, const struct dv_envelope *e);
 /* The actor answers the copy's message without enqueuing what was not

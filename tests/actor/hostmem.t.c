@@ -14,12 +14,16 @@
  *   - bad pointers (NULL, inside a buffer, freed, another actor's);
  *   - with the checker, a free racing with a copy is reported.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "devactor.h"
 #include "support/device_time.h"
+#include "support/gate.h"
 #include "tap.h"
 
 #ifndef HOSTMEM_ON_CUDA
@@ -411,15 +415,111 @@ static void test_checker(void)
     dv_actor_destroy(a);
 }
 
+/* Copies that reach past the page-locked memory they start in: into the
+ * next pool buffer, past a registered range's end.  Every buffer they
+ * reach is held for them: not handed out again, not unregistered, while
+ * the copy may still write it.  (Before, only the buffer holding the
+ * copy's start was: the next one went to a new owner, whose data the old
+ * copy then overwrote, and dv_host_unregister returned at once.) */
+typedef struct opener {
+    gate *g;
+    unsigned ms;
+} opener;
+
+static void *open_later(void *p)
+{
+    opener *o = p;
+    usleep(o->ms * 1000u);
+    (void)gate_open(o->g);
+    return NULL;
+}
+
+static void test_copies_across_buffers(void)
+{
+    dv_actor *a = make(0, false);
+    dv_ref r;
+    dv_alloc(a, 8192, 0, "src", &r);
+    dv_memset(a, r, 0, 0xab, 8192, 0);
+    dv_sync(a, 0);
+
+    /* Two adjacent 4 KiB buffers of one slab; one copy into both. */
+    void *p0 = NULL, *p1 = NULL;
+    dv_host_alloc(a, 4096, &p0);
+    dv_host_alloc(a, 4096, &p1);
+    if ((unsigned char *)p1 != (unsigned char *)p0 + 4096) {
+        skip("the two buffers are not adjacent (%p, %p)", p0, p1);
+        dv_host_free(a, p0), dv_host_free(a, p1);
+    } else {
+        gate g;
+        dv_future f;
+        dv_future_init(&f, 0);
+        gate_close(&g, a, 1);
+        int rc = dv_copy_dtoh_async(a, p0, r, 0, 8192, 1, &f);
+        dv_future_wait_ordered(&f);
+        dv_host_free(a, p0);
+        dv_host_free(a, p1);
+        enum { N = 1200 };
+        void **q = calloc(N, sizeof(*q));
+        int taken = 0, got_p1 = 0;
+        for (int i = 0; i < N && dv_host_alloc(a, 4096, &q[i]) == DV_OK; i++, taken++) {
+            got_p1 += q[i] == p1;
+            memset(q[i], 0x11, 4096);
+        }
+        (void)gate_open(&g);
+        int frc = dv_future_wait(&f);
+        int hit = 0;
+        for (int i = 0; i < taken; i++)
+            hit += ((unsigned char *)q[i])[0] != 0x11 || ((unsigned char *)q[i])[4095] != 0x11;
+        ok(rc == DV_OK && frc == DV_OK && got_p1 == 0 && hit == 0,
+           "a copy into two adjacent pool buffers, both freed while it waits: neither handed out "
+           "again before it ends (%d of %d new buffers were the second, %d overwritten)",
+           got_p1, taken, hit);
+        for (int i = 0; i < taken; i++)
+            dv_host_free(a, q[i]);
+        free(q);
+    }
+
+    /* A registered range, a copy from its last 4 KiB on past its end. */
+    size_t span = 2 * MiB;
+    unsigned char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        bail_out("mmap");
+    memset(m, 0, span);
+    gate g;
+    dv_future f;
+    dv_future_init(&f, 0);
+    int reg = dv_host_register(a, m, 1 * MiB);
+    gate_close(&g, a, 1);
+    int rc = dv_copy_dtoh_async(a, m + MiB - 4096, r, 0, 8192, 1, &f);
+    dv_future_wait_ordered(&f);
+    opener o = {&g, 300};
+    pthread_t t;
+    pthread_create(&t, NULL, open_later, &o);
+    int un = dv_host_unregister(a, m);
+    bool done = dv_future_done(&f);
+    bool landed = m[MiB - 4096] == 0xab && m[MiB + 4095] == 0xab;
+    pthread_join(t, NULL);
+    ok(reg == DV_OK && rc == DV_OK && un == DV_OK && done && landed,
+       "a copy from a registered range's last 4 KiB on past its end: dv_host_unregister returns "
+       "after it (%s, %s, %s, the copy %s, its bytes %s)",
+       dv_err_name(reg), dv_err_name(rc), dv_err_name(un), done ? "done" : "not done",
+       landed ? "there" : "not there yet");
+    dv_future_wait(&f);
+    munmap(m, span);
+    dv_ref_release(r);
+    dv_actor_destroy(a);
+}
+
 int main(void)
 {
-    plan(64);
+    plan(66);
     test_sizes();
     test_copies();
     test_reuse_after_copies();
     test_budget();
     test_register();
     test_unregister_completes();
+    test_copies_across_buffers();
     test_reset();
     test_bad_pointers();
     test_checker();
