@@ -291,6 +291,11 @@ static dv_host_buf *buf_at(const dv_host_region *r, uintptr_t p)
     return r->kind == DV_HR_SLAB ? &r->bufs[(p - r->start) >> (12 + r->cls)] : &r->bufs[0];
 }
 
+bool dv__host_reaches(dv_actor *a, const void *p, uint64_t bytes)
+{
+    return a->host.nregions > 0 && overlaps(&a->host, (uintptr_t)p, bytes);
+}
+
 static void buf_used(dv_host_buf *b, dv_stream_pos pos)
 {
     if (b->everywhere)

@@ -1110,7 +1110,9 @@ void dv__handle_staged(dv_actor *a, const dv_envelope *e)
     /* Page-locked memory the host range runs into (it reaches past such
      * memory, or it would not be staged) is held until the stream gets
      * past the copy, as for a copy the device did with it. */
-    dv__host_used(a, host, bytes, (dv_stream_pos){r.stream, dv__tracker_mark(a->done, r.stream)});
+    if (dv__host_reaches(a, host, bytes))
+        dv__host_used(a, host, bytes,
+                      (dv_stream_pos){r.stream, dv__tracker_mark(a->done, r.stream)});
     dv__stat_inc(&a->st_copies);
     dv__stat_inc(&a->st_staged);
     atomic_store_explicit(&a->st_staged_bytes,
