@@ -85,8 +85,6 @@ static bool bench_failed;
  * a line each otherwise (a log keeps lines); none with --csv. */
 static void progress(const char *what, int i, int n)
 {
-    if (csv)
-        return;
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\r%s %d of %d", what, i, n);
     else
@@ -95,7 +93,7 @@ static void progress(const char *what, int i, int n)
 
 static void progress_done(void)
 {
-    if (!csv && isatty(STDERR_FILENO))
+    if (isatty(STDERR_FILENO))
         fprintf(stderr, "\r%40s\r", "");
 }
 
@@ -870,10 +868,10 @@ static void bench_pairs(dv_actor *on, dv_actor *off, peer *p)
         double d = median_of(v[0][k], PAIR_ROUNDS), o = median_of(v[1][k], PAIR_ROUNDS);
         double q = p->api.lib ? median_of(v[2][k], PAIR_ROUNDS) : 0;
         if (csv && q > 0)
-            printf("pairs,one client,%llu,%.1f,%.1f,%.1f,%.3f\n", (unsigned long long)sizes[k], d,
+            printf("actor,one client,%llu,%.1f,%.1f,%.1f,%.3f\n", (unsigned long long)sizes[k], d,
                    o, q, d / q);
         else if (csv) /* no peer: not known */
-            printf("pairs,one client,%llu,%.1f,%.1f,n/a,n/a\n", (unsigned long long)sizes[k], d, o);
+            printf("actor,one client,%llu,%.1f,%.1f,n/a,n/a\n", (unsigned long long)sizes[k], d, o);
         else if (q > 0)
             printf("  %-8llu %10.1f %16.1f %12.1f %14.3f %13.1f%%\n", (unsigned long long)sizes[k],
                    d, o, q, d / q, 100.0 * (d - o) / o);
@@ -1043,6 +1041,8 @@ static void bench_actors(dv_driver *drv, dv_res_env *env, int device, double sec
         printf("\nactor: allocate+release pairs per second, all clients together (%ld cores)\n"
                "  %-58s %8s %14s\n",
                cores, "what", "threads", "pairs/s");
+    else /* after the pairs' table: this one's header again */
+        printf("section,what,threads,median_ns,p99_ns,per_second,ratio\n");
 #define ROW(what, threads, v)                                                                      \
     do {                                                                                           \
         if (csv)                                                                                   \
@@ -2704,8 +2704,12 @@ static void usage(FILE *out)
                  "          The sim: two simulated devices, 1 and 4 MiB, devactor alone\n"
                  "          (no NCCL there to call directly)\n"
                  "\n"
-                 "  --seconds S    time per measurement (default 0.3; up to 3600; random runs\n"
-                 "                 a fixed number of rounds and launch a fixed number of launches)\n"
+                 "  --seconds S    time per measurement (default 0.3; up to 3600); these run\n"
+                 "                 fixed counts instead: random (rounds), launch (launches), the\n"
+                 "                 actor section's one-client pairs (9 rounds of 100,000 at each\n"
+                 "                 size) and, at least, the alloc section's rows (10 rounds of\n"
+                 "                 80 pairs: the guard's at 64 MiB take seconds), so a section\n"
+                 "                 takes longer than its rows times S\n"
                  "  --max-size B   largest random_allocations size (default 65536; B here and\n"
                  "                 below in bytes, or with K, M or G)\n"
                  "  --peer LIB     a peer allocator's adapter (tools/peers/), e.g. PyTorch's\n"
@@ -2723,8 +2727,8 @@ static void usage(FILE *out)
                  "                 own header line (its first field \"section\"), then\n"
                  "                 rows whose first field names the section\n"
                  "  all runs every section; --section NAME runs one\n"
-                 "Exit status: 0, 1 when a measurement failed (said on stderr), or 2 on a\n"
-                 "usage or device error.\n");
+                 "Exit status: 0, 1 when a measurement failed or the output could not be\n"
+                 "written (said on stderr), or 2 on a usage or device error.\n");
 }
 
 /* A decimal or 0x number, nothing else (strtoull would take a sign, or
@@ -2732,11 +2736,8 @@ static void usage(FILE *out)
 static bool whole_number(const char *s, uint64_t *out)
 {
     char *end;
-    if (*s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno != 0 || *end != '\0')
+    unsigned long long v;
+    if (!tool_number(s, &v, &end) || *end != '\0')
         return false;
     *out = v;
     return true;
@@ -2792,7 +2793,7 @@ int main(int argc, char **argv)
     /* random_allocations at N = 100k keeps ~2.5 GiB live: give the sim room
      * (its memory is mapped lazily, so untouched bytes cost nothing). */
     cfg.sim.memory_bytes = UINT64_C(8) << 30;
-    while ((c = getopt_long(argc, argv, "b:d:s:t:m:p:g:f:SEch", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
             if (strcmp(optarg, "cuda") == 0)
@@ -2921,5 +2922,7 @@ int main(int argc, char **argv)
         bench_collectives(drv, seconds);
     dv__res_env_fini(&env);
     dv__driver_close(drv);
+    if (tool_stdout_done("dv-bench") != 0)
+        return 1;
     return bench_failed ? 1 : 0;
 }

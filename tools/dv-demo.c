@@ -25,7 +25,8 @@ static void usage(FILE *out)
             "kernels on two streams -> device-to-host copy -> verify, through one\n"
             "actor, and prints which backend ran and the device time the rounds\n"
             "took (timing events).  Exit status 0 when every check passed, 1 on a\n"
-            "wrong result, 2 on a usage or device error.\n"
+            "wrong result, 2 on a usage or device error or output that could not be\n"
+            "written.\n"
             "\n"
             "  --backend B   cuda, sim or auto (default: $DV_BACKEND, else cuda when a\n"
             "                device answers, else sim)\n"
@@ -65,7 +66,7 @@ int main(int argc, char **argv)
     int rounds = 8, c;
 
     dv_actor_config_init(&cfg);
-    while ((c = getopt_long(argc, argv, "b:d:n:r:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'b':
             if (strcmp(optarg, "cuda") == 0)
@@ -83,10 +84,8 @@ int main(int argc, char **argv)
         case 'n':
         case 'r': {
             char *end = NULL;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 0);
-            if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-' ||
-                (c != 'n' && v > INT_MAX)) {
+            unsigned long long v = 0;
+            if (!tool_number(optarg, &v, &end) || *end != '\0' || (c != 'n' && v > INT_MAX)) {
                 fprintf(stderr, "dv-demo: %s: \"%s\" is not a number it takes\n",
                         c == 'd' ? "--device" : c == 'n' ? "--elements" : "--rounds", optarg);
                 return 2;
@@ -221,5 +220,7 @@ int main(int argc, char **argv)
     dv_actor_destroy(gpu);
     free(host);
     free(back);
+    if (tool_stdout_done("dv-demo") != 0)
+        return 2;
     return wrong ? 1 : 0;
 }

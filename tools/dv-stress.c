@@ -2432,7 +2432,8 @@ static void usage(FILE *out)
             "Exit status: 0 when every byte and every checksum matched, the stream-order\n"
             "checker found no hazard, nothing leaked (bytes outstanding and refs alive 0\n"
             "at the end) and no unexpected error occurred; 1 on an integrity failure, a\n"
-            "hazard or a leak; 2 on an unexpected error, a usage error or a device error\n"
+            "hazard or a leak; 2 on an unexpected error (a report that could not be\n"
+            "written too), a usage error or a device error\n"
             "(e.g. --backend cuda without a GPU, or with fewer than --devices asks for; a\n"
             "communicator that fails for another reason than NCCL missing).\n");
 }
@@ -2513,9 +2514,8 @@ static int self_test(void)
 static bool parse_u64(const char *s, uint64_t *out)
 {
     char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-')
+    unsigned long long v;
+    if (!tool_number(s, &v, &end) || *end != '\0')
         return false;
     *out = v;
     return true;
@@ -3517,6 +3517,8 @@ int main(int argc, char **argv)
         snprintf(verdict, sizeof(verdict), "FAIL (unexpected errors)");
     }
     printf("result: %s\n", verdict);
+    if (tool_stdout_done("dv-stress") != 0 && status == 0)
+        status = 2; /* the report is lost */
 
     teardown(drv);
     if (libcuda != NULL)

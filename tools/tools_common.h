@@ -23,13 +23,35 @@ static inline void note_env_conf(const char *tool, bool has_conf)
                 tool, has_conf ? "; give its text to --conf" : "");
 }
 
+/* A whole number written in decimal, or in hex after 0x: a digit first
+ * (no sign, no space: strtoull takes both, and wraps a negative one), and
+ * a leading 0 is no octal.  *end after it, as strtoull's. */
+static inline bool tool_number(const char *s, unsigned long long *v, char **end)
+{
+    if (*s < '0' || *s > '9')
+        return false;
+    int base = s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+    errno = 0;
+    *v = strtoull(s, end, base);
+    return errno == 0 && *end != s;
+}
+
+/* Standard output written whole (a full disk or a closed stdout loses a
+ * report silently otherwise): 0, or -1 said on stderr. */
+static inline int tool_stdout_done(const char *tool)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    fprintf(stderr, "%s: <stdout>: %s\n", tool, errno != 0 ? strerror(errno) : "write error");
+    return -1;
+}
+
 /* A number of bytes: 256M, 2G, 1048576, 64KiB ... (binary multiples). */
 static inline bool parse_bytes(const char *s, uint64_t *out)
 {
     char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || s[0] == '-')
+    unsigned long long v;
+    if (!tool_number(s, &v, &end))
         return false;
     unsigned shift = 0;
     switch (*end) {

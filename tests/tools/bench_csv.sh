@@ -6,7 +6,7 @@
 # section gives one header over both pools' rows.
 #   bench_csv.sh DV_BENCH
 bench=$1
-echo "1..15"
+echo "1..17"
 
 # Rows whose field count is not their header's: quoted fields' insides
 # dropped, then fields counted per line.
@@ -115,13 +115,37 @@ else
     echo "not ok 10 - a peer that does not load: exit $rc"
     failed=1
 fi
-na=$(printf '%s\n' "$out" | grep -c '^pairs,one client,[0-9]*,[0-9.]*,[0-9.]*,n/a,n/a$')
+na=$(printf '%s\n' "$out" | grep -c '^actor,one client,[0-9]*,[0-9.]*,[0-9.]*,n/a,n/a$')
 if [ "$na" -eq 4 ]; then
     echo "ok 11 - without a peer, the pairs rows' peer columns read n/a (4 rows)"
 else
     echo "not ok 11 - without a peer, $na of 4 pairs rows read n/a"
-    printf '%s\n' "$out" | grep '^pairs' | sed 's/^/# /'
+    printf '%s\n' "$out" | grep '^actor,one client' | sed 's/^/# /'
     failed=1
+fi
+# Each actor row under the header of its own table: the rows per thread
+# count under one whose third field is threads, the pairs under bytes.
+misread=$(printf '%s\n' "$out" | sed 's/"[^"]*"/Q/g' |
+    awk -F, '/^section,/ { h = $3; next } /^actor,Q,/ && h != "threads" { bad++ }
+             /^actor,one client,/ && h != "bytes" { bad++ } END { print bad + 0 }')
+if [ "$misread" -eq 0 ]; then
+    echo "ok 16 - every actor row follows its own table's header"
+else
+    echo "not ok 16 - $misread actor rows follow another table's header"
+    failed=1
+fi
+# Its output lost (a full disk): said, exit 1, not a silent 0.
+if [ -w /dev/full ]; then
+    err=$("$bench" --backend sim --csv --section mapping 2>&1 >/dev/full)
+    rc=$?
+    if [ "$rc" -eq 1 ] && echo "$err" | grep -q "stdout"; then
+        echo "ok 17 - standard output full: exit 1, said"
+    else
+        echo "not ok 17 - standard output full: exit $rc ($err)"
+        failed=1
+    fi
+else
+    echo "ok 17 # SKIP no /dev/full here"
 fi
 # random_allocations on both pools: one header, three rows each, named in
 # the last field, and nothing else on stdout.
