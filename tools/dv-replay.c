@@ -254,6 +254,9 @@ static int bad(const char *what, const char *arg)
     return 2;
 }
 
+/* Did the last field end at a comma (another field follows, if empty)? */
+static bool field_more;
+
 /* A CSV field: quoted or not; *p moves past it and its comma. */
 static char *field(char **p)
 {
@@ -284,6 +287,7 @@ static char *field(char **p)
         while (*s != ',' && *s != '\0' && *s != '\r' && *s != '\n')
             s++;
     }
+    field_more = *s == ',';
     if (*s == ',')
         *s++ = '\0';
     else
@@ -572,7 +576,7 @@ static int load(const char *path)
             (void)field(&p); /* the tag */
             query = field(&p);
         }
-        if (*action == '\0' || (*p != '\0' && *p != '\r' && *p != '\n')) {
+        if (*action == '\0' || field_more || (*p != '\0' && *p != '\r' && *p != '\n')) {
             fprintf(stderr, "dv-replay: %s: line %u: too %s fields (%s)\n", path, row_line,
                     *action == '\0' ? "few" : "many",
                     ours ? "devactor's log has 9" : "RMM's log has 6");

@@ -48,7 +48,7 @@ numbers() {
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/replay-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "1..100"
+echo "1..101"
 out=$(DV_BACKEND=sim "$replay" --csv "$data/replay-ours.csv" 2>&1)
 rc=$?
 check "devactor's log replays without a failure (exit $rc)" "$(yes_if test $rc = 0)"
@@ -493,4 +493,10 @@ out=$(DV_BACKEND=sim "$replay" --csv "$tmp/quoted.csv" 2>&1)
 rc=$?
 check "a quoted header: exit $rc, 1 allocation, 1 free, peak $(field "$out" 5)" \
     "$(yes_if test $rc = 0 -a "$(field "$out" 2),$(field "$out" 3),$(field "$out" 5)" = 1,1,100)"
+# A trailing comma is one more (empty) field: refused as more of them are.
+printf '%s\n' Thread,Time,Action,Pointer,Size,Stream 1,1.0,allocate,0x1000,100,0, >"$tmp/trail.csv"
+out=$(DV_BACKEND=sim "$replay" "$tmp/trail.csv" 2>&1)
+rc=$?
+check "a row ending in a comma (7 fields under RMM's 6): exit $rc, line 2 named" \
+    "$(yes_if sh -c 'test "$2" = 1 && echo "$1" | grep -q "line 2: too many fields"' - "$out" $rc)"
 exit $failed
