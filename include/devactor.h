@@ -535,7 +535,8 @@ DV_EXPORT int dv_flush(dv_actor *actor);
 typedef enum dv_actor_state {
     DV_ACTOR_RUNNING = 1,
     DV_ACTOR_REBUILDING,
-    DV_ACTOR_LOST, /* the driver refused to rebuild: restart the process */
+    DV_ACTOR_LOST, /* the driver refused to rebuild: restart the process
+                    * (LOST through a shutdown too) */
     DV_ACTOR_STOPPING,
     DV_ACTOR_STOPPED,
 } dv_actor_state;

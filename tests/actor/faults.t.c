@@ -163,6 +163,9 @@ static void test_fatal(void)
     dv_ref_info info;
     is_status(dv_ref_access(x, &info), DV_ESTALE, "device 0's handle is stale");
     is_status(dv_ref_access(y, &info), DV_ESTALE, "device 1's handle is stale");
+    is_status(dv_actor_shutdown(a), DV_OK, "device 0's actor shut down");
+    dv_actor_health_get(a, &h);
+    is_int(h.state, DV_ACTOR_LOST, "its health still LOST after the shutdown (the device is gone)");
     dv_actor_destroy(a);
     dv_actor_destroy(b);
     ok(true, "both actors destroyed without hanging");
@@ -380,7 +383,7 @@ static void test_shutdown_over_failed_rebuild(void)
 
 int main(void)
 {
-    plan(53);
+    plan(55);
     test_synchronous();
     test_tracked_launch();
     test_regressions();
