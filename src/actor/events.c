@@ -197,6 +197,11 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
     /* Another driver's event is refused whether recorded yet or not. */
     if (e->actor != a && e->actor->drv != a->drv)
         return dv__fail(DV_EINVAL, op, "%s: the event's actor runs on another driver", op);
+    /* Another actor's event may need a wait on this thread for its
+     * record: refused at once on a thread that serves an actor, whether
+     * it would wait this time or not. */
+    if (e->actor != a && (rc = dv__no_wait(op)) != DV_OK)
+        return rc;
     /* Acquire: pairs with the acq_rel increment in record. */
     uint64_t n = atomic_load_explicit(&e->posted, memory_order_acquire);
     if (n == 0)

@@ -79,7 +79,7 @@ static dv_actor *make(int device)
  * Blocking calls where they must not wait
  * ------------------------------------------------------------------------ */
 
-#define NCALLS 22
+#define NCALLS 23
 static const char *names[NCALLS];
 static int got[NCALLS];
 static dv_ref live, pending;
@@ -134,6 +134,9 @@ static int blocking_everything(const dv_task_ctx *ctx, void *user)
      * wait on the actor. */
     dv_event_record(ev_a, 0);
     TRY(dv_stream_wait_event(b, 0, ev_a));
+    /* Another actor's event, its record ordered long ago (this call would
+     * not wait this time): refused all the same. */
+    TRY(dv_stream_wait_event(a, 0, ev_b));
 #undef TRY
     return i == NCALLS ? DV_OK : DV_EINVAL;
 }
@@ -778,6 +781,7 @@ int main(void)
     dv_event_create(b, DV_EVENT_TIMING, &ev_b);
     dv_event_record(ev_a, 0);
     dv_event_record(ev_b, 0);
+    dv_event_sync(ev_b);
 
     test_blocking_in_task(a, a, "own actor");
     test_blocking_in_task(a, b, "another actor");
