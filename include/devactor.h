@@ -815,7 +815,9 @@ DV_EXPORT int dv_event_record_async(dv_event *event, dv_stream stream, dv_future
  * event's latest record posted before this call.  The event may belong
  * to another actor (of the same driver): then the call first waits, on
  * the calling thread, until that record is ordered on the event's actor
- * (microseconds), so that it is the record waited for. */
+ * (microseconds), so that it is the record waited for, and returns once
+ * actor has taken the wait (a round trip), so that a record or destroy
+ * of the event posted after it does not change what it waits for. */
 DV_EXPORT int dv_stream_wait_event(dv_actor *actor, dv_stream stream, dv_event *event);
 /* Block until the device reached the event's latest record posted
  * before (DV_OK at once for an event never recorded). */

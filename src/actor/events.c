@@ -214,6 +214,11 @@ int dv_stream_wait_event(dv_actor *a, dv_stream s, dv_event *e)
         m.u.event.foreign = atomic_load_explicit(&e->drv, memory_order_acquire);
         if (m.u.event.foreign == NULL)
             return DV_OK; /* its context was rebuilt since: nothing left to wait for */
+        /* The port event holds the record only until its actor records it
+         * again or destroys it, which this thread may post next: return
+         * once this actor has taken the wait (a round trip). */
+        dv_future own;
+        return dv__actor_call(a, &m, &own);
     }
     return dv__actor_post(a, &m, NULL);
 }

@@ -212,6 +212,50 @@ static void test_other_actor(void)
     dv_event_destroy(e);
 }
 
+/* Device 1 waits on device 0's event, whose record waits behind a gate;
+ * right after, the event is recorded again on an idle stream, or
+ * destroyed.  The wait is for the record posted before it: device 1's
+ * memset after it stays held while the gate is shut.  (Before, the wait
+ * was taken by device 1's actor after device 0's had recorded the event
+ * again or destroyed it, in about half the tries.) */
+static void test_other_actor_then_change(void)
+{
+    int held[2] = {0, 0};
+    enum { TRIES = 20 };
+    for (int change = 0; change < 2; change++) {
+        for (int i = 0; i < TRIES; i++) {
+            dv_event *e;
+            dv_future fm;
+            dv_ref r;
+            gate g;
+            dv_event_create(a, 0, &e);
+            dv_alloc(b, 4096, 0, "on b", &r);
+            gate_close(&g, a, 0);
+            dv_event_record(e, 0);
+            int rc = dv_stream_wait_event(b, 0, e);
+            if (change == 0)
+                dv_event_record(e, 1); /* stream 1 of device 0: idle */
+            else
+                dv_event_destroy(e);
+            dv_future_init(&fm, 0);
+            dv_memset_async(b, r, 0, 1, 4096, 0, &fm);
+            held[change] +=
+                rc == DV_OK && dv_future_wait_for(&fm, DV_COMPLETE, 20000000) == DV_ETIMEDOUT;
+            gate_open(&g);
+            dv_future_wait(&fm);
+            dv_ref_release(r);
+            if (change == 0)
+                dv_event_destroy(e);
+        }
+    }
+    is_int(held[0], TRIES,
+           "another actor's wait, the event recorded again right after on an idle "
+           "stream: the wait holds for the record before (%d of %d)",
+           held[0], TRIES);
+    is_int(held[1], TRIES, "... the event destroyed right after: the wait still holds (%d of %d)",
+           held[1], TRIES);
+}
+
 /* b shut down: its event is no longer something to wait on. */
 static void test_shut_down_actor(void)
 {
@@ -385,7 +429,7 @@ int main(void)
     int rc = dv__driver_open(&dcfg, &drv);
     if (EVENTS_ON_CUDA && rc == DV_ENODEVICE)
         skip_all("%s", dv_last_error()->message);
-    plan(77);
+    plan(79);
     is_status(rc, DV_OK, "a driver (%s)", drv ? dv__driver_backend_name(drv) : "none");
     int devices = 1;
     dv__drv_device_count(drv, &devices);
@@ -401,12 +445,13 @@ int main(void)
     if (devices > 1) {
         is_status(actor_on(drv, 1, false, &b), DV_OK, "a second actor, on device 1");
         test_other_actor();
+        test_other_actor_then_change();
         test_shut_down_actor();
         dv_actor_destroy(b);
         test_checker_edge(drv, 1);
         test_misuse(drv, 1);
     } else {
-        for (int i = 0; i < 30; i++)
+        for (int i = 0; i < 32; i++)
             skip("one device: the tests of a second actor need two");
     }
     test_destroy_twice();
