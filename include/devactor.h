@@ -433,7 +433,8 @@ typedef struct dv_actor_config {
     uint64_t sim_memory_bytes; /* 0: 1 GiB */
     uint64_t sim_seed;
     uint32_t sim_delay_max_us;
-    void *driver; /* share an open driver (tests, several devices) */
+    void *driver; /* devactor's own tests: an open driver to share;
+                   * leave NULL (no public call makes one) */
     /* Since 0.2: a stack of resources of the caller's making
      * (devactor_resource.h); NULL: the one pool, guard, log_path and
      * budget_bytes describe.  Called on the actor's thread at its start and
