@@ -345,8 +345,11 @@ static void *waiter_main(void *arg)
         if (W.quit)
             break;
         int n = W.asked;
+        bool a_held = held; /* (written before the ask, under W.mu) */
         pthread_mutex_unlock(&W.mu);
-        int rc = dv_stream_wait_event(A, 3, eb);
+        /* A held takes no wait (one on another actor's event returns once
+         * the waiting actor took it): B's side alone then. */
+        int rc = a_held ? DV_OK : dv_stream_wait_event(A, 3, eb);
         if (rc == DV_OK)
             rc = dv_stream_wait_event(B, 3, ea);
         pthread_mutex_lock(&W.mu);
@@ -735,6 +738,9 @@ static void *probe_main(void *arg)
     return NULL;
 }
 
+/* Probes whose waiter was held: looked at once it is let go. */
+static int held_probes_from = -1;
+
 static int refused_record(int rc, dv_actor *waiter, dv_event *e)
 {
     dv_error_detail d = *dv_last_error();
@@ -743,6 +749,13 @@ static int refused_record(int rc, dv_actor *waiter, dv_event *e)
         *p = (struct probe){.a = waiter, .e = e};
         if (pthread_create(&probes[nprobes], NULL, probe_main, p) == 0) {
             nprobes++;
+            if (held && waiter == A) {
+                /* The wait returns once A took it: after the held phase. */
+                if (held_probes_from < 0)
+                    held_probes_from = nprobes - 1;
+                *dv__detail() = d;
+                return rc;
+            }
             for (int i = 0; i < 1000 && !atomic_load(&p->done); i++) {
                 struct timespec t = {0, 1000000};
                 nanosleep(&t, NULL);
@@ -2521,18 +2534,29 @@ int main(int argc, char **argv)
     held = false;
     atomic_store(&let_go, true);
     int busy_rc = dv_future_wait(&busy);
+    /* The held phase's probes: their waits return now that A runs. */
+    bool probes_done = true;
+    for (int i = held_probes_from; i >= 0 && i < nprobes; i++) {
+        for (int k = 0; k < 1000 && !atomic_load(&probe_slots[i].done); k++) {
+            struct timespec t = {0, 1000000};
+            nanosleep(&t, NULL);
+        }
+        probes_done =
+            probes_done && atomic_load(&probe_slots[i].done) && probe_slots[i].rc == DV_OK;
+    }
     int pend_rc = dv_ref_access(pend, &info);
     MUST(dv_ref_release(pend));
     world phase_after;
     world_take(&phase_after);
     ok(busy_rc == DV_OK && pend_rc == DV_OK && phase_after.refs[0] == phase_before.refs[0] &&
            phase_after.bytes[0] == phase_before.bytes[0] && bystander_intact() &&
-           live_works(A, live, 0x77),
-       "held phase: the task finished (%s), the pending handle settled (%s), and A is as "
+           live_works(A, live, 0x77) && probes_done,
+       "held phase: the task finished (%s), the pending handle settled (%s), A's waits on an "
+       "event whose record was refused returned (%s), and A is as "
        "before (refs %llu -> %llu, bytes %llu -> %llu), its bystander and live handle intact",
-       dv_err_name(busy_rc), dv_err_name(pend_rc), (unsigned long long)phase_before.refs[0],
-       (unsigned long long)phase_after.refs[0], (unsigned long long)phase_before.bytes[0],
-       (unsigned long long)phase_after.bytes[0]);
+       dv_err_name(busy_rc), dv_err_name(pend_rc), probes_done ? "yes" : "no",
+       (unsigned long long)phase_before.refs[0], (unsigned long long)phase_after.refs[0],
+       (unsigned long long)phase_before.bytes[0], (unsigned long long)phase_after.bytes[0]);
     clock_gettime(CLOCK_MONOTONIC, &t1);
 
     /* ---- close: release what the fixture holds, nothing may be left */
