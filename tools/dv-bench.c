@@ -2731,24 +2731,6 @@ static void usage(FILE *out)
                  "written (said on stderr), or 2 on a usage or device error.\n");
 }
 
-/* A decimal or 0x number, nothing else (strtoull would take a sign, or
- * stop at the first bad character and return what came before). */
-static bool whole_number(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-    if (!tool_number(s, &v, &end) || *end != '\0')
-        return false;
-    *out = v;
-    return true;
-}
-
-/* A number of bytes (parse_bytes), with a digit first, as whole_number. */
-static bool byte_size(const char *s, uint64_t *out)
-{
-    return *s >= '0' && *s <= '9' && parse_bytes(s, out);
-}
-
 static bool known_section(const char *s)
 {
     static const char *const names[] = {"all",    "alloc", "random",  "mapping",    "actor",
@@ -2807,7 +2789,7 @@ int main(int argc, char **argv)
             break;
         case 'd': {
             uint64_t n;
-            if (!whole_number(optarg, &n) || n > INT32_MAX)
+            if (!tool_whole_number(optarg, &n) || n > INT32_MAX)
                 return bad_value("--device", optarg);
             device = (int)n;
             break;
@@ -2828,7 +2810,7 @@ int main(int argc, char **argv)
         case 'm':
             /* (A size past the device's memory is the device's to refuse:
              * a failed measurement, exit 1.) */
-            if (!byte_size(optarg, &max_size) || max_size == 0)
+            if (!parse_bytes(optarg, &max_size) || max_size == 0)
                 return bad_value("--max-size", optarg);
             break;
         case 'c':
@@ -2838,7 +2820,7 @@ int main(int argc, char **argv)
             peer_path = optarg;
             break;
         case 'g':
-            if (!byte_size(optarg, &copy_staging_bytes))
+            if (!parse_bytes(optarg, &copy_staging_bytes))
                 return bad_value("--staging", optarg);
             break;
         case 'S':

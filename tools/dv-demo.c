@@ -83,9 +83,8 @@ int main(int argc, char **argv)
         case 'd':
         case 'n':
         case 'r': {
-            char *end = NULL;
-            unsigned long long v = 0;
-            if (!tool_number(optarg, &v, &end) || *end != '\0' || (c != 'n' && v > INT_MAX)) {
+            uint64_t v = 0;
+            if (!tool_whole_number(optarg, &v) || (c != 'n' && v > INT_MAX)) {
                 fprintf(stderr, "dv-demo: %s: \"%s\" is not a number it takes\n",
                         c == 'd' ? "--device" : c == 'n' ? "--elements" : "--rounds", optarg);
                 return 2;

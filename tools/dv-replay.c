@@ -1624,10 +1624,8 @@ int main(int argc, char **argv)
         }
     }
     status = nfail + peer_nfail > 0 ? 1 : 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "dv-replay: <stdout>: %s\n", strerror(errno));
+    if (tool_stdout_done("dv-replay") != 0)
         status = 1;
-    }
 out:
     if (peer_path != NULL)
         peer_unload();

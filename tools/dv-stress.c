@@ -2511,16 +2511,6 @@ static int self_test(void)
     return failed ? 1 : 0;
 }
 
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-    if (!tool_number(s, &v, &end) || *end != '\0')
-        return false;
-    *out = v;
-    return true;
-}
-
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option opts[] = {{"threads", required_argument, NULL, 't'},
@@ -2558,7 +2548,7 @@ static int parse_options(int argc, char **argv, options *o)
     while ((c = getopt_long(argc, argv, "", opts, &which)) != -1) {
         switch (c) {
         case 't':
-            if (!parse_u64(optarg, &v) || v < 1 || v > 1024)
+            if (!tool_whole_number(optarg, &v) || v < 1 || v > 1024)
                 goto bad_value;
             o->threads = (int)v;
             threads_given = true;
@@ -2571,11 +2561,11 @@ static int parse_options(int argc, char **argv, options *o)
             break;
         }
         case 'o':
-            if (!parse_u64(optarg, &o->ops) || o->ops == 0)
+            if (!tool_whole_number(optarg, &o->ops) || o->ops == 0)
                 goto bad_value;
             break;
         case 'S':
-            if (!parse_u64(optarg, &o->seed))
+            if (!tool_whole_number(optarg, &o->seed))
                 goto bad_value;
             seeded = true;
             break;
@@ -2598,17 +2588,17 @@ static int parse_options(int argc, char **argv, options *o)
             o->faults = true;
             break;
         case 'D':
-            if (!parse_u64(optarg, &v) || v > 1000000)
+            if (!tool_whole_number(optarg, &v) || v > 1000000)
                 goto bad_value;
             o->sim_delay_us = (uint32_t)v;
             break;
         case 'n':
-            if (!parse_u64(optarg, &v) || v < 1 || v > 64)
+            if (!tool_whole_number(optarg, &v) || v < 1 || v > 64)
                 goto bad_value;
             o->streams = (uint32_t)v;
             break;
         case 'k':
-            if (!parse_u64(optarg, &v) || v < 2 || v > MAX_LIVE)
+            if (!tool_whole_number(optarg, &v) || v < 2 || v > MAX_LIVE)
                 goto bad_value;
             o->blocks = (uint32_t)v;
             break;
@@ -2619,12 +2609,12 @@ static int parse_options(int argc, char **argv, options *o)
             o->check_order = false;
             break;
         case 'd':
-            if (!parse_u64(optarg, &v) || v >= DV_MAX_DEVICES)
+            if (!tool_whole_number(optarg, &v) || v >= DV_MAX_DEVICES)
                 goto bad_value;
             o->device = (int)v;
             break;
         case 'N':
-            if (!parse_u64(optarg, &v) || v < 2 || v > DV_MAX_DEVICES)
+            if (!tool_whole_number(optarg, &v) || v < 2 || v > DV_MAX_DEVICES)
                 goto bad_value;
             o->devices = (int)v;
             break;

@@ -36,6 +36,17 @@ static inline bool tool_number(const char *s, unsigned long long *v, char **end)
     return errno == 0 && *end != s;
 }
 
+/* tool_number over the whole of s (an option's value): nothing after it. */
+static inline bool tool_whole_number(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    if (!tool_number(s, &v, &end) || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
 /* Standard output written whole (a full disk or a closed stdout loses a
  * report silently otherwise): 0, or -1 said on stderr. */
 static inline int tool_stdout_done(const char *tool)
