@@ -71,12 +71,17 @@ static dv_host_region *region_at(const dv_hostmem *h, uintptr_t p)
     return p - r->start < r->bytes ? r : NULL;
 }
 
+/* The first region that ends past p (nregions where none does). */
+static size_t first_past(const dv_hostmem *h, uintptr_t p)
+{
+    size_t i = upper_bound(h, p);
+    return i > 0 && h->regions[i - 1]->start + h->regions[i - 1]->bytes > p ? i - 1 : i;
+}
+
 /* Does [p, p + bytes) overlap a region? */
 static bool overlaps(const dv_hostmem *h, uintptr_t p, uint64_t bytes)
 {
-    size_t i = upper_bound(h, p);
-    if (i > 0 && h->regions[i - 1]->start + h->regions[i - 1]->bytes > p)
-        return true;
+    size_t i = first_past(h, p);
     return i < h->nregions && h->regions[i]->start < p + bytes;
 }
 
@@ -291,11 +296,6 @@ static dv_host_buf *buf_at(const dv_host_region *r, uintptr_t p)
     return r->kind == DV_HR_SLAB ? &r->bufs[(p - r->start) >> (12 + r->cls)] : &r->bufs[0];
 }
 
-bool dv__host_reaches(dv_actor *a, const void *p, uint64_t bytes)
-{
-    return a->host.nregions > 0 && overlaps(&a->host, (uintptr_t)p, bytes);
-}
-
 static void buf_used(dv_host_buf *b, dv_stream_pos pos)
 {
     if (b->everywhere)
@@ -314,18 +314,19 @@ static void buf_used(dv_host_buf *b, dv_stream_pos pos)
 
 /* Every buffer the range reaches remembers the use, in every region it
  * reaches (a range may run from one pool buffer into the next, or, staged,
- * past a registered range's end). */
-void dv__host_used(dv_actor *a, const void *p, uint64_t bytes, dv_stream_pos pos)
+ * past a registered range's end).  The position is marked on s at the
+ * first such buffer: a range that reaches none marks nothing. */
+void dv__host_used(dv_actor *a, const void *p, uint64_t bytes, dv_stream_id s)
 {
     const dv_hostmem *h = &a->host;
     uintptr_t lo = (uintptr_t)p, hi = lo + bytes; /* (ranges do not wrap) */
-    size_t i = upper_bound(h, lo);
-    if (i > 0 && h->regions[i - 1]->start + h->regions[i - 1]->bytes > lo)
-        i--;
-    for (; i < h->nregions && h->regions[i]->start < hi; i++) {
+    dv_stream_pos pos = {s, 0};
+    for (size_t i = first_past(h, lo); i < h->nregions && h->regions[i]->start < hi; i++) {
         dv_host_region *r = h->regions[i];
         if (r->bufs == NULL)
             continue;
+        if (pos.epoch == 0)
+            pos.epoch = dv__tracker_mark(a->done, s);
         if (r->kind != DV_HR_SLAB) {
             buf_used(&r->bufs[0], pos);
             continue;

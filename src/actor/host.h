@@ -115,12 +115,10 @@ void dv__host_region_release(struct dv_actor *a, dv_host_region *r);
  * goes). */
 int dv__host_pin_all(struct dv_actor *a);
 void dv__host_unpin_all(struct dv_actor *a);
-/* Does [p, p + bytes) reach into a region (a pool buffer, a registered
- * range, the staging)? */
-bool dv__host_reaches(struct dv_actor *a, const void *p, uint64_t bytes);
-/* A copy on stream s used [p, p + bytes): every pool buffer and
- * registered range it reaches remembers it (pos: where the copy ends). */
-void dv__host_used(struct dv_actor *a, const void *p, uint64_t bytes, dv_stream_pos pos);
+/* A copy just enqueued on stream s used [p, p + bytes): every pool buffer
+ * and registered range it reaches remembers it, at a position marked on
+ * s now (where the copy ends; none where it reaches nothing). */
+void dv__host_used(struct dv_actor *a, const void *p, uint64_t bytes, dv_stream_id s);
 /* The old context's positions mean nothing in the new one. */
 void dv__host_forget_uses(struct dv_actor *a);
 /* The device drained at a stop: answer the unregistrations still waiting,

@@ -246,8 +246,7 @@ static int enqueue_copy(dv_recorder *r, void *arg)
     else
         rc = dv__drv_memcpy_dtoh(st, m->other.host, dev, m->bytes);
     if (rc == DV_OK && pinned) {
-        dv__host_used(a, m->other.host, m->bytes,
-                      (dv_stream_pos){r->stream, dv__tracker_mark(a->done, r->stream)});
+        dv__host_used(a, m->other.host, m->bytes, r->stream);
         dv__eta_transfer(a, r->stream, m->bytes);
     }
     else if (rc == DV_OK)

@@ -360,13 +360,20 @@ static bool step_ready(const dv_stage_job *j, uint32_t i, int state)
     return state == DV_STAGE_ENQUEUED && reached(word_load(ch->dev_word), gen_of(j, i));
 }
 
+/* Does q's host range overlap [p, p + bytes)? */
+static bool job_reaches(const dv_stage_job *q, const void *p, uint64_t bytes)
+{
+    const unsigned char *lo = p, *host = q->host;
+    return host < lo + bytes && lo < host + q->bytes;
+}
+
 /* Is a copy from the device into host memory that j (to the device) reads,
  * on j's stream, begun before j, still to land?  The caller holds mu. */
 static bool dtoh_pending(const dv_staging *st, const dv_stage_job *j)
 {
     for (const dv_stage_job *q = st->live; q != NULL; q = q->live_next)
         if (q->dir == DV_MSG_DTOH && q->stream == j->stream && q->seq < j->seq &&
-            q->host < j->host + j->bytes && j->host < q->host + q->bytes &&
+            job_reaches(q, j->host, j->bytes) &&
             !atomic_load_explicit(&q->pumped, memory_order_acquire))
             return true;
     return false;
@@ -534,11 +541,10 @@ bool dv__staging_reaches(dv_actor *a, const void *p, uint64_t bytes)
             : NULL;
     if (st == NULL)
         return false;
-    const unsigned char *lo = p, *hi = lo + bytes;
     bool in = false;
     pthread_mutex_lock(&st->mu);
     for (const dv_stage_job *q = st->live; q != NULL && !in; q = q->live_next)
-        in = (const unsigned char *)q->host < hi && lo < (const unsigned char *)q->host + q->bytes;
+        in = job_reaches(q, p, bytes);
     pthread_mutex_unlock(&st->mu);
     return in;
 }
@@ -1110,9 +1116,7 @@ void dv__handle_staged(dv_actor *a, const dv_envelope *e)
     /* Page-locked memory the host range runs into (it reaches past such
      * memory, or it would not be staged) is held until the stream gets
      * past the copy, as for a copy the device did with it. */
-    if (dv__host_reaches(a, host, bytes))
-        dv__host_used(a, host, bytes,
-                      (dv_stream_pos){r.stream, dv__tracker_mark(a->done, r.stream)});
+    dv__host_used(a, host, bytes, r.stream);
     dv__stat_inc(&a->st_copies);
     dv__stat_inc(&a->st_staged);
     atomic_store_explicit(&a->st_staged_bytes,
