@@ -47,7 +47,7 @@
 
 static dv_kernel *spin;
 
-static dv_actor *make_with(uint64_t staging, uint64_t chunk, uint64_t host_budget)
+static dv_actor *make_with(uint64_t staging, uint64_t chunk, uint64_t host_budget, bool check)
 {
     dv_actor_config cfg;
     dv_actor *a = NULL;
@@ -57,6 +57,7 @@ static dv_actor *make_with(uint64_t staging, uint64_t chunk, uint64_t host_budge
     cfg.staging_bytes = staging;
     cfg.staging_chunk_bytes = chunk;
     cfg.host_budget_bytes = host_budget;
+    cfg.check_order = check;
     cfg.sim_memory_bytes = 256 * MiB;
     cfg.sim_delay_max_us = 20;
     int rc = dv_actor_create(&cfg, &a);
@@ -71,7 +72,7 @@ static dv_actor *make_with(uint64_t staging, uint64_t chunk, uint64_t host_budge
 
 static dv_actor *make(void)
 {
-    return make_with(256 * KiB, 64 * KiB, 0); /* four chunks of 64 KiB */
+    return make_with(256 * KiB, 64 * KiB, 0, false); /* four chunks of 64 KiB */
 }
 
 /* n points that do not apply here. */
@@ -166,7 +167,7 @@ static void *copier(void *p)
 
 static void test_backpressure(void)
 {
-    dv_actor *a = make_with(128 * KiB, 64 * KiB, 0); /* two chunks */
+    dv_actor *a = make_with(128 * KiB, 64 * KiB, 0, false); /* two chunks */
     enum { T = 8, ROUNDS = 12 };
     thread_arg args[T];
     pthread_t th[T];
@@ -229,7 +230,7 @@ static void test_actor_free(void)
     dv_actor_destroy(a);
     /* The control: no room for the staging, the driver copies pageable
      * memory synchronously on the actor's thread. */
-    a = make_with(256 * KiB, 64 * KiB, 64 * KiB);
+    a = make_with(256 * KiB, 64 * KiB, 64 * KiB, false);
     bool over = memset_overtakes(a);
     uint64_t direct = stats(a).direct_copies;
     ok(!over && direct == 1,
@@ -521,7 +522,7 @@ static void test_in_task(void)
  */
 static void test_same_buffer_same_stream(void)
 {
-    dv_actor *a = make_with(1 * MiB, 64 * KiB, 0); /* 16 chunks: both copies hold some */
+    dv_actor *a = make_with(1 * MiB, 64 * KiB, 0, false); /* 16 chunks: both copies hold some */
     static const uint64_t sizes[] = {4 * KiB, 1 * MiB + 3};
     int good[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
@@ -589,7 +590,7 @@ static void *side_read(void *p)
  * gate, in its post.) */
 static void test_other_stream_not_held(uint64_t staging, const char *what)
 {
-    dv_actor *a = make_with(staging, 64 * KiB, 0);
+    dv_actor *a = make_with(staging, 64 * KiB, 0, false);
     side_copy c = {.a = a};
     atomic_init(&c.rc, 1);
     unsigned char *src = malloc(1 * MiB), *back = malloc(1 * MiB);
@@ -692,17 +693,7 @@ static void test_waits_counted(void)
  * the caller.) */
 static void test_checker_refusal_reads_nothing(void)
 {
-    dv_actor_config cfg;
-    dv_actor *a = NULL;
-    dv_actor_config_init(&cfg);
-    cfg.backend = STAGING_ON_CUDA ? DV_BACKEND_CUDA : DV_BACKEND_SIM;
-    cfg.streams = 3;
-    cfg.staging_bytes = 256 * KiB;
-    cfg.staging_chunk_bytes = 64 * KiB;
-    cfg.sim_memory_bytes = 256 * MiB;
-    cfg.check_order = true;
-    if (dv_actor_create(&cfg, &a) != DV_OK)
-        bail_out("no actor: %s", dv_last_error()->message);
+    dv_actor *a = make_with(256 * KiB, 64 * KiB, 0, true);
     size_t n = 256 * KiB;
     unsigned char *g = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED)
